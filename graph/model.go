@@ -1,0 +1,215 @@
+package graph
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/onnxpe/onnxpe/internal/onnxpb"
+)
+
+// ErrNotONNX is wrapped by errors about input that is not an ONNX model.
+var ErrNotONNX = errors.New("not an ONNX model")
+
+// ErrInvalid is wrapped by errors about models that decode but break the
+// format's rules (dangling edges, duplicate names, cycles, bad tensors).
+var ErrInvalid = errors.New("invalid model")
+
+// Model is an ONNX model: its main graph, its model-local functions and
+// its metadata. Fields the package does not model are kept as loaded so
+// that saving an unchanged model writes the same bytes.
+type Model struct {
+	Graph     *Graph
+	Functions []*Function
+	// Dir is the folder external data locations are relative to ("" for a
+	// model read from memory).
+	Dir string
+
+	shell *onnxpb.ModelProto // everything except graph and functions
+	names nameSet
+}
+
+// Opset is one imported operator set.
+type Opset struct {
+	Domain  string
+	Version int64
+}
+
+// IRVersion is the model's IR version.
+func (m *Model) IRVersion() int64 { return m.shell.GetIrVersion() }
+
+// ProducerName is the name of the tool that wrote the model.
+func (m *Model) ProducerName() string { return m.shell.GetProducerName() }
+
+// ProducerVersion is the version of the tool that wrote the model.
+func (m *Model) ProducerVersion() string { return m.shell.GetProducerVersion() }
+
+// Domain is the model's domain.
+func (m *Model) Domain() string { return m.shell.GetDomain() }
+
+// ModelVersion is the model's own version number.
+func (m *Model) ModelVersion() int64 { return m.shell.GetModelVersion() }
+
+// Doc is the model's doc_string.
+func (m *Model) Doc() string { return m.shell.GetDocString() }
+
+// Metadata returns metadata_props as ordered key/value pairs.
+func (m *Model) Metadata() [][2]string {
+	var kv [][2]string
+	for _, e := range m.shell.MetadataProps {
+		kv = append(kv, [2]string{e.GetKey(), e.GetValue()})
+	}
+	return kv
+}
+
+// HasTrainingInfo reports whether the model carries training graphs
+// (kept, not interpreted).
+func (m *Model) HasTrainingInfo() bool { return len(m.shell.TrainingInfo) > 0 }
+
+// Opsets lists the imported operator sets in file order.
+func (m *Model) Opsets() []Opset {
+	var out []Opset
+	for _, o := range m.shell.OpsetImport {
+		out = append(out, Opset{o.GetDomain(), o.GetVersion()})
+	}
+	return out
+}
+
+// OpsetVersion is the imported version of a domain ("" and "ai.onnx" are the
+// same), or 0 when the domain is not imported.
+func (m *Model) OpsetVersion(domain string) int64 {
+	for _, o := range m.shell.OpsetImport {
+		if sameDomain(o.GetDomain(), domain) {
+			return o.GetVersion()
+		}
+	}
+	return 0
+}
+
+// SetOpsetVersion imports a domain at a version, or changes its version.
+func (m *Model) SetOpsetVersion(domain string, version int64) {
+	for _, o := range m.shell.OpsetImport {
+		if sameDomain(o.GetDomain(), domain) {
+			o.Version = proto.Int64(version)
+			return
+		}
+	}
+	m.shell.OpsetImport = append(m.shell.OpsetImport, &onnxpb.OperatorSetIdProto{Domain: proto.String(domain), Version: proto.Int64(version)})
+}
+
+func sameDomain(a, b string) bool {
+	norm := func(s string) string {
+		if s == "ai.onnx" {
+			return ""
+		}
+		return s
+	}
+	return norm(a) == norm(b)
+}
+
+// Function returns the model-local function with the given domain and
+// name (and overload), or nil.
+func (m *Model) Function(domain, name, overload string) *Function {
+	for _, f := range m.Functions {
+		if f.Domain == domain && f.Name == name && f.Overload == overload {
+			return f
+		}
+	}
+	return nil
+}
+
+// NewName returns a name not yet used for any value or node of the model,
+// made from base. All names handed out by rewrites come from here.
+func (m *Model) NewName(base string) string { return m.names.fresh(base) }
+
+// Walk calls f for every node of the model: the main graph, its subgraphs,
+// and the bodies of model-local functions.
+func (m *Model) Walk(f func(*Node)) {
+	m.Graph.Walk(f)
+	for _, fn := range m.Functions {
+		fn.Body.Walk(f)
+	}
+}
+
+// nameSet hands out unique names.
+type nameSet struct {
+	used map[string]bool
+	next map[string]int
+}
+
+func (s *nameSet) add(name string) {
+	if s.used == nil {
+		s.used = map[string]bool{}
+	}
+	s.used[name] = true
+}
+
+func (s *nameSet) fresh(base string) string {
+	if base == "" {
+		base = "v"
+	}
+	if s.used == nil {
+		s.used = map[string]bool{}
+		s.next = map[string]int{}
+	}
+	if s.next == nil {
+		s.next = map[string]int{}
+	}
+	if !s.used[base] {
+		s.used[base] = true
+		return base
+	}
+	for {
+		s.next[base]++
+		c := base + "_" + strconv.Itoa(s.next[base])
+		if !s.used[c] {
+			s.used[c] = true
+			return c
+		}
+	}
+}
+
+// Load reads a model from a file. External tensors are resolved against
+// the file's folder and checked, but their bytes are not read.
+func Load(path string) (*Model, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	return Decode(data, filepath.Dir(abs))
+}
+
+// Decode reads a model from its bytes; dir is the folder external data
+// is relative to ("" when there is none).
+func Decode(data []byte, dir string) (*Model, error) {
+	pm := &onnxpb.ModelProto{}
+	if err := (proto.UnmarshalOptions{}).Unmarshal(data, pm); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotONNX, err)
+	}
+	if pm.Graph == nil {
+		return nil, fmt.Errorf("%w: no graph", ErrNotONNX)
+	}
+	if pm.GetIrVersion() <= 0 {
+		return nil, fmt.Errorf("%w: ir_version %d", ErrNotONNX, pm.GetIrVersion())
+	}
+	return fromProto(pm, dir)
+}
+
+// Save writes the model to path through a temporary file in the same
+// folder that is renamed into place, so that a failure leaves no partial
+// file. External tensors are handled as opts say.
+func (m *Model) Save(path string, opts SaveOptions) error {
+	return m.save(path, opts)
+}
+
+// Marshal encodes the model. External tensors stay external (their side
+// files are not written).
+func (m *Model) Marshal() ([]byte, error) { return m.encode(nil) }
