@@ -185,6 +185,12 @@ func (n *Node) AttrInts(name string) []int64 {
 
 // SetAttr adds a or replaces the attribute of the same name.
 func (n *Node) SetAttr(a *Attr) {
+	if a.Graph != nil {
+		a.Graph.owner = n
+	}
+	for _, g := range a.Graphs {
+		g.owner = n
+	}
 	for i, b := range n.Attrs {
 		if b.Name() == a.Name() {
 			n.Attrs[i] = a
@@ -381,6 +387,9 @@ func (g *Graph) NewNode(opType, domain string, inputs []*Value, numOutputs int, 
 	}
 	for i, v := range inputs {
 		n.SetInput(i, v)
+	}
+	for _, sg := range n.Subgraphs() {
+		sg.owner = n
 	}
 	return n
 }

@@ -35,8 +35,8 @@ type Model struct {
 
 // Opset is one imported operator set.
 type Opset struct {
-	Domain  string
-	Version int64
+	Domain  string `json:"domain"`
+	Version int64  `json:"version"`
 }
 
 // IRVersion is the model's IR version.

@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Exit codes of every command.
+const (
+	ExitOK          = 0 // success
+	ExitCheckFailed = 1 // a check failed or a findings policy was violated
+	ExitBadInput    = 2 // usage error, or an input that cannot be read
+	ExitInternal    = 3 // a bug in onnxpe
+)
+
+const exitCodesHelp = `Exit codes:
+  0  success
+  1  a check failed (verify found a difference, a policy was violated)
+  2  usage error, or an input that cannot be read (missing, truncated,
+     corrupt or unsafe file); nothing was written
+  3  internal error (a bug: please report it)`
+
+// inputError marks errors about what the user gave us: exit 2.
+type inputError struct{ err error }
+
+func (e *inputError) Error() string { return e.err.Error() }
+func (e *inputError) Unwrap() error { return e.err }
+
+// badInput wraps an error as a usage or input error.
+func badInput(format string, args ...any) error {
+	return &inputError{fmt.Errorf(format, args...)}
+}
+
+// checkFailed is returned by commands whose check did not pass: exit 1.
+// Its message is printed as the last line of the command's output.
+type checkFailed struct{ msg string }
+
+func (e *checkFailed) Error() string { return e.msg }
+
+// exitCode maps a command's error to the process exit code.
+func exitCode(err error) int {
+	var in *inputError
+	var cf *checkFailed
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &cf):
+		return ExitCheckFailed
+	case errors.As(err, &in):
+		return ExitBadInput
+	}
+	return ExitInternal
+}
+
+// oneLine folds an error message onto a single line.
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
+}

@@ -1,0 +1,83 @@
+// Package cli implements the onnxpe command line: one file per command,
+// each with an options struct, a NewCmdX constructor and an xRun function
+// that tests call directly with buffers.
+//
+// It formats and prints; it does not analyse models itself (that is graph,
+// passes, verify and codegen).
+package cli
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// NewRootCmd builds the onnxpe command tree.
+func NewRootCmd(ios *IOStreams) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "onnxpe <command>",
+		Short: "Audit, rewrite and verify the positional encodings of ONNX models",
+		Long: `onnxpe finds which positional-encoding scheme an ONNX model uses (sinusoidal,
+learned, RoPE and its variants, ALiBi, T5 relative bias, Shaw relative
+embeddings, NoPE), rewrites it for deployment, and proves that the rewritten
+model computes what the original did.
+
+` + exitCodesHelp,
+		Example: `  onnxpe inspect model.onnx
+  onnxpe inspect model.onnx --json
+  onnxpe convert big.onnx -o small.onnx --external-data`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(ios.Out)
+	root.SetErr(ios.ErrOut)
+	root.SetIn(ios.In)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &inputError{err} })
+	root.AddCommand(
+		NewCmdInspect(ios),
+		NewCmdConvert(ios),
+		NewCmdVersion(ios),
+	)
+	// Usage errors (unknown command, wrong argument count) exit 2.
+	for _, c := range root.Commands() {
+		wrapArgs(c)
+	}
+	return root
+}
+
+// wrapArgs makes argument-count errors usage errors.
+func wrapArgs(c *cobra.Command) {
+	if c.Args == nil {
+		return
+	}
+	check := c.Args
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return &inputError{fmt.Errorf("%s: %w (see 'onnxpe %s --help')", cmd.Name(), err, cmd.Name())}
+		}
+		return nil
+	}
+}
+
+// Main runs the command line and returns the exit code.
+func Main() int { return run(System(), os.Args[1:]) }
+
+func run(ios *IOStreams, args []string) int {
+	root := NewRootCmd(ios)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err != nil {
+		msg := err.Error()
+		if strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "unknown flag") || strings.HasPrefix(msg, "unknown shorthand") {
+			err = &inputError{err}
+		}
+		prefix := "onnxpe: "
+		if exitCode(err) == ExitInternal {
+			prefix += "internal error: "
+		}
+		fmt.Fprintln(ios.ErrOut, prefix+oneLine(msg))
+	}
+	return exitCode(err)
+}
