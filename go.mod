@@ -12,6 +12,7 @@ require (
 require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
+	golang.org/x/sys v0.50.0 // indirect
 )
 
 tool google.golang.org/protobuf/cmd/protoc-gen-go

@@ -55,4 +55,3 @@ func (m *Model) AddFunction(domain, name string, attrNames ...string) *Function 
 	m.Functions = append(m.Functions, f)
 	return f
 }
-

@@ -55,7 +55,6 @@ unless --in-place is given.
 	f.Int64Var(&opts.Threshold, "threshold", graph.DefaultExternalThreshold, "with --external-data: smallest tensor, in bytes, to move out")
 	f.StringVar(&opts.Location, "location", "", "with --external-data: side file name (default OUT.data)")
 	f.BoolVar(&opts.InPlace, "in-place", false, "allow OUT to be the input file")
-	cmd.MarkFlagsMutuallyExclusive("external-data", "inline")
 	return cmd
 }
 
@@ -85,6 +84,9 @@ func checkOutput(in, out string, inPlace bool) error {
 }
 
 func convertRun(opts *convertOptions) error {
+	if opts.External && opts.Inline {
+		return badInput("--external-data and --inline contradict each other: give one")
+	}
 	if opts.InPlace && opts.Out == "" {
 		opts.Out = opts.In
 	}

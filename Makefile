@@ -1,0 +1,59 @@
+# onnxpe: audit, rewrite and verify the positional encodings of ONNX models.
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+
+GO        ?= go
+BIN       := bin/onnxpe
+ORT_VER   := 1.30.0
+ORT_DIR   := $(CURDIR)/.cache/ort
+ORT_LIB   := $(ORT_DIR)/node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1
+DEMO_MODEL := testmodels/models/rope_llama/model.onnx
+FUZZTIME  ?= 10s
+
+.PHONY: all build test test-go test-ort fuzz demo bench proto lint ort testmodels clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/onnxpe
+
+## test: the whole suite (lint, unit and conformance tests, fuzzing, ONNX Runtime differential tests)
+test: lint test-go fuzz test-ort
+
+test-go:
+	$(GO) test -json -count=1 ./... | $(GO) run ./internal/tools/testsummary
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./graph
+
+## test-ort: tests that run ONNX Runtime beside the Go executor (build tag ort, cgo)
+test-ort: ort
+	CGO_ENABLED=1 ONNXPE_ORT_LIB=$(ORT_LIB) $(GO) test -json -count=1 -tags ort ./... | $(GO) run ./internal/tools/testsummary
+
+## ort: install ONNX Runtime's CPU library from the npm package into .cache/ort
+ort: $(ORT_LIB)
+$(ORT_LIB):
+	mkdir -p $(ORT_DIR)
+	cd $(ORT_DIR) && npm install --silent --no-audit --no-fund --ignore-scripts onnxruntime-node@$(ORT_VER)
+	test -f $(ORT_LIB)
+
+demo: build
+	./$(BIN) inspect $(DEMO_MODEL)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+	bash bench/inspect_rss.sh
+
+proto:
+	protoc --plugin=protoc-gen-go=$$($(GO) tool -n protoc-gen-go) --go_out=. --go_opt=paths=source_relative internal/onnxpb/onnx.proto
+
+lint:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## testmodels: re-export the PyTorch corpus (needs Debian's python3-torch and python3-onnx)
+testmodels:
+	/usr/bin/python3 testmodels/export/export.py
+
+clean:
+	rm -rf bin .cache

@@ -1,0 +1,175 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/onnxpe/onnxpe/internal/onnxpb"
+)
+
+const gatherModel = "../../../shared/conformance/onnx-node/test_gather_0/model.onnx"
+
+// runCLI runs the command line with buffers and returns exit code, stdout
+// and stderr.
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(&IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, args)
+	return code, out.String(), errOut.String()
+}
+
+func TestInspectJSON(t *testing.T) {
+	code, out, errOut := runCLI(t, "inspect", gatherModel, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r InspectReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("invalid JSON: %v\n%s", err, out)
+	}
+	if r.Nodes != 1 || r.NodesByOp[0].OpType != "Gather" || len(r.Inputs) != 2 || r.Opsets[0].Version != 13 {
+		t.Fatalf("unexpected report: %+v", r)
+	}
+	if r.Inputs[0].Shape[0] != float64(5) {
+		t.Fatalf("shape %v", r.Inputs[0].Shape)
+	}
+}
+
+func TestInspectHuman(t *testing.T) {
+	code, out, _ := runCLI(t, "inspect", gatherModel)
+	if code != 0 || !strings.Contains(out, "Gather") || !strings.Contains(out, "[5, 4, 3, 2]") {
+		t.Fatalf("exit %d, output:\n%s", code, out)
+	}
+}
+
+// writeExternalModel writes a model whose only tensor lives at loc.
+func writeExternalModel(t *testing.T, dir, loc string) string {
+	mp := &onnxpb.ModelProto{IrVersion: proto.Int64(8), Graph: &onnxpb.GraphProto{
+		Initializer: []*onnxpb.TensorProto{{
+			Name: proto.String("w"), DataType: proto.Int32(1), Dims: []int64{2},
+			DataLocation: onnxpb.TensorProto_EXTERNAL.Enum(),
+			ExternalData: []*onnxpb.StringStringEntryProto{{Key: proto.String("location"), Value: proto.String(loc)}},
+		}},
+		Output: []*onnxpb.ValueInfoProto{{Name: proto.String("w")}},
+	}}
+	b, _ := proto.Marshal(mp)
+	p := filepath.Join(dir, "ext.onnx")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestBadInputExits2WithOneLine(t *testing.T) {
+	dir := t.TempDir()
+	good, err := os.ReadFile(gatherModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trunc := filepath.Join(dir, "truncated.onnx")
+	os.WriteFile(trunc, good[:len(good)/2], 0o644)
+	random := filepath.Join(dir, "random.onnx")
+	noise := make([]byte, 4096)
+	for i := range noise {
+		noise[i] = byte(i*7919 + i*i*31)
+	}
+	os.WriteFile(random, noise, 0o644)
+	passwd := writeExternalModel(t, dir, "../../etc/passwd")
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"inspect", trunc}, "truncated.onnx"},
+		{[]string{"inspect", random}, "random.onnx"},
+		{[]string{"inspect", passwd}, "leaves the model's folder"},
+		{[]string{"inspect", filepath.Join(dir, "missing.onnx")}, "no such file"},
+		{[]string{"convert", passwd, "-o", filepath.Join(dir, "out.onnx")}, "leaves the model's folder"},
+		{[]string{"inspect"}, "accepts 1 arg"},
+		{[]string{"inspect", "--nope", gatherModel}, "unknown flag"},
+		{[]string{"frobnicate"}, "unknown command"},
+	} {
+		code, out, errOut := runCLI(t, c.args...)
+		if code != ExitBadInput {
+			t.Errorf("%v: exit %d, want 2", c.args, code)
+		}
+		if strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, c.want) || !strings.HasPrefix(errOut, "onnxpe: ") {
+			t.Errorf("%v: stderr %q, want one line mentioning %q", c.args, errOut, c.want)
+		}
+		if out != "" {
+			t.Errorf("%v: wrote to stdout: %q", c.args, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out.onnx")); err == nil {
+		t.Error("a failed convert left an output file")
+	}
+}
+
+func TestConvertRoundTripAndStorage(t *testing.T) {
+	dir := t.TempDir()
+	src, err := os.ReadFile(gatherModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "in.onnx")
+	os.WriteFile(in, src, 0o644)
+	out := filepath.Join(dir, "out.onnx")
+	if code, _, e := runCLI(t, "convert", in, "-o", out); code != 0 {
+		t.Fatalf("convert: %d %s", code, e)
+	}
+	if got, _ := os.ReadFile(out); !bytes.Equal(got, src) {
+		t.Fatal("convert without options changed the bytes")
+	}
+	if code, _, e := runCLI(t, "convert", in, "-o", in); code != 2 || !strings.Contains(e, "--in-place") {
+		t.Fatalf("overwriting the input without --in-place: exit %d %q", code, e)
+	}
+	if code, _, e := runCLI(t, "convert", in, "--in-place"); code != 0 {
+		t.Fatalf("--in-place: %d %s", code, e)
+	}
+	if code, _, e := runCLI(t, "convert", in, "-o", out, "--external-data", "--inline"); code != 2 {
+		t.Fatalf("--external-data with --inline: exit %d %s", code, e)
+	}
+	ext := filepath.Join(dir, "ext.onnx")
+	if code, _, e := runCLI(t, "convert", in, "-o", ext, "--external-data", "--threshold", "0"); code != 0 {
+		t.Fatalf("--external-data: %d %s", code, e)
+	}
+	code, js, _ := runCLI(t, "inspect", ext, "--json")
+	var r InspectReport
+	json.Unmarshal([]byte(js), &r)
+	if code != 0 {
+		t.Fatalf("inspect external: %d", code)
+	}
+	back := filepath.Join(dir, "back.onnx")
+	if code, _, e := runCLI(t, "convert", ext, "-o", back, "--inline"); code != 0 {
+		t.Fatalf("--inline: %d %s", code, e)
+	}
+	if got, _ := os.ReadFile(back); !bytes.Equal(got, src) {
+		t.Fatal("external then inline did not restore the original bytes")
+	}
+}
+
+func TestVersionAndHelp(t *testing.T) {
+	code, out, _ := runCLI(t, "version", "--json")
+	var v map[string]string
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v["go"] == "" {
+		t.Fatalf("version --json: %d %q", code, out)
+	}
+	for _, cmd := range NewRootCmd(&IOStreams{Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}).Commands() {
+		if cmd.Name() == "help" || cmd.Name() == "completion" {
+			continue
+		}
+		if cmd.Example == "" {
+			t.Errorf("command %s has no example", cmd.Name())
+		}
+	}
+	code, out, _ = runCLI(t, "--help")
+	if code != 0 || !strings.Contains(out, "Exit codes") {
+		t.Fatalf("--help: %d, no exit codes:\n%s", code, out)
+	}
+}

@@ -1,0 +1,90 @@
+// Command testsummary reads `go test -json` output on stdin, prints the
+// output of failed tests, every skipped test with its reason, and a closing
+// line "N passed, N failed, N skipped". It exits 1 when a test or package
+// failed. It is a build helper for `make test`, not part of onnxpe.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+)
+
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Output  string
+}
+
+func main() {
+	out := map[string][]string{}
+	var passed, failed, skipped int
+	var failures, skips []string
+	pkgFailed := map[string]bool{}
+	sc := bufio.NewScanner(os.Stdin)
+	sc.Buffer(make([]byte, 1<<20), 1<<26)
+	for sc.Scan() {
+		var e event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			fmt.Println(sc.Text()) // build errors and the like
+			continue
+		}
+		key := e.Package + " " + e.Test
+		switch e.Action {
+		case "output":
+			out[key] = append(out[key], e.Output)
+			if e.Test == "" && strings.HasPrefix(e.Output, "ok ") || strings.HasPrefix(e.Output, "FAIL") && e.Test == "" {
+				fmt.Print(e.Output)
+			}
+		case "pass":
+			if e.Test != "" && !strings.Contains(e.Test, "/") {
+				passed++
+			}
+		case "fail":
+			if e.Test == "" {
+				pkgFailed[e.Package] = true
+				continue
+			}
+			if !strings.Contains(e.Test, "/") {
+				failed++
+			}
+			failures = append(failures, key)
+		case "skip":
+			if e.Test == "" {
+				continue
+			}
+			skipped++
+			reason := ""
+			for _, l := range out[key] {
+				l = strings.TrimSpace(l)
+				if strings.Contains(l, ".go:") {
+					reason = l
+				}
+			}
+			skips = append(skips, fmt.Sprintf("%s: %s", key, reason))
+		}
+	}
+	sort.Strings(skips)
+	for _, f := range failures {
+		fmt.Printf("\n--- FAIL %s\n%s", f, strings.Join(out[f], ""))
+	}
+	if len(skips) > 0 {
+		fmt.Printf("\nskipped tests:\n")
+		for _, s := range skips {
+			fmt.Printf("  %s\n", s)
+		}
+	}
+	for p := range pkgFailed {
+		if len(failures) == 0 {
+			fmt.Printf("\npackage %s failed:\n%s", p, strings.Join(out[p+" "], ""))
+		}
+	}
+	fmt.Printf("\n%d passed, %d failed, %d skipped\n", passed, failed, skipped)
+	if failed > 0 || len(pkgFailed) > 0 {
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,209 @@
+package testmodels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/onnxpe/onnxpe/graph"
+)
+
+// LlamaConfig shapes a Llama-style decoder built by Llama.
+type LlamaConfig struct {
+	Layers    int
+	Hidden    int
+	Heads     int
+	KVHeads   int
+	FFN       int
+	Vocab     int
+	RopeBase  float64
+	Opset     int64
+	Seed      uint64
+	NoWeights bool // use 1-element placeholder weights (for graph benchmarks)
+}
+
+// DefaultLlama is a tiny Llama: 2 layers, hidden 64, 4 heads, 2 KV heads.
+var DefaultLlama = LlamaConfig{Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 128, RopeBase: 10000, Opset: 17, Seed: 1}
+
+// llamaBuilder carries the state of one Llama build.
+type llamaBuilder struct {
+	cfg LlamaConfig
+	g   *graph.Graph
+	rng *rand.Rand
+}
+
+func (b *llamaBuilder) op(op string, attrs []*graph.Attr, in ...*graph.Value) *graph.Value {
+	return b.g.Op(op, in, 1, attrs...)[0]
+}
+
+func (b *llamaBuilder) i64(name string, v ...int64) *graph.Value {
+	t, err := graph.NewTensor(name, graph.Int64, []int64{int64(len(v))}, v)
+	if err != nil {
+		panic(err)
+	}
+	return b.g.AddInitializer(t)
+}
+
+func (b *llamaBuilder) scalar(name string, v float32) *graph.Value {
+	t, err := graph.NewTensor(name, graph.Float, nil, []float32{v})
+	if err != nil {
+		panic(err)
+	}
+	return b.g.AddInitializer(t)
+}
+
+func (b *llamaBuilder) weight(name string, dims ...int64) *graph.Value {
+	n := int64(1)
+	for _, d := range dims {
+		n *= d
+	}
+	if b.cfg.NoWeights {
+		dims = []int64{1}
+		n = 1
+	}
+	v := make([]float32, n)
+	scale := 1 / math.Sqrt(float64(dims[0]))
+	for i := range v {
+		v[i] = float32(b.rng.NormFloat64() * scale)
+	}
+	t, err := graph.NewTensor(name, graph.Float, dims, v)
+	if err != nil {
+		panic(err)
+	}
+	return b.g.AddInitializer(t)
+}
+
+// Llama builds a Llama-style decoder as PyTorch exports it: token
+// embedding; per layer RMSNorm, Q/K/V projections, half-split RoPE computed
+// from position_ids and an inv_freq table (rotate_half with Slice, Neg and
+// Concat), grouped-query attention with a causal mask, and a SwiGLU MLP;
+// final norm and LM head. Inputs: input_ids and position_ids (int64,
+// [batch, seq]); output: logits.
+func Llama(cfg LlamaConfig) *graph.Model {
+	m := graph.NewModel(8, "onnxpe-testmodels", graph.Opset{Domain: "", Version: cfg.Opset})
+	b := &llamaBuilder{cfg: cfg, g: m.Graph, rng: rand.New(rand.NewPCG(cfg.Seed, 7))}
+	g := b.g
+	hd := int64(cfg.Hidden / cfg.Heads)
+	batchSeq := []graph.Dim{{Param: "batch"}, {Param: "seq"}}
+	ids := g.AddInput("input_ids", graph.TensorType(graph.Int64, batchSeq))
+	pos := g.AddInput("position_ids", graph.TensorType(graph.Int64, batchSeq))
+
+	emb := b.weight("embed_tokens.weight", int64(cfg.Vocab), int64(cfg.Hidden))
+	x := b.op("Gather", nil, emb, ids)
+
+	// RoPE tables: inv_freq[i] = base^(-2i/hd), angles = pos * inv_freq.
+	inv := make([]float32, hd/2)
+	for i := range inv {
+		inv[i] = float32(1 / math.Pow(cfg.RopeBase, float64(2*i)/float64(hd)))
+	}
+	invT, _ := graph.NewTensor("rotary_emb.inv_freq", graph.Float, []int64{1, hd / 2, 1}, inv)
+	invFreq := g.AddInitializer(invT)
+	axes := func(v ...int64) []*graph.Attr {
+		if cfg.Opset >= 13 {
+			return nil
+		}
+		return []*graph.Attr{graph.IntsAttr("axes", v...)}
+	}
+	unsq := func(x *graph.Value, ax int64) *graph.Value {
+		if cfg.Opset >= 13 {
+			return b.op("Unsqueeze", nil, x, b.i64(fmt.Sprintf("axes_%d", ax), ax))
+		}
+		return b.op("Unsqueeze", axes(ax), x)
+	}
+	posF := b.op("Cast", []*graph.Attr{graph.IntAttr("to", int64(graph.Float))}, unsq(pos, 1)) // [B,1,S]
+	freqs := b.op("MatMul", nil, invFreq, posF)                                                 // [B,hd/2,S]
+	freqs = b.op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 2, 1)}, freqs)            // [B,S,hd/2]
+	embAng := b.op("Concat", []*graph.Attr{graph.IntAttr("axis", -1)}, freqs, freqs)            // [B,S,hd]
+	cos := unsq(b.op("Cos", nil, embAng), 1)                                                    // [B,1,S,hd]
+	sin := unsq(b.op("Sin", nil, embAng), 1)
+
+	// Causal mask from the sequence length: (1 - tril(ones)) * -inf-ish.
+	shape := b.op("Shape", nil, ids)
+	seqLen := b.op("Gather", []*graph.Attr{graph.IntAttr("axis", 0)}, shape, b.i64("one_idx", 1))
+	sq := b.op("Concat", []*graph.Attr{graph.IntAttr("axis", 0)}, seqLen, seqLen)
+	onesT, _ := graph.NewTensor("one_f", graph.Float, []int64{1}, []float32{1})
+	ones := b.op("ConstantOfShape", []*graph.Attr{graph.TensorAttr("value", onesT)}, sq)
+	lower := b.op("Trilu", []*graph.Attr{graph.IntAttr("upper", 0)}, ones)
+	mask := b.op("Mul", nil, b.op("Sub", nil, b.scalar("one", 1), lower), b.scalar("neg_big", -1e9))
+
+	half := hd / 2
+	rotateHalf := func(t *graph.Value, l int) *graph.Value {
+		x1 := b.op("Slice", nil, t, b.i64(fmt.Sprintf("l%d_s0", l), 0), b.i64(fmt.Sprintf("l%d_e0", l), half), b.i64(fmt.Sprintf("l%d_ax", l), -1))
+		x2 := b.op("Slice", nil, t, b.i64(fmt.Sprintf("l%d_s1", l), half), b.i64(fmt.Sprintf("l%d_e1", l), math.MaxInt64), b.i64(fmt.Sprintf("l%d_ax2", l), -1))
+		return b.op("Concat", []*graph.Attr{graph.IntAttr("axis", -1)}, b.op("Neg", nil, x2), x1)
+	}
+	rms := func(x *graph.Value, name string) *graph.Value {
+		w := b.weight(name+".weight", int64(cfg.Hidden))
+		v := b.op("ReduceMean", []*graph.Attr{graph.IntsAttr("axes", -1), graph.IntAttr("keepdims", 1)}, b.op("Pow", nil, x, b.scalar(name+".two", 2)))
+		if cfg.Opset >= 18 {
+			panic("testmodels: Llama builds opset < 18 ReduceMean (axes attribute)")
+		}
+		r := b.op("Sqrt", nil, b.op("Add", nil, v, b.scalar(name+".eps", 1e-6)))
+		return b.op("Mul", nil, w, b.op("Div", nil, x, r))
+	}
+	heads := func(t *graph.Value, n int64, l int, nm string) *graph.Value {
+		r := b.op("Reshape", nil, t, b.i64(fmt.Sprintf("l%d_%s_shape", l, nm), 0, 0, n, hd))
+		return b.op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 2, 1, 3)}, r)
+	}
+	group := int64(cfg.Heads / cfg.KVHeads)
+	repeatKV := func(t *graph.Value, l int, nm string) *graph.Value {
+		if group == 1 {
+			return t
+		}
+		// [B,kv,S,hd] -> [B,kv,1,S,hd] -> expand group -> [B,heads,S,hd]
+		u := unsq(t, 2)
+		sh := b.op("Shape", nil, u)
+		bs := b.op("Slice", nil, sh, b.i64(fmt.Sprintf("l%d_%s_b0", l, nm), 0), b.i64(fmt.Sprintf("l%d_%s_b1", l, nm), 1))
+		tail := b.op("Slice", nil, sh, b.i64(fmt.Sprintf("l%d_%s_t0", l, nm), 3), b.i64(fmt.Sprintf("l%d_%s_t1", l, nm), 5))
+		tgt := b.op("Concat", []*graph.Attr{graph.IntAttr("axis", 0)}, bs, b.i64(fmt.Sprintf("l%d_%s_kv", l, nm), int64(cfg.KVHeads), group), tail)
+		e := b.op("Expand", nil, u, tgt)
+		return b.op("Reshape", nil, e, b.i64(fmt.Sprintf("l%d_%s_rs", l, nm), 0, int64(cfg.Heads), -1, hd))
+	}
+
+	for l := 0; l < cfg.Layers; l++ {
+		p := fmt.Sprintf("layers.%d", l)
+		h := rms(x, p+".input_layernorm")
+		q := heads(b.op("MatMul", nil, h, b.weight(p+".q_proj", int64(cfg.Hidden), int64(cfg.Heads)*hd)), int64(cfg.Heads), l, "q")
+		k := heads(b.op("MatMul", nil, h, b.weight(p+".k_proj", int64(cfg.Hidden), int64(cfg.KVHeads)*hd)), int64(cfg.KVHeads), l, "k")
+		v := heads(b.op("MatMul", nil, h, b.weight(p+".v_proj", int64(cfg.Hidden), int64(cfg.KVHeads)*hd)), int64(cfg.KVHeads), l, "v")
+		q = b.op("Add", nil, b.op("Mul", nil, q, cos), b.op("Mul", nil, rotateHalf(q, 2*l), sin))
+		k = b.op("Add", nil, b.op("Mul", nil, k, cos), b.op("Mul", nil, rotateHalf(k, 2*l+1), sin))
+		k = repeatKV(k, l, "k")
+		v = repeatKV(v, l, "v")
+		kt := b.op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 1, 3, 2)}, k)
+		s := b.op("Div", nil, b.op("MatMul", nil, q, kt), b.scalar(p+".scale", float32(math.Sqrt(float64(hd)))))
+		a := b.op("Softmax", []*graph.Attr{graph.IntAttr("axis", -1)}, b.op("Add", nil, s, mask))
+		o := b.op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 2, 1, 3)}, b.op("MatMul", nil, a, v))
+		o = b.op("Reshape", nil, o, b.i64(p+".o_shape", 0, 0, int64(cfg.Hidden)))
+		x = b.op("Add", nil, x, b.op("MatMul", nil, o, b.weight(p+".o_proj", int64(cfg.Heads)*hd, int64(cfg.Hidden))))
+		h = rms(x, p+".post_attention_layernorm")
+		gate := b.op("MatMul", nil, h, b.weight(p+".gate_proj", int64(cfg.Hidden), int64(cfg.FFN)))
+		up := b.op("MatMul", nil, h, b.weight(p+".up_proj", int64(cfg.Hidden), int64(cfg.FFN)))
+		act := b.op("Mul", nil, gate, b.op("Sigmoid", nil, gate))
+		x = b.op("Add", nil, x, b.op("MatMul", nil, b.op("Mul", nil, act, up), b.weight(p+".down_proj", int64(cfg.FFN), int64(cfg.Hidden))))
+	}
+	x = rms(x, "norm")
+	logits := b.op("MatMul", nil, x, b.weight("lm_head", int64(cfg.Hidden), int64(cfg.Vocab)))
+	logits.Type = graph.TensorType(graph.Float, []graph.Dim{{Param: "batch"}, {Param: "seq"}, {Value: int64(cfg.Vocab), Known: true}})
+	g.AddOutput(logits)
+	return m
+}
+
+// Chain builds a graph of n nodes: alternating Add and Mul of a [4] input
+// with constants, for benchmarks of graph size.
+func Chain(n int) *graph.Model {
+	m := graph.NewModel(8, "onnxpe-testmodels", graph.Opset{Domain: "", Version: 17})
+	g := m.Graph
+	x := g.AddInput("x", graph.TensorType(graph.Float, graph.Dims(4)))
+	ct, _ := graph.NewTensor("c", graph.Float, []int64{4}, []float32{1, 2, 3, 4})
+	c := g.AddInitializer(ct)
+	for i := 0; i < n; i++ {
+		op := "Add"
+		if i%2 == 1 {
+			op = "Mul"
+		}
+		x = g.Op(op, []*graph.Value{x, c}, 1)[0]
+	}
+	g.AddOutput(x)
+	return m
+}
