@@ -20,6 +20,33 @@ type LlamaConfig struct {
 	Opset     int64
 	Seed      uint64
 	NoWeights bool // use 1-element placeholder weights (for graph benchmarks)
+	// RoPE says how the rotation is expressed (default RopeComputed).
+	RoPE RopeForm
+	// MaxPositions is the number of rows of stored cos/sin tables
+	// (RopeCacheTable and the fused forms); default 128.
+	MaxPositions int
+}
+
+// RopeForm is how a Llama build expresses its rotary embedding.
+type RopeForm int
+
+const (
+	// RopeComputed computes cos/sin from position_ids and inv_freq inside
+	// the graph, once, shared by all layers (Hugging Face Llama).
+	RopeComputed RopeForm = iota
+	// RopeCacheTable stores cos/sin tables [max_positions, head_dim] and
+	// gathers rows by position_ids, shared by all layers (older Hugging
+	// Face Llama, GPT-NeoX).
+	RopeCacheTable
+	// RopeFusedMS uses com.microsoft RotaryEmbedding nodes with stored
+	// [max_positions, head_dim/2] caches.
+	RopeFusedMS
+	// RopeFusedONNX uses the standard RotaryEmbedding (opset 23).
+	RopeFusedONNX
+)
+
+func (r RopeForm) String() string {
+	return [...]string{"computed", "cache_table", "fused_com_microsoft", "fused_onnx"}[r]
 }
 
 // DefaultLlama is a tiny Llama: 2 layers, hidden 64, 4 heads, 2 KV heads.
@@ -80,7 +107,21 @@ func (b *llamaBuilder) weight(name string, dims ...int64) *graph.Value {
 // final norm and LM head. Inputs: input_ids and position_ids (int64,
 // [batch, seq]); output: logits.
 func Llama(cfg LlamaConfig) *graph.Model {
-	m := graph.NewModel(8, "onnxpe-testmodels", graph.Opset{Domain: "", Version: cfg.Opset})
+	if cfg.MaxPositions == 0 {
+		cfg.MaxPositions = 128
+	}
+	if cfg.RoPE == RopeFusedONNX && cfg.Opset < 23 {
+		panic("testmodels: the standard RotaryEmbedding needs opset 23")
+	}
+	opsets := []graph.Opset{{Domain: "", Version: cfg.Opset}}
+	if cfg.RoPE == RopeFusedMS {
+		opsets = append(opsets, graph.Opset{Domain: "com.microsoft", Version: 1})
+	}
+	ir := int64(8)
+	if cfg.Opset >= 21 {
+		ir = 10
+	}
+	m := graph.NewModel(ir, "onnxpe-testmodels", opsets...)
 	b := &llamaBuilder{cfg: cfg, g: m.Graph, rng: rand.New(rand.NewPCG(cfg.Seed, 7))}
 	g := b.g
 	hd := int64(cfg.Hidden / cfg.Heads)
@@ -91,13 +132,6 @@ func Llama(cfg LlamaConfig) *graph.Model {
 	emb := b.weight("embed_tokens.weight", int64(cfg.Vocab), int64(cfg.Hidden))
 	x := b.op("Gather", nil, emb, ids)
 
-	// RoPE tables: inv_freq[i] = base^(-2i/hd), angles = pos * inv_freq.
-	inv := make([]float32, hd/2)
-	for i := range inv {
-		inv[i] = float32(1 / math.Pow(cfg.RopeBase, float64(2*i)/float64(hd)))
-	}
-	invT, _ := graph.NewTensor("rotary_emb.inv_freq", graph.Float, []int64{1, hd / 2, 1}, inv)
-	invFreq := g.AddInitializer(invT)
 	axes := func(v ...int64) []*graph.Attr {
 		if cfg.Opset >= 13 {
 			return nil
@@ -110,12 +144,50 @@ func Llama(cfg LlamaConfig) *graph.Model {
 		}
 		return b.op("Unsqueeze", axes(ax), x)
 	}
-	posF := b.op("Cast", []*graph.Attr{graph.IntAttr("to", int64(graph.Float))}, unsq(pos, 1)) // [B,1,S]
-	freqs := b.op("MatMul", nil, invFreq, posF)                                                 // [B,hd/2,S]
-	freqs = b.op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 2, 1)}, freqs)            // [B,S,hd/2]
-	embAng := b.op("Concat", []*graph.Attr{graph.IntAttr("axis", -1)}, freqs, freqs)            // [B,S,hd]
-	cos := unsq(b.op("Cos", nil, embAng), 1)                                                    // [B,1,S,hd]
-	sin := unsq(b.op("Sin", nil, embAng), 1)
+	// RoPE: inv_freq[i] = base^(-2i/hd), angle(p, i) = p * inv_freq[i].
+	inv := make([]float64, hd/2)
+	for i := range inv {
+		inv[i] = 1 / math.Pow(cfg.RopeBase, float64(2*i)/float64(hd))
+	}
+	// table stores f(p * inv_freq[i]) for p < MaxPositions; dup repeats the
+	// half so that a row has head_dim entries (the cat((freqs, freqs)) form).
+	table := func(name string, f func(float64) float64, dup bool) *graph.Value {
+		w := len(inv)
+		if dup {
+			w *= 2
+		}
+		v := make([]float32, cfg.MaxPositions*w)
+		for p := 0; p < cfg.MaxPositions; p++ {
+			for i := 0; i < w; i++ {
+				v[p*w+i] = float32(f(float64(float32(p) * float32(inv[i%len(inv)]))))
+			}
+		}
+		t, _ := graph.NewTensor(name, graph.Float, []int64{int64(cfg.MaxPositions), int64(w)}, v)
+		return g.AddInitializer(t)
+	}
+	var cos, sin *graph.Value // [B,1,S,hd] for the unfused forms
+	var cosCache, sinCache *graph.Value
+	switch cfg.RoPE {
+	case RopeComputed:
+		inv32 := make([]float32, len(inv))
+		for i, x := range inv {
+			inv32[i] = float32(x)
+		}
+		invT, _ := graph.NewTensor("rotary_emb.inv_freq", graph.Float, []int64{1, hd / 2, 1}, inv32)
+		invFreq := g.AddInitializer(invT)
+		posF := b.op("Cast", []*graph.Attr{graph.IntAttr("to", int64(graph.Float))}, unsq(pos, 1)) // [B,1,S]
+		freqs := b.op("MatMul", nil, invFreq, posF)                                                // [B,hd/2,S]
+		freqs = b.op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 2, 1)}, freqs)           // [B,S,hd/2]
+		embAng := b.op("Concat", []*graph.Attr{graph.IntAttr("axis", -1)}, freqs, freqs)           // [B,S,hd]
+		cos = unsq(b.op("Cos", nil, embAng), 1)                                                    // [B,1,S,hd]
+		sin = unsq(b.op("Sin", nil, embAng), 1)
+	case RopeCacheTable:
+		cos = unsq(b.op("Gather", nil, table("cos_cached", math.Cos, true), pos), 1)
+		sin = unsq(b.op("Gather", nil, table("sin_cached", math.Sin, true), pos), 1)
+	case RopeFusedMS, RopeFusedONNX:
+		cosCache = table("cos_cache", math.Cos, false)
+		sinCache = table("sin_cache", math.Sin, false)
+	}
 
 	// Causal mask from the sequence length: (1 - tril(ones)) * -inf-ish.
 	shape := b.op("Shape", nil, ids)
@@ -134,9 +206,12 @@ func Llama(cfg LlamaConfig) *graph.Model {
 	}
 	rms := func(x *graph.Value, name string) *graph.Value {
 		w := b.weight(name+".weight", int64(cfg.Hidden))
-		v := b.op("ReduceMean", []*graph.Attr{graph.IntsAttr("axes", -1), graph.IntAttr("keepdims", 1)}, b.op("Pow", nil, x, b.scalar(name+".two", 2)))
+		sq := b.op("Pow", nil, x, b.scalar(name+".two", 2))
+		var v *graph.Value
 		if cfg.Opset >= 18 {
-			panic("testmodels: Llama builds opset < 18 ReduceMean (axes attribute)")
+			v = b.op("ReduceMean", []*graph.Attr{graph.IntAttr("keepdims", 1)}, sq, b.i64(name+".axes", -1))
+		} else {
+			v = b.op("ReduceMean", []*graph.Attr{graph.IntsAttr("axes", -1), graph.IntAttr("keepdims", 1)}, sq)
 		}
 		r := b.op("Sqrt", nil, b.op("Add", nil, v, b.scalar(name+".eps", 1e-6)))
 		return b.op("Mul", nil, w, b.op("Div", nil, x, r))
@@ -166,8 +241,23 @@ func Llama(cfg LlamaConfig) *graph.Model {
 		q := heads(b.op("MatMul", nil, h, b.weight(p+".q_proj", int64(cfg.Hidden), int64(cfg.Heads)*hd)), int64(cfg.Heads), l, "q")
 		k := heads(b.op("MatMul", nil, h, b.weight(p+".k_proj", int64(cfg.Hidden), int64(cfg.KVHeads)*hd)), int64(cfg.KVHeads), l, "k")
 		v := heads(b.op("MatMul", nil, h, b.weight(p+".v_proj", int64(cfg.Hidden), int64(cfg.KVHeads)*hd)), int64(cfg.KVHeads), l, "v")
-		q = b.op("Add", nil, b.op("Mul", nil, q, cos), b.op("Mul", nil, rotateHalf(q, 2*l), sin))
-		k = b.op("Add", nil, b.op("Mul", nil, k, cos), b.op("Mul", nil, rotateHalf(k, 2*l+1), sin))
+		switch cfg.RoPE {
+		case RopeComputed, RopeCacheTable:
+			q = b.op("Add", nil, b.op("Mul", nil, q, cos), b.op("Mul", nil, rotateHalf(q, 2*l), sin))
+			k = b.op("Add", nil, b.op("Mul", nil, k, cos), b.op("Mul", nil, rotateHalf(k, 2*l+1), sin))
+		case RopeFusedMS:
+			rot := func(t *graph.Value) *graph.Value {
+				n := g.NewNode("RotaryEmbedding", "com.microsoft", []*graph.Value{t, pos, cosCache, sinCache}, 1, graph.IntAttr("interleaved", 0))
+				g.Append(n)
+				return n.Output(0)
+			}
+			q, k = rot(q), rot(k)
+		case RopeFusedONNX:
+			rot := func(t *graph.Value) *graph.Value {
+				return b.op("RotaryEmbedding", []*graph.Attr{graph.IntAttr("interleaved", 0)}, t, cosCache, sinCache, pos)
+			}
+			q, k = rot(q), rot(k)
+		}
 		k = repeatKV(k, l, "k")
 		v = repeatKV(v, l, "v")
 		kt := b.op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 1, 3, 2)}, k)

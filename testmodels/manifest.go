@@ -1,0 +1,100 @@
+package testmodels
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"runtime"
+)
+
+//go:embed manifest.json
+var manifestJSON []byte
+
+// Manifest is testmodels/manifest.json: every exported model with its
+// ground truth in the audit report's vocabulary (see DESIGN.md).
+type Manifest struct {
+	About     string  `json:"about"`
+	Generator any     `json:"generator"`
+	Models    []Entry `json:"models"`
+}
+
+// Entry is one model of the corpus.
+type Entry struct {
+	Name      string   `json:"name"`
+	Path      string   `json:"path"`      // relative to testmodels/
+	TestData  string   `json:"test_data"` // relative to testmodels/
+	Opset     int64    `json:"opset"`
+	DType     string   `json:"dtype"`
+	Reference string   `json:"reference"`
+	Variant   string   `json:"variant"`
+	NumLayers int      `json:"num_layers"`
+	Inputs    []Input  `json:"inputs"`
+	Outputs   []Output `json:"outputs"`
+	Truth
+	SHA256 string `json:"sha256"`
+}
+
+// Truth is what an audit of the model must report.
+type Truth struct {
+	Schemes  []string       `json:"schemes"`
+	Layers   []LayerScheme  `json:"layers"`
+	Findings []FindingTruth `json:"findings"`
+}
+
+// LayerScheme is the scheme one attention layer receives.
+type LayerScheme struct {
+	Index  int    `json:"index"`
+	Scheme string `json:"scheme"`
+}
+
+// FindingTruth is one expected finding.
+type FindingTruth struct {
+	Scheme string         `json:"scheme"`
+	Layers []int          `json:"layers"`
+	Params map[string]any `json:"params"`
+	Fused  bool           `json:"fused,omitempty"`
+}
+
+// Input describes a model input and the values that respect its meaning.
+type Input struct {
+	Name      string    `json:"name"`
+	Role      string    `json:"role"` // input_ids, position_ids, attention_mask, token_type_ids, pixel_values, past_key, past_value, ...
+	DType     string    `json:"dtype"`
+	Shape     []any     `json:"shape"`
+	VocabSize int       `json:"vocab_size,omitempty"`
+	Range     []float64 `json:"range,omitempty"`
+	Meaning   string    `json:"meaning,omitempty"`
+	// PaddingSide is "left", "right" or "none" for attention masks.
+	PaddingSide string `json:"padding_side,omitempty"`
+	// PadID is the token id of padding, for input_ids.
+	PadID *int `json:"pad_id,omitempty"`
+}
+
+// Output describes a model output.
+type Output struct {
+	Name  string `json:"name"`
+	DType string `json:"dtype"`
+	Shape []any  `json:"shape"`
+}
+
+// Load parses the embedded manifest.
+func Load() (*Manifest, error) {
+	var m Manifest
+	if err := json.Unmarshal(manifestJSON, &m); err != nil {
+		return nil, fmt.Errorf("testmodels: manifest.json: %w", err)
+	}
+	return &m, nil
+}
+
+// Dir is the absolute path of the testmodels folder in the source tree.
+func Dir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(file)
+}
+
+// ModelPath is the absolute path of an entry's model file.
+func (e *Entry) ModelPath() string { return filepath.Join(Dir(), e.Path) }
+
+// TestDataDir is the absolute path of an entry's reference test data.
+func (e *Entry) TestDataDir() string { return filepath.Join(Dir(), e.TestData) }
