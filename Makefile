@@ -52,8 +52,10 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 ## testmodels: re-export the PyTorch corpus (needs Debian's python3-torch and python3-onnx)
-testmodels:
+testmodels: ort
 	/usr/bin/python3 testmodels/export/export.py
+	NODE_PATH=$(ORT_DIR)/node_modules node testmodels/export/ort_optimize.js
+	NODE_PATH=$(ORT_DIR)/node_modules node testmodels/export/ort_check.js
 
 clean:
 	rm -rf bin .cache

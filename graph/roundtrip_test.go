@@ -7,30 +7,25 @@ import (
 	"testing"
 
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/internal/conformance"
 )
 
 // conformanceModels lists every model.onnx of the shared conformance data
 // and of testmodels/.
 func corpus(t testing.TB) []string {
 	t.Helper()
-	var files []string
-	for _, pat := range []string{
-		"../../shared/conformance/*/*/model.onnx",
-		"../testmodels/models/*/*.onnx",
-	} {
-		m, err := filepath.Glob(pat)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, m...)
+	files := conformance.Models(t)
+	m, err := filepath.Glob("../testmodels/models/*/*.onnx")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return files
+	return append(files, m...)
 }
 
 func TestRoundTripIsByteIdentical(t *testing.T) {
 	files := corpus(t)
 	if len(files) < 900 {
-		t.Fatalf("found %d models; the conformance data (../shared/conformance) must be beside the repository", len(files))
+		t.Fatalf("found %d models, want the 969 conformance models and the corpus", len(files))
 	}
 	for _, f := range files {
 		want, err := os.ReadFile(f)

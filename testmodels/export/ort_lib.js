@@ -11,7 +11,7 @@ function loadOrt() {
   const tried = [];
   const candidates = ['onnxruntime-node'];
   if (process.env.ORT_NODE) candidates.unshift(process.env.ORT_NODE);
-  candidates.push('/tmp/ortnpm/node_modules/onnxruntime-node');
+  candidates.push(path.resolve(ROOT, '..', '.cache', 'ort', 'node_modules', 'onnxruntime-node')); // make ort
   for (const c of candidates) {
     try {
       return require(c);

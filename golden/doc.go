@@ -1,0 +1,8 @@
+// Package golden holds the expected `onnxpe audit --json` report of every
+// model in testmodels/ (one JSON file per model), compared in tests and
+// refreshed with `go test ./golden -update`.
+//
+// Until the audit command exists, the expectation is the ground truth of
+// testmodels/manifest.json and of the Go-built models: the files are
+// generated from it, and the test checks that they still agree with it.
+package golden

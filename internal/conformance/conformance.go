@@ -1,0 +1,51 @@
+// Package conformance locates the shared conformance data (ONNX's backend
+// node tests and ONNX Runtime's RotaryEmbedding vectors) for tests. The
+// data lives beside the repository in ../shared/conformance and is not
+// copied into it; ONNXPE_CONFORMANCE overrides the location.
+package conformance
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+// Dir returns the conformance folder, or "" when it cannot be found.
+func Dir() string {
+	if d := os.Getenv("ONNXPE_CONFORMANCE"); d != "" {
+		return d
+	}
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	d := filepath.Join(root, "..", "shared", "conformance")
+	if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+		return d
+	}
+	return ""
+}
+
+// Require returns the conformance folder or fails the test: the data is
+// part of the test suite, so its absence is an error, not a skip.
+func Require(t testing.TB) string {
+	t.Helper()
+	d := Dir()
+	if d == "" {
+		t.Fatal("conformance data not found: put the shared folder beside the repository (../shared/conformance) or set ONNXPE_CONFORMANCE")
+	}
+	return d
+}
+
+// Case returns the folder of one case, e.g. Case(t, "onnx-node", "test_gather_0").
+func Case(t testing.TB, suite, name string) string {
+	return filepath.Join(Require(t), suite, name)
+}
+
+// Models lists every conformance model.onnx.
+func Models(t testing.TB) []string {
+	m, err := filepath.Glob(filepath.Join(Require(t), "*", "*", "model.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
