@@ -10,9 +10,16 @@ require (
 )
 
 require (
+	codeberg.org/sbinet/npyio v0.14.0 // indirect
+	github.com/campoy/embedmd v1.0.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/nlpodyssey/gopickle v0.3.0 // indirect
+	github.com/pmezard/go-difflib v1.0.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
+	github.com/yalue/onnxruntime_go v1.36.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/text v0.34.0 // indirect
+	gonum.org/v1/gonum v0.17.0 // indirect
 )
 
 tool google.golang.org/protobuf/cmd/protoc-gen-go

@@ -10,10 +10,13 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/onnxpe/onnxpe/internal/conformance"
 	"github.com/onnxpe/onnxpe/internal/onnxpb"
 )
 
-const gatherModel = "../../../shared/conformance/onnx-node/test_gather_0/model.onnx"
+func gatherModel(t *testing.T) string {
+	return filepath.Join(conformance.Case(t, "onnx-node", "test_gather_0"), "model.onnx")
+}
 
 // runCLI runs the command line with buffers and returns exit code, stdout
 // and stderr.
@@ -25,7 +28,7 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestInspectJSON(t *testing.T) {
-	code, out, errOut := runCLI(t, "inspect", gatherModel, "--json")
+	code, out, errOut := runCLI(t, "inspect", gatherModel(t), "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -42,7 +45,7 @@ func TestInspectJSON(t *testing.T) {
 }
 
 func TestInspectHuman(t *testing.T) {
-	code, out, _ := runCLI(t, "inspect", gatherModel)
+	code, out, _ := runCLI(t, "inspect", gatherModel(t))
 	if code != 0 || !strings.Contains(out, "Gather") || !strings.Contains(out, "[5, 4, 3, 2]") {
 		t.Fatalf("exit %d, output:\n%s", code, out)
 	}
@@ -68,7 +71,7 @@ func writeExternalModel(t *testing.T, dir, loc string) string {
 
 func TestBadInputExits2WithOneLine(t *testing.T) {
 	dir := t.TempDir()
-	good, err := os.ReadFile(gatherModel)
+	good, err := os.ReadFile(gatherModel(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +95,7 @@ func TestBadInputExits2WithOneLine(t *testing.T) {
 		{[]string{"inspect", filepath.Join(dir, "missing.onnx")}, "no such file"},
 		{[]string{"convert", passwd, "-o", filepath.Join(dir, "out.onnx")}, "leaves the model's folder"},
 		{[]string{"inspect"}, "accepts 1 arg"},
-		{[]string{"inspect", "--nope", gatherModel}, "unknown flag"},
+		{[]string{"inspect", "--nope", gatherModel(t)}, "unknown flag"},
 		{[]string{"frobnicate"}, "unknown command"},
 	} {
 		code, out, errOut := runCLI(t, c.args...)
@@ -113,7 +116,7 @@ func TestBadInputExits2WithOneLine(t *testing.T) {
 
 func TestConvertRoundTripAndStorage(t *testing.T) {
 	dir := t.TempDir()
-	src, err := os.ReadFile(gatherModel)
+	src, err := os.ReadFile(gatherModel(t))
 	if err != nil {
 		t.Fatal(err)
 	}

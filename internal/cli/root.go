@@ -38,6 +38,7 @@ model computes what the original did.
 	root.AddCommand(
 		NewCmdInspect(ios),
 		NewCmdConvert(ios),
+		NewCmdRun(ios),
 		NewCmdVersion(ios),
 	)
 	// Usage errors (unknown command, wrong argument count) exit 2.

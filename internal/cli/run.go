@@ -1,0 +1,166 @@
+package cli
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/onnxpe/onnxpe/kernels"
+)
+
+type runOptions struct {
+	IO         *IOStreams
+	Model      string
+	Inputs     string
+	Outputs    string
+	JSON       bool
+	Accumulate string
+}
+
+// NewCmdRun builds `onnxpe run`.
+func NewCmdRun(ios *IOStreams) *cobra.Command {
+	opts := &runOptions{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "run MODEL --inputs IN",
+		Short: "Run a model with onnxpe's reference kernels",
+		Long: `Run executes a model with onnxpe's own Go kernels and prints the shape and
+summary statistics of each output.
+
+IN is an ONNX test-data folder (input_0.pb, input_1.pb, ... in the order of
+the model's inputs; a folder holding test_data_set_0/ works too) or a NumPy
+.npz file whose arrays are named after the inputs. With --outputs DIR the
+outputs are written to DIR as output_0.pb, output_1.pb, ...
+
+--accumulate float64 runs float32 models with float64 accumulation in
+reductions, matrix products and normalisations: a reference-grade mode.
+
+` + exitCodesHelp,
+		Example: `  onnxpe run model.onnx --inputs test_data_set_0
+  onnxpe run model.onnx --inputs feeds.npz --outputs out/ --json
+  onnxpe run model.onnx --inputs feeds.npz --accumulate float64`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			opts.Model = args[0]
+			return runRun(opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Inputs, "inputs", "", "test-data folder or .npz file with the inputs (required)")
+	f.StringVar(&opts.Outputs, "outputs", "", "folder to write output_N.pb files to")
+	f.BoolVar(&opts.JSON, "json", false, "print JSON")
+	f.StringVar(&opts.Accumulate, "accumulate", "float32", "accumulation type for float32 models: float32 or float64")
+	return cmd
+}
+
+// RunReport is the JSON form of `onnxpe run`.
+type RunReport struct {
+	Model   string        `json:"model"`
+	Outputs []OutputStats `json:"outputs"`
+	Written string        `json:"written,omitempty"`
+}
+
+// OutputStats summarises one output tensor.
+type OutputStats struct {
+	Name  string  `json:"name"`
+	DType string  `json:"dtype"`
+	Shape []int   `json:"shape"`
+	Min   float64 `json:"min"`
+	Max   float64 `json:"max"`
+	Mean  float64 `json:"mean"`
+	Std   float64 `json:"std"`
+	NaN   int     `json:"nan"`
+	Inf   int     `json:"inf"`
+}
+
+func statsOf(name string, t *kernels.Tensor) OutputStats {
+	s := OutputStats{Name: name, DType: t.DType.String(), Shape: append([]int{}, t.Shape...)}
+	vals := t.Float64s()
+	var sum, sq float64
+	n := 0
+	s.Min, s.Max = math.Inf(1), math.Inf(-1)
+	for _, v := range vals {
+		switch {
+		case math.IsNaN(v):
+			s.NaN++
+			continue
+		case math.IsInf(v, 0):
+			s.Inf++
+			continue
+		}
+		n++
+		sum += v
+		sq += v * v
+		s.Min = math.Min(s.Min, v)
+		s.Max = math.Max(s.Max, v)
+	}
+	if n == 0 {
+		s.Min, s.Max = 0, 0
+		return s
+	}
+	s.Mean = sum / float64(n)
+	s.Std = math.Sqrt(math.Max(0, sq/float64(n)-s.Mean*s.Mean))
+	return s
+}
+
+func runRun(opts *runOptions) error {
+	if opts.Inputs == "" {
+		return badInput("run: --inputs is required")
+	}
+	var ko kernels.Options
+	switch opts.Accumulate {
+	case "float32":
+	case "float64":
+		ko.Accumulate64 = true
+	default:
+		return badInput("--accumulate must be float32 or float64, not %q", opts.Accumulate)
+	}
+	m, err := loadModel(opts.Model)
+	if err != nil {
+		return err
+	}
+	feeds, err := kernels.ReadInputs(opts.Inputs, m)
+	if err != nil {
+		return badInput("%v", err)
+	}
+	sess, err := kernels.NewSession(m, ko)
+	if err != nil {
+		return badInput("%s: %v", opts.Model, err)
+	}
+	outs, err := sess.Run(feeds)
+	if err != nil {
+		return badInput("%s: %v", opts.Model, err)
+	}
+	r := &RunReport{Model: opts.Model}
+	for _, v := range m.Graph.Outputs {
+		r.Outputs = append(r.Outputs, statsOf(v.Name, outs[v.Name]))
+	}
+	if opts.Outputs != "" {
+		if err := os.MkdirAll(opts.Outputs, 0o755); err != nil {
+			return badInput("%v", err)
+		}
+		for i, v := range m.Graph.Outputs {
+			p := filepath.Join(opts.Outputs, fmt.Sprintf("output_%d.pb", i))
+			if err := kernels.WriteTensorFile(p, v.Name, outs[v.Name]); err != nil {
+				return badInput("%s: %v", p, err)
+			}
+		}
+		r.Written = opts.Outputs
+	}
+	if opts.JSON {
+		return writeJSON(opts.IO, r)
+	}
+	tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "OUTPUT\tTYPE\tSHAPE\tMIN\tMAX\tMEAN\tSTD\tNAN/INF")
+	for _, s := range r.Outputs {
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%.6g\t%.6g\t%.6g\t%.6g\t%d/%d\n", s.Name, s.DType, s.Shape, s.Min, s.Max, s.Mean, s.Std, s.NaN, s.Inf)
+	}
+	tw.Flush()
+	if r.Written != "" {
+		fmt.Fprintf(opts.IO.ErrOut, "wrote %d outputs to %s\n", len(r.Outputs), r.Written)
+	}
+	return nil
+}

@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"encoding/json"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"archive/zip"
+	"encoding/binary"
+	"fmt"
+	"os"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/internal/conformance"
+	"github.com/onnxpe/onnxpe/kernels"
+)
+
+// TestRunReproducesConformanceOutputs runs conformance cases through the
+// command line, writes the outputs and compares them with the expected
+// files at the conformance tolerance (rtol 1e-3, atol 1e-7).
+func TestRunReproducesConformanceOutputs(t *testing.T) {
+	for _, c := range []string{"test_gather_0", "test_matmul_4d", "test_softmax_axis_1", "test_layer_normalization_4d_axis0", "test_reduce_mean_keepdims_example", "test_slice_neg_steps"} {
+		dir := conformance.Case(t, "onnx-node", c)
+		out := t.TempDir()
+		for _, acc := range []string{"float32", "float64"} {
+			code, js, errOut := runCLI(t, "run", filepath.Join(dir, "model.onnx"), "--inputs", dir, "--outputs", out, "--json", "--accumulate", acc)
+			if code != 0 {
+				t.Fatalf("%s: exit %d: %s", c, code, errOut)
+			}
+			var r RunReport
+			if err := json.Unmarshal([]byte(js), &r); err != nil || len(r.Outputs) == 0 {
+				t.Fatalf("%s: bad JSON %q", c, js)
+			}
+			m, err := graph.Load(filepath.Join(dir, "model.onnx"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := kernels.ReadOutputs(out, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := kernels.ReadOutputs(filepath.Join(dir, "test_data_set_0"), m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, w := range want {
+				g := got[name]
+				if g == nil || !equalShape(g.Shape, w.Shape) {
+					t.Fatalf("%s: output %q shape %v, want %v", c, name, g, w.Shape)
+				}
+				gv, wv := g.Float64s(), w.Float64s()
+				for i := range wv {
+					if math.Abs(gv[i]-wv[i]) > 1e-7+1e-3*math.Abs(wv[i]) {
+						t.Fatalf("%s (%s): output %q[%d] = %v, want %v", c, acc, name, i, gv[i], wv[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+func equalShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestRunWithNPZ(t *testing.T) {
+	dir := conformance.Case(t, "onnx-node", "test_gather_0")
+	m, err := graph.Load(filepath.Join(dir, "model.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	feeds, err := kernels.ReadInputs(dir, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "in.npz")
+	writeNPZ(t, p, feeds)
+	code, out, errOut := runCLI(t, "run", filepath.Join(dir, "model.onnx"), "--inputs", p)
+	if code != 0 || !strings.Contains(out, "-2.55299") {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	// A .npz missing an input is bad input.
+	q := filepath.Join(t.TempDir(), "short.npz")
+	writeNPZ(t, q, map[string]*kernels.Tensor{"data": feeds["data"]})
+	if code, _, errOut := runCLI(t, "run", filepath.Join(dir, "model.onnx"), "--inputs", q); code != 2 || !strings.Contains(errOut, `"indices"`) {
+		t.Fatalf("missing array: exit %d %q", code, errOut)
+	}
+}
+
+// writeNPZ writes tensors as a NumPy .npz archive with their shapes, the
+// way numpy.savez does.
+func writeNPZ(t *testing.T, path string, ts map[string]*kernels.Tensor) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := zip.NewWriter(f)
+	for name, tt := range ts {
+		descr := map[graph.DataType]string{graph.Float: "<f4", graph.Int64: "<i8"}[tt.DType]
+		if descr == "" {
+			t.Fatalf("writeNPZ: %v", tt.DType)
+		}
+		shape := ""
+		for _, d := range tt.Shape {
+			shape += fmt.Sprintf("%d, ", d)
+		}
+		hdr := fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': (%s), }", descr, strings.TrimSuffix(shape, " "))
+		for (10+len(hdr)+1)%64 != 0 {
+			hdr += " "
+		}
+		hdr += "\n"
+		w, err := zw.Create(name + ".npy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte("\x93NUMPY\x01\x00"))
+		binary.Write(w, binary.LittleEndian, uint16(len(hdr)))
+		w.Write([]byte(hdr))
+		binary.Write(w, binary.LittleEndian, tt.Raw())
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}

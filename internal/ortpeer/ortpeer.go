@@ -1,0 +1,335 @@
+//go:build ort
+
+package ortpeer
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"unsafe"
+
+	"github.com/x448/float16"
+	ort "github.com/yalue/onnxruntime_go"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
+)
+
+// ErrNoInputs is returned for models without inputs, which the Go binding
+// of ONNX Runtime cannot run.
+var ErrNoInputs = errors.New("ortpeer: the ONNX Runtime binding cannot run a model without inputs")
+
+// Available reports whether this binary was built with ONNX Runtime
+// support (build tag ort).
+func Available() bool { return true }
+
+var (
+	initOnce sync.Once
+	initErr  error
+)
+
+// Init loads the ONNX Runtime library (path "" means ONNXPE_ORT_LIB) and
+// starts its environment, once per process.
+func Init(path string) error {
+	initOnce.Do(func() {
+		if path == "" {
+			path = LibPath()
+		}
+		if path == "" {
+			initErr = errors.New("ortpeer: no ONNX Runtime library: set " + EnvLib + " (make ort installs one)")
+			return
+		}
+		ort.SetSharedLibraryPath(path)
+		if err := ort.InitializeEnvironment(ort.WithLogLevelError()); err != nil {
+			initErr = fmt.Errorf("ortpeer: loading %s: %w", path, err)
+		}
+	})
+	return initErr
+}
+
+// Options configure a session.
+type Options struct {
+	// Threads is the intra-op thread count; 0 lets ONNX Runtime choose
+	// (all cores).
+	Threads int
+	// Level is the graph optimisation level: "disable", "basic",
+	// "extended" or "all" ("" means "disable", so that ONNX Runtime
+	// computes the graph as written).
+	Level string
+	// OptimizedModelPath, if set, is where ONNX Runtime saves the model
+	// after its optimisations.
+	OptimizedModelPath string
+}
+
+// Session is an ONNX Runtime session over one model file.
+type Session struct {
+	s       *ort.DynamicAdvancedSession
+	inputs  []string
+	outputs []string
+	outType []graph.DataType
+}
+
+// NewSession opens a model in ONNX Runtime. The model's inputs (those not
+// fed by initializers) and outputs are read from m, which must be the
+// model stored at path.
+func NewSession(path string, m *graph.Model, opts Options) (*Session, error) {
+	if err := Init(""); err != nil {
+		return nil, err
+	}
+	so, err := ort.NewSessionOptions()
+	if err != nil {
+		return nil, err
+	}
+	defer so.Destroy()
+	if opts.Threads > 0 {
+		if err := so.SetIntraOpNumThreads(opts.Threads); err != nil {
+			return nil, err
+		}
+		if err := so.SetInterOpNumThreads(1); err != nil {
+			return nil, err
+		}
+	}
+	level := map[string]ort.GraphOptimizationLevel{
+		"": ort.GraphOptimizationLevelDisableAll, "disable": ort.GraphOptimizationLevelDisableAll,
+		"basic": ort.GraphOptimizationLevelEnableBasic, "extended": ort.GraphOptimizationLevelEnableExtended,
+		"all": ort.GraphOptimizationLevelEnableAll,
+	}
+	lv, ok := level[opts.Level]
+	if !ok {
+		return nil, fmt.Errorf("ortpeer: unknown optimisation level %q", opts.Level)
+	}
+	if err := so.SetGraphOptimizationLevel(lv); err != nil {
+		return nil, err
+	}
+	if opts.OptimizedModelPath != "" {
+		if err := so.SetOptimizedModelFilePath(opts.OptimizedModelPath); err != nil {
+			return nil, err
+		}
+	}
+	s := &Session{}
+	inits := map[*graph.Value]bool{}
+	for _, v := range m.Graph.Initializers {
+		inits[v] = true
+	}
+	for _, v := range m.Graph.Inputs {
+		if !inits[v] {
+			s.inputs = append(s.inputs, v.Name)
+		}
+	}
+	for _, v := range m.Graph.Outputs {
+		s.outputs = append(s.outputs, v.Name)
+		s.outType = append(s.outType, v.Type.ElemType())
+	}
+	s.s, err = ort.NewDynamicAdvancedSession(path, s.inputs, s.outputs, so)
+	if err != nil {
+		return nil, fmt.Errorf("ortpeer: %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Close releases the session.
+func (s *Session) Close() error { return s.s.Destroy() }
+
+// Run runs the model. like may give, by output name, a tensor of the
+// expected element type and shape (onnxpe's own result): such outputs are
+// allocated here and ONNX Runtime writes into them. That is needed for
+// float16, bfloat16 and scalar outputs, which onnxruntime_go v1.36.0
+// cannot allocate itself (it copies one byte per element of custom types
+// and refuses shapes without dimensions); an output whose shape differs
+// from like is reported by ONNX Runtime as an error.
+func (s *Session) Run(inputs map[string]*kernels.Tensor, like map[string]*kernels.Tensor) (map[string]*kernels.Tensor, error) {
+	if len(s.inputs) == 0 {
+		// onnxruntime_go v1.36.0 indexes the first input unconditionally.
+		return nil, ErrNoInputs
+	}
+	in := make([]ort.Value, len(s.inputs))
+	defer func() {
+		for _, v := range in {
+			destroy(v)
+		}
+	}()
+	for i, name := range s.inputs {
+		t, ok := inputs[name]
+		if !ok {
+			return nil, fmt.Errorf("ortpeer: no value for input %q", name)
+		}
+		v, err := toORT(t)
+		if err != nil {
+			return nil, fmt.Errorf("ortpeer: input %q: %w", name, err)
+		}
+		in[i] = v
+	}
+	out := make([]ort.Value, len(s.outputs))
+	defer func() {
+		for _, v := range out {
+			destroy(v)
+		}
+	}()
+	for i, name := range s.outputs {
+		l, ok := like[name]
+		if !ok {
+			if dt := s.outType[i]; dt == graph.Float16 || dt == graph.BFloat16 {
+				return nil, fmt.Errorf("ortpeer: output %q is %v: its expected shape must be given", name, dt)
+			}
+			continue
+		}
+		v, err := toORT(kernels.New(l.DType, l.Shape...))
+		if err != nil {
+			return nil, fmt.Errorf("ortpeer: output %q: %w", name, err)
+		}
+		out[i] = v
+	}
+	if err := s.s.Run(in, out); err != nil {
+		return nil, fmt.Errorf("ortpeer: run: %w", err)
+	}
+	res := make(map[string]*kernels.Tensor, len(out))
+	for i, v := range out {
+		t, err := fromORT(v)
+		if err != nil {
+			return nil, fmt.Errorf("ortpeer: output %q: %w", s.outputs[i], err)
+		}
+		res[s.outputs[i]] = t
+	}
+	return res, nil
+}
+
+// destroy releases a value, which may be nil or a typed nil.
+func destroy(v ort.Value) {
+	if v == nil {
+		return
+	}
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
+		return
+	}
+	v.Destroy()
+}
+
+func ortShape(s []int) ort.Shape {
+	sh := make(ort.Shape, len(s))
+	for i, d := range s {
+		sh[i] = int64(d)
+	}
+	return sh
+}
+
+func toORT(t *kernels.Tensor) (ort.Value, error) {
+	sh := ortShape(t.Shape)
+	if len(sh) == 0 {
+		return scalarToORT(t)
+	}
+	switch d := t.Raw().(type) {
+	case []float32:
+		return ort.NewTensor(sh, d)
+	case []float64:
+		return ort.NewTensor(sh, d)
+	case []int64:
+		return ort.NewTensor(sh, d)
+	case []int32:
+		return ort.NewTensor(sh, d)
+	case []int8:
+		return ort.NewTensor(sh, d)
+	case []uint8:
+		return ort.NewTensor(sh, d)
+	case []bool:
+		return ort.NewTensor(sh, d)
+	case []float16.Float16:
+		return ort.NewCustomDataTensor(sh, bytesOf(d), ort.TensorElementDataTypeFloat16)
+	case []graph.BF16:
+		return ort.NewCustomDataTensor(sh, bytesOf(d), ort.TensorElementDataTypeBFloat16)
+	}
+	return nil, fmt.Errorf("element type %v is not supported", t.DType)
+}
+
+func scalarToORT(t *kernels.Tensor) (ort.Value, error) {
+	switch d := t.Raw().(type) {
+	case []float32:
+		return ort.NewScalar(d[0])
+	case []float64:
+		return ort.NewScalar(d[0])
+	case []int64:
+		return ort.NewScalar(d[0])
+	case []int32:
+		return ort.NewScalar(d[0])
+	case []int8:
+		return ort.NewScalar(d[0])
+	case []uint8:
+		return ort.NewScalar(d[0])
+	case []bool:
+		return ort.NewScalar(d[0])
+	}
+	return nil, fmt.Errorf("scalars of %v are not supported by the ONNX Runtime binding", t.DType)
+}
+
+func bytesOf[T ~uint16](d []T) []byte {
+	if len(d) == 0 {
+		return []byte{}
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&d[0])), 2*len(d))
+}
+
+func shapeOf(s ort.Shape) []int {
+	out := make([]int, len(s))
+	for i, d := range s {
+		out[i] = int(d)
+	}
+	return out
+}
+
+func fromORT(v ort.Value) (*kernels.Tensor, error) {
+	switch t := v.(type) {
+	case *ort.Tensor[float32]:
+		return kernels.FromSlice(shapeOf(t.GetShape()), append([]float32(nil), t.GetData()...)), nil
+	case *ort.Tensor[float64]:
+		return kernels.FromSlice(shapeOf(t.GetShape()), append([]float64(nil), t.GetData()...)), nil
+	case *ort.Tensor[int64]:
+		return kernels.FromSlice(shapeOf(t.GetShape()), append([]int64(nil), t.GetData()...)), nil
+	case *ort.Tensor[int32]:
+		return kernels.FromSlice(shapeOf(t.GetShape()), append([]int32(nil), t.GetData()...)), nil
+	case *ort.Tensor[int8]:
+		return kernels.FromSlice(shapeOf(t.GetShape()), append([]int8(nil), t.GetData()...)), nil
+	case *ort.Tensor[uint8]:
+		return kernels.FromSlice(shapeOf(t.GetShape()), append([]uint8(nil), t.GetData()...)), nil
+	case *ort.Tensor[bool]:
+		return kernels.FromSlice(shapeOf(t.GetShape()), append([]bool(nil), t.GetData()...)), nil
+	case *ort.Scalar[float32]:
+		return kernels.Scalar(t.GetData()), nil
+	case *ort.Scalar[float64]:
+		return kernels.Scalar(t.GetData()), nil
+	case *ort.Scalar[int64]:
+		return kernels.Scalar(t.GetData()), nil
+	case *ort.Scalar[int32]:
+		return kernels.Scalar(t.GetData()), nil
+	case *ort.Scalar[int8]:
+		return kernels.Scalar(t.GetData()), nil
+	case *ort.Scalar[uint8]:
+		return kernels.Scalar(t.GetData()), nil
+	case *ort.Scalar[bool]:
+		return kernels.Scalar(t.GetData()), nil
+	case *ort.CustomDataTensor:
+		raw := t.GetData()
+		shape := shapeOf(t.GetShape())
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		if len(raw) != 2*n {
+			return nil, fmt.Errorf("custom tensor has %d bytes for %d elements", len(raw), n)
+		}
+		switch ort.TensorElementDataType(t.DataType()) {
+		case ort.TensorElementDataTypeFloat16:
+			d := make([]float16.Float16, n)
+			for i := range d {
+				d[i] = float16.Frombits(uint16(raw[2*i]) | uint16(raw[2*i+1])<<8)
+			}
+			return kernels.FromSlice(shape, d), nil
+		case ort.TensorElementDataTypeBFloat16:
+			d := make([]graph.BF16, n)
+			for i := range d {
+				d[i] = graph.BF16(uint16(raw[2*i]) | uint16(raw[2*i+1])<<8)
+			}
+			return kernels.FromSlice(shape, d), nil
+		}
+	}
+	return nil, fmt.Errorf("unsupported ONNX Runtime value %T", v)
+}

@@ -1,0 +1,92 @@
+//go:build ort
+
+package ortpeer_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/internal/conformance"
+	"github.com/onnxpe/onnxpe/internal/ortpeer"
+	"github.com/onnxpe/onnxpe/kernels"
+	"github.com/onnxpe/onnxpe/testmodels"
+)
+
+// requireORT loads the library or fails (under CI, or when the tag was
+// asked for, a missing library is a failure, not a skip).
+func requireORT(t *testing.T) {
+	t.Helper()
+	if err := ortpeer.Init(""); err != nil {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestConformanceCaseThroughORT(t *testing.T) {
+	requireORT(t)
+	dir := conformance.Case(t, "onnx-node", "test_gather_0")
+	m, err := graph.Load(filepath.Join(dir, "model.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ortpeer.NewSession(filepath.Join(dir, "model.onnx"), m, ortpeer.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	in := map[string]*kernels.Tensor{}
+	for i, v := range m.Graph.Inputs {
+		tt, err := kernels.ReadTensorFile(filepath.Join(dir, "test_data_set_0", fmt.Sprintf("input_%d.pb", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		in[v.Name] = tt
+	}
+	out, err := s.Run(in, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := kernels.ReadTensorFile(filepath.Join(dir, "test_data_set_0", "output_0.pb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out[m.Graph.Outputs[0].Name].Float64s()
+	for i, w := range want.Float64s() {
+		if got[i] != w {
+			t.Fatalf("element %d: %v, want %v", i, got[i], w)
+		}
+	}
+}
+
+// TestSyntheticModelsRunInORT checks that every Go-built model is a model
+// ONNX Runtime accepts and runs.
+func TestSyntheticModelsRunInORT(t *testing.T) {
+	requireORT(t)
+	for _, syn := range testmodels.Synthetics() {
+		t.Run(syn.Name, func(t *testing.T) {
+			m := syn.Build()
+			p := filepath.Join(t.TempDir(), "m.onnx")
+			if err := m.Save(p, graph.SaveOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			s, err := ortpeer.NewSession(p, m, ortpeer.Options{Threads: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			in := map[string]*kernels.Tensor{}
+			for _, v := range m.Graph.Inputs {
+				ids := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+				in[v.Name] = kernels.FromSlice([]int{2, 5}, ids)
+			}
+			out, err := s.Run(in, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out) != len(m.Graph.Outputs) {
+				t.Fatalf("%d outputs", len(out))
+			}
+		})
+	}
+}

@@ -1,0 +1,199 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/x448/float16"
+
+	"github.com/onnxpe/onnxpe/graph"
+)
+
+// castTensor converts t to dt (ONNX Cast semantics: floats to integers
+// truncate toward zero, integers wrap, anything nonzero is true, floats
+// round to nearest even).
+func castTensor(t *Tensor, dt graph.DataType) *Tensor {
+	if t.DType == dt {
+		return t
+	}
+	out := New(dt, t.Shape...)
+	switch s := t.data.(type) {
+	case []float16.Float16:
+		if d, ok := out.data.([]float32); ok {
+			for i, v := range s {
+				d[i] = v.Float32()
+			}
+			return out
+		}
+	case []graph.BF16:
+		if d, ok := out.data.([]float32); ok {
+			for i, v := range s {
+				d[i] = v.Float32()
+			}
+			return out
+		}
+	case []float32:
+		switch d := out.data.(type) {
+		case []float16.Float16:
+			for i, v := range s {
+				d[i] = float16.Fromfloat32(v)
+			}
+			return out
+		case []graph.BF16:
+			for i, v := range s {
+				d[i] = graph.BF16FromFloat32(v)
+			}
+			return out
+		case []float64:
+			for i, v := range s {
+				d[i] = float64(v)
+			}
+			return out
+		}
+	}
+	if isFloatType(t.DType) {
+		fromFloat64(out, t.Float64s())
+	} else {
+		fromInt64(out, t.Int64s())
+	}
+	return out
+}
+
+func isFloatType(dt graph.DataType) bool {
+	switch dt {
+	case graph.Float, graph.Double, graph.Float16, graph.BFloat16:
+		return true
+	}
+	return false
+}
+
+// fromFloat64 stores float64 values into t, rounding or truncating per
+// Cast's rules.
+func fromFloat64(t *Tensor, v []float64) {
+	switch d := t.data.(type) {
+	case []float32:
+		for i, x := range v {
+			d[i] = float32(x)
+		}
+	case []float64:
+		copy(d, v)
+	case []float16.Float16:
+		for i, x := range v {
+			d[i] = float16.Fromfloat32(roundTo32For16(x))
+		}
+	case []graph.BF16:
+		for i, x := range v {
+			d[i] = graph.BF16FromFloat32(float32(x))
+		}
+	case []int64:
+		for i, x := range v {
+			d[i] = floatToInt64(x)
+		}
+	case []int32:
+		for i, x := range v {
+			d[i] = int32(floatToInt64(x))
+		}
+	case []int8:
+		for i, x := range v {
+			d[i] = int8(floatToInt64(x))
+		}
+	case []uint8:
+		for i, x := range v {
+			d[i] = uint8(floatToInt64(x))
+		}
+	case []bool:
+		for i, x := range v {
+			d[i] = x != 0
+		}
+	}
+}
+
+func floatToInt64(x float64) int64 {
+	switch {
+	case math.IsNaN(x):
+		return math.MinInt64
+	case x >= 9.223372036854775807e18:
+		return math.MaxInt64
+	case x <= -9.223372036854775808e18:
+		return math.MinInt64
+	}
+	return int64(x)
+}
+
+func fromInt64(t *Tensor, v []int64) {
+	switch d := t.data.(type) {
+	case []float32:
+		for i, x := range v {
+			d[i] = float32(x)
+		}
+	case []float64:
+		for i, x := range v {
+			d[i] = float64(x)
+		}
+	case []float16.Float16:
+		for i, x := range v {
+			d[i] = float16.Fromfloat32(roundTo32For16(float64(x)))
+		}
+	case []graph.BF16:
+		for i, x := range v {
+			d[i] = graph.BF16FromFloat32(float32(x))
+		}
+	case []int64:
+		copy(d, v)
+	case []int32:
+		for i, x := range v {
+			d[i] = int32(x)
+		}
+	case []int8:
+		for i, x := range v {
+			d[i] = int8(x)
+		}
+	case []uint8:
+		for i, x := range v {
+			d[i] = uint8(x)
+		}
+	case []bool:
+		for i, x := range v {
+			d[i] = x != 0
+		}
+	}
+}
+
+// roundTo32For16 narrows x to float32 so that a later float32->float16
+// rounding gives the float16 nearest to x (the low bit is made sticky).
+func roundTo32For16(x float64) float32 {
+	f := float32(x)
+	if float64(f) == x || math.IsInf(x, 0) || math.IsNaN(x) || math.IsInf(float64(f), 0) {
+		return f
+	}
+	u := math.Float32bits(f)
+	if float64(f) > x && x > 0 || float64(f) < x && x < 0 {
+		u--
+	}
+	return math.Float32frombits(u | 1)
+}
+
+func dtypeAttr(c *Call, name string) (graph.DataType, error) {
+	a := c.Attr(name)
+	if a == nil {
+		return 0, fmt.Errorf("attribute %s is required", name)
+	}
+	dt := graph.DataType(a.Int())
+	if !Supported(dt) {
+		return 0, fmt.Errorf("%s=%v: %w", name, dt, ErrUnsupportedType)
+	}
+	return dt, nil
+}
+
+func init() {
+	Register("", "Cast", 1, 0, func(c *Call, in []*Tensor) ([]*Tensor, error) {
+		dt, err := dtypeAttr(c, "to")
+		if err != nil {
+			return nil, err
+		}
+		return []*Tensor{castTensor(in[0], dt)}, nil
+	}, Native)
+	Register("", "CastLike", 15, 0, func(c *Call, in []*Tensor) ([]*Tensor, error) {
+		return []*Tensor{castTensor(in[0], in[1].DType)}, nil
+	}, Native)
+}

@@ -1,0 +1,188 @@
+package kernels
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/onnxpe/onnxpe/graph"
+)
+
+func ifOp(c *Call, in []*Tensor) ([]*Tensor, error) {
+	cond := in[0]
+	if cond.Len() != 1 {
+		return nil, fmt.Errorf("condition has %d elements", cond.Len())
+	}
+	branch := "else_branch"
+	if cond.Float64s()[0] != 0 {
+		branch = "then_branch"
+	}
+	outs, err := c.runSub(branch, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", branch, err)
+	}
+	if len(outs) != c.NumOutputs() {
+		return nil, fmt.Errorf("%s has %d outputs, the node %d", branch, len(outs), c.NumOutputs())
+	}
+	return outs, nil
+}
+
+// stack joins equally shaped tensors along a new leading axis.
+func stack(ts []*Tensor) (*Tensor, error) {
+	if len(ts) == 0 {
+		return nil, fmt.Errorf("nothing to stack")
+	}
+	out := New(ts[0].DType, slices.Concat([]int{len(ts)}, ts[0].Shape)...)
+	n := ts[0].Len()
+	for i, t := range ts {
+		if !equalShape(t.Shape, ts[0].Shape) || t.DType != ts[0].DType {
+			return nil, fmt.Errorf("scan outputs differ between iterations: %v and %v", ts[0], t)
+		}
+		copyAny(out, i*n, t, 0, n)
+	}
+	return out, nil
+}
+
+func loopOp(c *Call, in []*Tensor) ([]*Tensor, error) {
+	maxTrip := int64(-1)
+	if t := optIn(in, 0); t != nil {
+		maxTrip = t.Int64s()[0]
+	}
+	cond := true
+	if t := optIn(in, 1); t != nil {
+		cond = t.Float64s()[0] != 0
+	}
+	state := slices.Clone(in[2:])
+	nState := len(state)
+	nScan := c.NumOutputs() - nState
+	if nScan < 0 {
+		return nil, fmt.Errorf("%d loop-carried values but %d outputs", nState, c.NumOutputs())
+	}
+	scans := make([][]*Tensor, nScan)
+	for i := int64(0); (maxTrip < 0 || i < maxTrip) && cond; i++ {
+		args := append([]*Tensor{Scalar(i), Scalar(cond)}, state...)
+		outs, err := c.runSub("body", args)
+		if err != nil {
+			return nil, fmt.Errorf("body, iteration %d: %w", i, err)
+		}
+		if len(outs) != 1+nState+nScan {
+			return nil, fmt.Errorf("body has %d outputs, want %d", len(outs), 1+nState+nScan)
+		}
+		cond = outs[0].Float64s()[0] != 0
+		copy(state, outs[1:1+nState])
+		for j := range nScan {
+			scans[j] = append(scans[j], outs[1+nState+j])
+		}
+		if maxTrip < 0 && i > 1<<31 {
+			return nil, fmt.Errorf("loop did not terminate")
+		}
+	}
+	res := slices.Clone(state)
+	for j := range nScan {
+		if len(scans[j]) == 0 {
+			dt := graph.Float
+			if ty := c.Node.Output(nState + j).Type; ty != nil && Supported(ty.ElemType()) {
+				dt = ty.ElemType()
+			}
+			res = append(res, New(dt, 0))
+			continue
+		}
+		s, err := stack(scans[j])
+		if err != nil {
+			return nil, err
+		}
+		res = append(res, s)
+	}
+	return res, nil
+}
+
+func scanOp(c *Call, in []*Tensor) ([]*Tensor, error) {
+	m := int(c.Int("num_scan_inputs", 0))
+	if c.Opset < 9 {
+		return nil, fmt.Errorf("Scan before opset 9: %w", ErrUnsupportedOp)
+	}
+	n := len(in) - m
+	if m <= 0 || n < 0 {
+		return nil, fmt.Errorf("num_scan_inputs %d for %d inputs", m, len(in))
+	}
+	state := slices.Clone(in[:n])
+	inAxes, inDirs := c.Ints("scan_input_axes"), c.Ints("scan_input_directions")
+	outAxes, outDirs := c.Ints("scan_output_axes"), c.Ints("scan_output_directions")
+	seqs := make([]*Tensor, m)
+	axes := make([]int, m)
+	length := -1
+	for j := range m {
+		t := in[n+j]
+		a := int64(0)
+		if inAxes != nil {
+			a = inAxes[j]
+		}
+		ax, err := normAxis(a, len(t.Shape))
+		if err != nil {
+			return nil, err
+		}
+		// move the scan axis first
+		perm := []int{ax}
+		for i := range t.Shape {
+			if i != ax {
+				perm = append(perm, i)
+			}
+		}
+		seqs[j], axes[j] = transposeT(t, perm), ax
+		if length >= 0 && seqs[j].Shape[0] != length {
+			return nil, fmt.Errorf("scan inputs differ in length")
+		}
+		length = seqs[j].Shape[0]
+	}
+	k := c.NumOutputs() - n
+	scans := make([][]*Tensor, k)
+	for it := range length {
+		args := slices.Clone(state)
+		for j, s := range seqs {
+			pos := it
+			if inDirs != nil && inDirs[j] == 1 {
+				pos = length - 1 - it
+			}
+			sl := sliceAxis(s, 0, pos, 1)
+			args = append(args, view(sl, s.Shape[1:]))
+		}
+		outs, err := c.runSub("body", args)
+		if err != nil {
+			return nil, fmt.Errorf("body, iteration %d: %w", it, err)
+		}
+		copy(state, outs[:n])
+		for j := range k {
+			scans[j] = append(scans[j], outs[n+j])
+		}
+	}
+	res := state
+	for j := range k {
+		ts := scans[j]
+		if outDirs != nil && outDirs[j] == 1 {
+			slices.Reverse(ts)
+		}
+		s, err := stack(ts)
+		if err != nil {
+			return nil, err
+		}
+		if outAxes != nil {
+			ax, err := normAxis(outAxes[j], len(s.Shape))
+			if err != nil {
+				return nil, err
+			}
+			perm := []int{}
+			for i := 1; i < len(s.Shape); i++ {
+				perm = append(perm, i)
+			}
+			perm = slices.Insert(perm, ax, 0)
+			s = transposeT(s, perm)
+		}
+		res = append(res, s)
+	}
+	return res, nil
+}
+
+func init() {
+	Register("", "If", 1, 0, ifOp, Native)
+	Register("", "Loop", 1, 0, loopOp, Native)
+	Register("", "Scan", 9, 0, scanOp, Native)
+}

@@ -1,0 +1,439 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/onnxpe/onnxpe/graph"
+)
+
+type binOp int
+
+const (
+	opAdd binOp = iota
+	opSub
+	opMul
+	opDiv
+	opPow
+	opMod  // integer modulo with the divisor's sign (Python)
+	opFmod // truncated remainder (C fmod)
+	opMax
+	opMin
+)
+
+// binRun computes one broadcast run: d[i] = a[ia*i] op b[ib*i].
+func binRun[T Num](op binOp, d, a, b []T, ia, ib int) {
+	n := len(d)
+	if n == 0 {
+		return
+	}
+	_ = a[ia*(n-1)]
+	_ = b[ib*(n-1)]
+	switch op {
+	case opAdd:
+		if ia == 1 && ib == 1 {
+			a, b := a[:n], b[:n]
+			for i := range d {
+				d[i] = a[i] + b[i]
+			}
+			return
+		}
+		if ia == 1 && ib == 0 {
+			a, y := a[:n], b[0]
+			for i := range d {
+				d[i] = a[i] + y
+			}
+			return
+		}
+		for i := range d {
+			d[i] = a[ia*i] + b[ib*i]
+		}
+	case opSub:
+		for i := range d {
+			d[i] = a[ia*i] - b[ib*i]
+		}
+	case opMul:
+		if ia == 1 && ib == 1 {
+			a, b := a[:n], b[:n]
+			for i := range d {
+				d[i] = a[i] * b[i]
+			}
+			return
+		}
+		if ia == 1 && ib == 0 {
+			a, y := a[:n], b[0]
+			for i := range d {
+				d[i] = a[i] * y
+			}
+			return
+		}
+		for i := range d {
+			d[i] = a[ia*i] * b[ib*i]
+		}
+	case opDiv:
+		for i := range d {
+			d[i] = a[ia*i] / b[ib*i]
+		}
+	case opPow:
+		for i := range d {
+			d[i] = powT(a[ia*i], b[ib*i])
+		}
+	case opMod:
+		for i := range d {
+			d[i] = modT(a[ia*i], b[ib*i])
+		}
+	case opFmod:
+		for i := range d {
+			d[i] = fmodT(a[ia*i], b[ib*i])
+		}
+	case opMax:
+		for i := range d {
+			x, y := a[ia*i], b[ib*i]
+			if x != x || x > y {
+				d[i] = x
+			} else {
+				d[i] = y
+			}
+		}
+	case opMin:
+		for i := range d {
+			x, y := a[ia*i], b[ib*i]
+			if x != x || x < y {
+				d[i] = x
+			} else {
+				d[i] = y
+			}
+		}
+	}
+}
+
+func powT[T Num](x, y T) T {
+	switch any(x).(type) {
+	case float32, float64:
+		return T(math.Pow(float64(x), float64(y)))
+	}
+	// integer power by squaring; negative exponents give 0 (or ±1)
+	if y < 0 {
+		switch {
+		case x == 1:
+			return 1
+		case float64(x) == -1:
+			if int64(y)%2 == 0 {
+				return 1
+			}
+			return x
+		}
+		return 0
+	}
+	r := T(1)
+	for e := int64(y); e > 0; e >>= 1 {
+		if e&1 == 1 {
+			r *= x
+		}
+		x *= x
+	}
+	return r
+}
+
+func modT[T Num](x, y T) T {
+	switch any(x).(type) {
+	case float32, float64:
+		m := math.Mod(float64(x), float64(y))
+		if m != 0 && (m < 0) != (float64(y) < 0) {
+			m += float64(y)
+		}
+		return T(m)
+	}
+	m := intRem(x, y)
+	if m != 0 && (m < 0) != (y < 0) {
+		m += y
+	}
+	return m
+}
+
+func fmodT[T Num](x, y T) T {
+	switch any(x).(type) {
+	case float32, float64:
+		return T(math.Mod(float64(x), float64(y)))
+	}
+	return intRem(x, y)
+}
+
+func intRem[T Num](x, y T) T {
+	switch v := any(x).(type) {
+	case int64:
+		return T(v % any(y).(int64))
+	case int32:
+		return T(v % any(y).(int32))
+	case int8:
+		return T(v % any(y).(int8))
+	case uint8:
+		return T(v % any(y).(uint8))
+	}
+	panic("kernels: intRem of a float")
+}
+
+// binaryT applies op with broadcasting.
+func binaryT[T Num](op binOp, a, b *Tensor) (*Tensor, error) {
+	shape, err := broadcastShape(a.Shape, b.Shape)
+	if err != nil {
+		return nil, err
+	}
+	out := New(a.DType, shape...)
+	d, x, y := Data[T](out), Data[T](a), Data[T](b)
+	if equalShape(a.Shape, b.Shape) {
+		binRun(op, d, x, y, 1, 1)
+		return out, nil
+	}
+	newBcast(shape, a.Shape, b.Shape).each(func(o int, offs, inc []int, n int) {
+		binRun(op, d[o:o+n], x[offs[0]:], y[offs[1]:], inc[0], inc[1])
+	})
+	return out, nil
+}
+
+func binary(op binOp, a, b *Tensor) (*Tensor, error) {
+	if a.DType != b.DType {
+		return nil, fmt.Errorf("element types differ: %v and %v", a.DType, b.DType)
+	}
+	switch a.DType {
+	case graph.Float:
+		return binaryT[float32](op, a, b)
+	case graph.Double:
+		return binaryT[float64](op, a, b)
+	case graph.Int64:
+		return binaryT[int64](op, a, b)
+	case graph.Int32:
+		return binaryT[int32](op, a, b)
+	case graph.Int8:
+		return binaryT[int8](op, a, b)
+	case graph.Uint8:
+		return binaryT[uint8](op, a, b)
+	}
+	return nil, fmt.Errorf("%v: %w", a.DType, ErrUnsupportedType)
+}
+
+func binKernel(op binOp) Kernel {
+	return func(c *Call, in []*Tensor) ([]*Tensor, error) {
+		o, err := binary(op, in[0], in[1])
+		return []*Tensor{o}, err
+	}
+}
+
+// variadic folds op over all inputs (Max, Min, Sum, Mean).
+func variadic(op binOp, mean bool) Kernel {
+	return func(c *Call, in []*Tensor) ([]*Tensor, error) {
+		if len(in) == 0 {
+			return nil, fmt.Errorf("no inputs")
+		}
+		acc := in[0]
+		for _, t := range in[1:] {
+			var err error
+			if acc, err = binary(op, acc, t); err != nil {
+				return nil, err
+			}
+		}
+		if len(in) == 1 {
+			acc = acc.Clone()
+		}
+		if mean {
+			n := castTensor(Scalar(float64(len(in))), acc.DType)
+			var err error
+			if acc, err = binary(opDiv, acc, n); err != nil {
+				return nil, err
+			}
+		}
+		return []*Tensor{acc}, nil
+	}
+}
+
+type cmpOp int
+
+const (
+	cmpEq cmpOp = iota
+	cmpLt
+	cmpLe
+	cmpGt
+	cmpGe
+)
+
+func cmpRun[T Num](op cmpOp, d []bool, a, b []T, ia, ib int) {
+	switch op {
+	case cmpEq:
+		for i := range d {
+			d[i] = a[ia*i] == b[ib*i]
+		}
+	case cmpLt:
+		for i := range d {
+			d[i] = a[ia*i] < b[ib*i]
+		}
+	case cmpLe:
+		for i := range d {
+			d[i] = a[ia*i] <= b[ib*i]
+		}
+	case cmpGt:
+		for i := range d {
+			d[i] = a[ia*i] > b[ib*i]
+		}
+	case cmpGe:
+		for i := range d {
+			d[i] = a[ia*i] >= b[ib*i]
+		}
+	}
+}
+
+func compareT[T Num](op cmpOp, a, b *Tensor) (*Tensor, error) {
+	shape, err := broadcastShape(a.Shape, b.Shape)
+	if err != nil {
+		return nil, err
+	}
+	out := New(graph.Bool, shape...)
+	d, x, y := Data[bool](out), Data[T](a), Data[T](b)
+	newBcast(shape, a.Shape, b.Shape).each(func(o int, offs, inc []int, n int) {
+		cmpRun(op, d[o:o+n], x[offs[0]:], y[offs[1]:], inc[0], inc[1])
+	})
+	return out, nil
+}
+
+func cmpKernel(op cmpOp) Kernel {
+	return func(c *Call, in []*Tensor) ([]*Tensor, error) {
+		a, b := in[0], in[1]
+		if a.DType != b.DType {
+			return nil, fmt.Errorf("element types differ: %v and %v", a.DType, b.DType)
+		}
+		if a.DType == graph.Bool {
+			a, b = castTensor(a, graph.Uint8), castTensor(b, graph.Uint8)
+		}
+		var o *Tensor
+		var err error
+		switch a.DType {
+		case graph.Float:
+			o, err = compareT[float32](op, a, b)
+		case graph.Double:
+			o, err = compareT[float64](op, a, b)
+		case graph.Int64:
+			o, err = compareT[int64](op, a, b)
+		case graph.Int32:
+			o, err = compareT[int32](op, a, b)
+		case graph.Int8:
+			o, err = compareT[int8](op, a, b)
+		case graph.Uint8:
+			o, err = compareT[uint8](op, a, b)
+		default:
+			return nil, fmt.Errorf("%v: %w", a.DType, ErrUnsupportedType)
+		}
+		return []*Tensor{o}, err
+	}
+}
+
+func logicKernel(f func(a, b bool) bool) Kernel {
+	return func(c *Call, in []*Tensor) ([]*Tensor, error) {
+		a, b := in[0], in[1]
+		if a.DType != graph.Bool || b.DType != graph.Bool {
+			return nil, fmt.Errorf("logical ops need bool inputs: %w", ErrUnsupportedType)
+		}
+		shape, err := broadcastShape(a.Shape, b.Shape)
+		if err != nil {
+			return nil, err
+		}
+		out := New(graph.Bool, shape...)
+		d, x, y := Data[bool](out), Data[bool](a), Data[bool](b)
+		newBcast(shape, a.Shape, b.Shape).each(func(o int, offs, inc []int, n int) {
+			for i := range n {
+				d[o+i] = f(x[offs[0]+inc[0]*i], y[offs[1]+inc[1]*i])
+			}
+		})
+		return []*Tensor{out}, nil
+	}
+}
+
+func whereT[T Elem](cond, a, b *Tensor) (*Tensor, error) {
+	shape, err := broadcastShape(cond.Shape, a.Shape, b.Shape)
+	if err != nil {
+		return nil, err
+	}
+	out := New(a.DType, shape...)
+	d, cd, x, y := Data[T](out), Data[bool](cond), Data[T](a), Data[T](b)
+	newBcast(shape, cond.Shape, a.Shape, b.Shape).each(func(o int, offs, inc []int, n int) {
+		c, xi, yi := offs[0], offs[1], offs[2]
+		for i := range n {
+			if cd[c] {
+				d[o+i] = x[xi]
+			} else {
+				d[o+i] = y[yi]
+			}
+			c += inc[0]
+			xi += inc[1]
+			yi += inc[2]
+		}
+	})
+	return out, nil
+}
+
+func whereKernel(c *Call, in []*Tensor) ([]*Tensor, error) {
+	cond, a, b := in[0], in[1], in[2]
+	if cond.DType != graph.Bool || a.DType != b.DType {
+		return nil, fmt.Errorf("Where needs a bool condition and equal value types")
+	}
+	var o *Tensor
+	var err error
+	switch a.DType {
+	case graph.Float:
+		o, err = whereT[float32](cond, a, b)
+	case graph.Double:
+		o, err = whereT[float64](cond, a, b)
+	case graph.Int64:
+		o, err = whereT[int64](cond, a, b)
+	case graph.Int32:
+		o, err = whereT[int32](cond, a, b)
+	case graph.Int8:
+		o, err = whereT[int8](cond, a, b)
+	case graph.Uint8:
+		o, err = whereT[uint8](cond, a, b)
+	case graph.Bool:
+		o, err = whereT[bool](cond, a, b)
+	default:
+		return nil, fmt.Errorf("%v: %w", a.DType, ErrUnsupportedType)
+	}
+	return []*Tensor{o}, err
+}
+
+func init() {
+	for _, r := range []struct {
+		name  string
+		op    binOp
+		since int64
+	}{{"Add", opAdd, 7}, {"Sub", opSub, 7}, {"Mul", opMul, 7}, {"Div", opDiv, 7}} {
+		reg(r.name, r.since, 0, binKernel(r.op))
+	}
+	reg("Pow", 7, 0, func(c *Call, in []*Tensor) ([]*Tensor, error) {
+		e := in[1]
+		if e.DType != in[0].DType {
+			e = castTensor(e, in[0].DType)
+		}
+		o, err := binary(opPow, in[0], e)
+		return []*Tensor{o}, err
+	})
+	reg("Mod", 10, 0, func(c *Call, in []*Tensor) ([]*Tensor, error) {
+		op := opMod
+		if c.Int("fmod", 0) == 1 {
+			op = opFmod
+		} else if isFloatType(in[0].DType) {
+			return nil, fmt.Errorf("fmod must be 1 for floating-point inputs")
+		}
+		o, err := binary(op, in[0], in[1])
+		return []*Tensor{o}, err
+	})
+	reg("Max", 8, 0, variadic(opMax, false))
+	reg("Min", 8, 0, variadic(opMin, false))
+	reg("Sum", 8, 0, variadic(opAdd, false))
+	reg("Mean", 8, 0, variadic(opAdd, true))
+	reg("Equal", 7, 0, cmpKernel(cmpEq))
+	reg("Less", 7, 0, cmpKernel(cmpLt))
+	reg("LessOrEqual", 12, 0, cmpKernel(cmpLe))
+	reg("Greater", 7, 0, cmpKernel(cmpGt))
+	reg("GreaterOrEqual", 12, 0, cmpKernel(cmpGe))
+	reg("And", 7, 0, logicKernel(func(a, b bool) bool { return a && b }))
+	reg("Or", 7, 0, logicKernel(func(a, b bool) bool { return a || b }))
+	reg("Xor", 7, 0, logicKernel(func(a, b bool) bool { return a != b }))
+	reg("Where", 9, 0, whereKernel)
+}

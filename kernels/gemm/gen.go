@@ -1,0 +1,3 @@
+package gemm
+
+//go:generate go run asmgen.go

@@ -1,0 +1,353 @@
+package gemm
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// allPaths names every implementation; the ones this CPU or build lacks
+// are skipped visibly.
+var allPaths = []string{"avx512", "avx2", "go"}
+
+// forEachPath runs f with each path forced, once with the path's own
+// blocking and once with tiny blocks (so that small shapes cross k, m and
+// n block boundaries and the parallel split is exercised).
+func forEachPath(t *testing.T, f func(t *testing.T)) {
+	for _, name := range allPaths {
+		t.Run(name, func(t *testing.T) {
+			var ar *arch
+			for _, a := range archs {
+				if a.name == name {
+					ar = a
+				}
+			}
+			if ar == nil {
+				t.Skipf("path %s not available on this CPU/build (have %v)", name, Paths())
+			}
+			for _, tiny := range []bool{false, true} {
+				t.Run(map[bool]string{false: "blocks=native", true: "blocks=tiny"}[tiny], func(t *testing.T) {
+					use := ar
+					if tiny {
+						c := *ar
+						c.kc, c.mc, c.nc = 16, 2*ar.mr, 2*ar.nr
+						use = &c
+					}
+					prev, prevWork := active, minParallelWork
+					active = use
+					if tiny {
+						minParallelWork = 1
+					}
+					defer func() { active, minParallelWork = prev, prevWork }()
+					f(t)
+				})
+			}
+		})
+	}
+}
+
+// ref computes alpha*op(A)*op(B) + beta*C in float64 and, per element, the
+// magnitude |alpha|*sum|a||b| + |beta||c| that bounds the rounding error.
+func ref(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) (want, mag []float64) {
+	want = make([]float64, m*n)
+	mag = make([]float64, m*n)
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			var s, sa float64
+			for p := 0; p < k; p++ {
+				var av, bv float32
+				if transA {
+					av = a[p*lda+i]
+				} else {
+					av = a[i*lda+p]
+				}
+				if transB {
+					bv = b[j*ldb+p]
+				} else {
+					bv = b[p*ldb+j]
+				}
+				s += float64(av) * float64(bv)
+				sa += math.Abs(float64(av) * float64(bv))
+			}
+			w := float64(alpha) * s
+			g := math.Abs(float64(alpha)) * sa
+			if beta != 0 {
+				cv := float64(c[i*ldc+j])
+				w += float64(beta) * cv
+				g += math.Abs(float64(beta) * cv)
+			}
+			want[i*n+j], mag[i*n+j] = w, g
+		}
+	}
+	return want, mag
+}
+
+// tol32 is the allowed |got-want|: (k+2) float32 roundings of the
+// magnitude, times 2 for the alpha/beta scaling, plus a tiny absolute term.
+func tol32(k int, mag float64) float64 {
+	return 2*float64(k+2)*0x1p-24*mag + 1e-30
+}
+
+func randSlice(r *rand.Rand, n int) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = float32(r.NormFloat64())
+	}
+	return s
+}
+
+func matLen(trans bool, rows, cols, ld int) int {
+	if trans {
+		rows, cols = cols, rows
+	}
+	return (rows-1)*ld + cols
+}
+
+type shape struct {
+	transA, transB bool
+	m, n, k        int
+	pad            int // extra elements per row of A, B and C
+	alpha, beta    float32
+}
+
+func (s shape) String() string {
+	return fmt.Sprintf("tA=%t,tB=%t,%dx%dx%d,pad=%d,alpha=%g,beta=%g", s.transA, s.transB, s.m, s.n, s.k, s.pad, s.alpha, s.beta)
+}
+
+var alphaBetas = [][2]float32{{1, 0}, {1, 1}, {0.5, -2}, {-1.5, 0}, {2, 0.25}, {0, 3}, {0, 0}, {1, -1}}
+
+func shapes() []shape {
+	dims := []int{1, 3, 17, 33, 64, 65, 129}
+	pads := []int{0, 3, 7}
+	var ss []shape
+	i := 0
+	for _, m := range dims {
+		for _, n := range dims {
+			for _, k := range dims {
+				for tr := 0; tr < 4; tr++ {
+					ab := alphaBetas[i%len(alphaBetas)]
+					ss = append(ss, shape{tr&1 != 0, tr&2 != 0, m, n, k, pads[i%len(pads)], ab[0], ab[1]})
+					i++
+				}
+			}
+		}
+	}
+	// Past one block of the native blocking in each dimension.
+	ss = append(ss,
+		shape{false, false, 300, 70, 600, 1, 1, 0},
+		shape{true, true, 200, 90, 300, 0, 0.5, 1},
+		shape{false, true, 13, 4200, 5, 2, 1, 0.5},
+		shape{true, false, 0, 5, 5, 0, 1, 0},
+		shape{false, false, 5, 0, 5, 0, 1, 0},
+		shape{false, false, 5, 7, 0, 0, 1, 0},
+		shape{false, false, 5, 7, 0, 0, 1, 2},
+	)
+	return ss
+}
+
+// checkC compares got (m x n, stride ldc) with want and checks that the
+// padding between rows is untouched.
+func checkC(t *testing.T, s shape, got []float32, ldc int, want, mag []float64, pad []float32) {
+	t.Helper()
+	bad := 0
+	for i := 0; i < s.m; i++ {
+		for j := 0; j < s.n; j++ {
+			g, w := float64(got[i*ldc+j]), want[i*s.n+j]
+			if d := math.Abs(g - w); !(d <= tol32(s.k, mag[i*s.n+j])) {
+				if bad < 3 {
+					t.Errorf("%v: C[%d,%d] = %g, want %g (|diff| %g > tol %g)", s, i, j, g, w, d, tol32(s.k, mag[i*s.n+j]))
+				}
+				bad++
+			}
+		}
+		for j := s.n; j < ldc && i < s.m-1; j++ {
+			if math.Float32bits(got[i*ldc+j]) != math.Float32bits(pad[i*ldc+j]) {
+				t.Fatalf("%v: padding C[%d,%d] overwritten", s, i, j)
+			}
+		}
+	}
+	if bad > 3 {
+		t.Errorf("%v: %d wrong elements in all", s, bad)
+	}
+}
+
+func newC(r *rand.Rand, s shape, ldc int) []float32 {
+	c := randSlice(r, max(matLen(false, s.m, s.n, ldc), 0))
+	if s.beta == 0 {
+		for i := range c {
+			c[i] = float32(math.NaN())
+		}
+	}
+	return c
+}
+
+func TestSgemm(t *testing.T) {
+	forEachPath(t, func(t *testing.T) {
+		for _, threads := range []int{1, runtime.GOMAXPROCS(0)} {
+			prev := SetThreads(threads)
+			r := rand.New(rand.NewPCG(1, uint64(threads)))
+			for _, s := range shapes() {
+				lda := max(1, map[bool]int{false: s.k, true: s.m}[s.transA]+s.pad)
+				ldb := max(1, map[bool]int{false: s.n, true: s.k}[s.transB]+s.pad)
+				ldc := max(1, s.n+s.pad)
+				a := randSlice(r, max(matLen(s.transA, s.m, s.k, lda), 0))
+				b := randSlice(r, max(matLen(s.transB, s.k, s.n, ldb), 0))
+				c := newC(r, s, ldc)
+				orig := append([]float32(nil), c...)
+				want, mag := ref(s.transA, s.transB, s.m, s.n, s.k, s.alpha, a, lda, b, ldb, s.beta, c, ldc)
+				Sgemm(s.transA, s.transB, s.m, s.n, s.k, s.alpha, a, lda, b, ldb, s.beta, c, ldc)
+				checkC(t, s, c, ldc, want, mag, orig)
+			}
+			SetThreads(prev)
+		}
+	})
+}
+
+func TestSgemmPacked(t *testing.T) {
+	forEachPath(t, func(t *testing.T) {
+		for _, threads := range []int{1, runtime.GOMAXPROCS(0)} {
+			prev := SetThreads(threads)
+			r := rand.New(rand.NewPCG(2, uint64(threads)))
+			for _, s := range shapes() {
+				s.transA = false
+				lda, ldb, ldc := max(1, s.k+s.pad), max(1, map[bool]int{false: s.n, true: s.k}[s.transB]+s.pad), max(1, s.n+s.pad)
+				a := randSlice(r, max(matLen(false, s.m, s.k, lda), 0))
+				b := randSlice(r, max(matLen(s.transB, s.k, s.n, ldb), 0))
+				pb := PackB(s.transB, s.k, s.n, b, ldb)
+				for rep := 0; rep < 2; rep++ { // the packing is reusable
+					c := newC(r, s, ldc)
+					orig := append([]float32(nil), c...)
+					want, mag := ref(false, s.transB, s.m, s.n, s.k, s.alpha, a, lda, b, ldb, s.beta, c, ldc)
+					SgemmPacked(s.m, s.n, s.k, s.alpha, a, lda, pb, s.beta, c, ldc)
+					checkC(t, s, c, ldc, want, mag, orig)
+				}
+			}
+			SetThreads(prev)
+		}
+	})
+}
+
+func TestSgemmStrided(t *testing.T) {
+	forEachPath(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(3, 0))
+		for _, tc := range []struct {
+			batch, m, n, k int
+			broadcastB     bool
+		}{
+			{1, 5, 6, 7, false}, {3, 17, 33, 65, false}, {4, 64, 64, 64, true},
+			{12, 128, 64, 128, false}, {5, 1, 129, 33, true}, {2, 300, 100, 300, false},
+		} {
+			for _, tr := range []int{0, 3} {
+				s := shape{tr&1 != 0, tr&2 != 0, tc.m, tc.n, tc.k, 1, 1.5, 0.5}
+				lda := map[bool]int{false: s.k, true: s.m}[s.transA] + 1
+				ldb := map[bool]int{false: s.n, true: s.k}[s.transB] + 1
+				ldc := s.n + 1
+				sa := matLen(s.transA, s.m, s.k, lda) + 2
+				sb := matLen(s.transB, s.k, s.n, ldb) + 2
+				sc := matLen(false, s.m, s.n, ldc) + 2
+				if tc.broadcastB {
+					sb = 0
+				}
+				a := randSlice(r, tc.batch*sa)
+				b := randSlice(r, max(tc.batch*sb, matLen(s.transB, s.k, s.n, ldb)))
+				c := randSlice(r, tc.batch*sc)
+				orig := append([]float32(nil), c...)
+				SgemmStrided(tc.batch, s.transA, s.transB, s.m, s.n, s.k, s.alpha, a, lda, sa, b, ldb, sb, s.beta, c, ldc, sc)
+				for i := 0; i < tc.batch; i++ {
+					want, mag := ref(s.transA, s.transB, s.m, s.n, s.k, s.alpha, a[i*sa:], lda, b[i*sb:], ldb, s.beta, orig[i*sc:], ldc)
+					checkC(t, s, c[i*sc:], ldc, want, mag, orig[i*sc:])
+				}
+			}
+		}
+	})
+}
+
+// TestKernelsAllRows drives every micro-kernel of every available path
+// directly, for each row count and a range of k (unrolled loop and tail).
+func TestKernelsAllRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 0))
+	for _, ar := range archs {
+		for rows := 1; rows <= ar.mr; rows++ {
+			for _, k := range []int{1, 2, 3, 4, 5, 8, 31} {
+				for _, ab := range alphaBetas {
+					a, b := randSlice(r, k*rows), randSlice(r, k*ar.nr)
+					ldc := ar.nr + 5
+					s := shape{false, false, rows, ar.nr, k, 5, ab[0], ab[1]}
+					c := newC(r, s, ldc)
+					orig := append([]float32(nil), c...)
+					// The packed panel a is k x rows; ref wants rows x k.
+					at := make([]float32, rows*k)
+					for p := 0; p < k; p++ {
+						for i := 0; i < rows; i++ {
+							at[i*k+p] = a[p*rows+i]
+						}
+					}
+					want, mag := ref(false, false, rows, ar.nr, k, ab[0], at, k, b, ar.nr, ab[1], c, ldc)
+					ar.kernels[rows](k, &a[0], &b[0], &c[0], ldc, ab[0], ab[1])
+					checkC(t, s, c, ldc, want, mag, orig)
+				}
+			}
+		}
+	}
+}
+
+func TestPanics(t *testing.T) {
+	a, b, c := make([]float32, 12), make([]float32, 12), make([]float32, 9)
+	for name, f := range map[string]func(){
+		"negative m":   func() { Sgemm(false, false, -1, 3, 4, 1, a, 4, b, 3, 0, c, 3) },
+		"short A":      func() { Sgemm(false, false, 3, 3, 5, 1, a, 5, b, 3, 0, c, 3) },
+		"small lda":    func() { Sgemm(false, false, 3, 3, 4, 1, a, 3, b, 3, 0, c, 3) },
+		"short C":      func() { Sgemm(false, false, 3, 3, 4, 1, a, 4, b, 3, 0, c[:8], 3) },
+		"transB short": func() { Sgemm(false, true, 3, 4, 4, 1, a, 4, b, 4, 0, c, 4) },
+		"packed shape": func() { SgemmPacked(3, 3, 3, 1, a, 4, PackB(false, 4, 3, b, 3), 0, c, 3) },
+		"C overlap":    func() { SgemmStrided(2, false, false, 1, 3, 4, 1, a, 4, 4, b, 3, 0, 0, c, 3, 2) },
+		"Dgemm short": func() {
+			Dgemm(false, false, 3, 3, 5, 1, make([]float64, 12), 5, make([]float64, 15), 3, 0, make([]float64, 9), 3)
+		},
+	} {
+		func() {
+			defer func() {
+				r := recover()
+				if s, ok := r.(string); !ok || !strings.HasPrefix(s, "gemm: ") {
+					t.Errorf("%s: recovered %v, want a gemm: panic", name, r)
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+// TestPureGoEnv runs this test binary again with ONNXPE_PUREGO=1 and checks
+// that the pure Go path is chosen.
+func TestPureGoEnv(t *testing.T) {
+	if os.Getenv("ONNXPE_PUREGO") == "1" {
+		if Path() != "go" {
+			t.Fatalf("ONNXPE_PUREGO=1: Path() = %q, want go", Path())
+		}
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPureGoEnv$", "-test.v")
+	cmd.Env = append(os.Environ(), "ONNXPE_PUREGO=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestPureGoEnv") {
+		t.Fatalf("child with ONNXPE_PUREGO=1: %v\n%s", err, out)
+	}
+	t.Logf("default path %s, available %v", Path(), Paths())
+}
+
+func TestGrid(t *testing.T) {
+	for _, tc := range []struct{ nt, mp, np, aCost, bCost, gm, gn int }{
+		{2, 100, 24, 24, 24, 2, 1}, {2, 1, 24, 24, 24, 1, 2}, {4, 3, 24, 24, 24, 1, 4},
+		{4, 100, 100, 0, 0, 4, 1}, {1, 5, 5, 24, 24, 1, 1}, {2, 11, 24, 24, 24, 1, 2},
+		{2, 11, 24, 24, 0, 1, 2}, {2, 10, 24, 24, 0, 2, 1},
+	} {
+		if gm, gn := grid(tc.nt, tc.mp, tc.np, 12, 32, tc.aCost, tc.bCost); gm != tc.gm || gn != tc.gn {
+			t.Errorf("grid(%d, %d, %d, costs %d %d) = %d, %d; want %d, %d", tc.nt, tc.mp, tc.np, tc.aCost, tc.bCost, gm, gn, tc.gm, tc.gn)
+		}
+	}
+}

@@ -1,0 +1,190 @@
+package kernels
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"codeberg.org/sbinet/npyio/npy/float16"
+	"codeberg.org/sbinet/npyio/npz"
+	xf16 "github.com/x448/float16"
+
+	"github.com/onnxpe/onnxpe/graph"
+)
+
+// FeedInputs lists the inputs a caller must feed: the graph inputs that no
+// initializer provides, in order.
+func FeedInputs(m *graph.Model) []*graph.Value {
+	var out []*graph.Value
+	for _, v := range m.Graph.Inputs {
+		if v.Const == nil {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// ReadInputs reads the values to feed a model from path: an ONNX test-data
+// folder (input_0.pb ... in the order of the model's inputs; a case folder
+// holding test_data_set_0/ works too) or a NumPy .npz archive whose arrays
+// are named after the inputs.
+func ReadInputs(path string, m *graph.Model) (map[string]*Tensor, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		if strings.HasSuffix(path, ".npz") {
+			return readNPZInputs(path, m)
+		}
+		return nil, fmt.Errorf("%s: inputs must be a test-data folder or a .npz file", path)
+	}
+	return readFolder(path, "input", FeedInputs(m))
+}
+
+// ReadOutputs reads expected outputs (output_0.pb ...) from a test-data
+// folder, keyed by the model's output names.
+func ReadOutputs(dir string, m *graph.Model) (map[string]*Tensor, error) {
+	return readFolder(dir, "output", m.Graph.Outputs)
+}
+
+func readFolder(dir, prefix string, vals []*graph.Value) (map[string]*Tensor, error) {
+	files, _ := filepath.Glob(filepath.Join(dir, prefix+"_*.pb"))
+	if len(files) == 0 {
+		if sub := filepath.Join(dir, "test_data_set_0"); isDir(sub) {
+			return readFolder(sub, prefix, vals)
+		}
+	}
+	if len(files) != len(vals) {
+		return nil, fmt.Errorf("%s: %d %s_N.pb files for %d %ss of the model", dir, len(files), prefix, len(vals), prefix)
+	}
+	out := make(map[string]*Tensor, len(vals))
+	for i, v := range vals {
+		p := filepath.Join(dir, fmt.Sprintf("%s_%d.pb", prefix, i))
+		if v.Type != nil && !v.Type.IsTensor() {
+			return nil, fmt.Errorf("%s: %s %q is a %s; only tensors are supported", p, prefix, v.Name, v.Type.Kind())
+		}
+		t, err := ReadTensorFile(p)
+		if err != nil {
+			return nil, err
+		}
+		out[v.Name] = t
+	}
+	return out, nil
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+func readNPZInputs(path string, m *graph.Model) (map[string]*Tensor, error) {
+	r, err := npz.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	defer r.Close()
+	keys := map[string]string{}
+	for _, k := range r.Keys() {
+		keys[strings.TrimSuffix(k, ".npy")] = k
+	}
+	out := map[string]*Tensor{}
+	for _, v := range FeedInputs(m) {
+		k, ok := keys[v.Name]
+		if !ok {
+			return nil, fmt.Errorf("%s: no array named %q (has %s)", path, v.Name, strings.Join(sortedKeys(keys), ", "))
+		}
+		delete(keys, v.Name)
+		t, err := readNPZArray(r, k)
+		if err != nil {
+			return nil, fmt.Errorf("%s: array %q: %w", path, v.Name, err)
+		}
+		out[v.Name] = t
+	}
+	if len(keys) > 0 {
+		return nil, fmt.Errorf("%s: arrays %s are not inputs of the model", path, strings.Join(sortedKeys(keys), ", "))
+	}
+	return out, nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func readNPZArray(r *npz.Reader, key string) (*Tensor, error) {
+	h := r.Header(key)
+	if h == nil {
+		return nil, fmt.Errorf("no header")
+	}
+	if h.Descr.Fortran {
+		return nil, fmt.Errorf("Fortran-ordered arrays are not supported")
+	}
+	shape := append([]int{}, h.Descr.Shape...)
+	kind := strings.TrimLeft(strings.Trim(h.Descr.Type, `'"`), "<|=")
+	if strings.Contains(h.Descr.Type, ">") {
+		return nil, fmt.Errorf("big-endian arrays are not supported")
+	}
+	read := func(ptr any) error { return r.Read(key, ptr) }
+	switch kind {
+	case "f4":
+		var d []float32
+		if err := read(&d); err != nil {
+			return nil, err
+		}
+		return FromSlice(shape, d), nil
+	case "f8":
+		var d []float64
+		if err := read(&d); err != nil {
+			return nil, err
+		}
+		return FromSlice(shape, d), nil
+	case "f2":
+		var d []float16.Num
+		if err := read(&d); err != nil {
+			return nil, err
+		}
+		h := make([]xf16.Float16, len(d))
+		for i, x := range d {
+			h[i] = xf16.Fromfloat32(x.Float32())
+		}
+		return FromSlice(shape, h), nil
+	case "i8":
+		var d []int64
+		if err := read(&d); err != nil {
+			return nil, err
+		}
+		return FromSlice(shape, d), nil
+	case "i4":
+		var d []int32
+		if err := read(&d); err != nil {
+			return nil, err
+		}
+		return FromSlice(shape, d), nil
+	case "i1":
+		var d []int8
+		if err := read(&d); err != nil {
+			return nil, err
+		}
+		return FromSlice(shape, d), nil
+	case "u1":
+		var d []uint8
+		if err := read(&d); err != nil {
+			return nil, err
+		}
+		return FromSlice(shape, d), nil
+	case "b1":
+		var d []bool
+		if err := read(&d); err != nil {
+			return nil, err
+		}
+		return FromSlice(shape, d), nil
+	}
+	return nil, fmt.Errorf("NumPy dtype %q is not supported", h.Descr.Type)
+}

@@ -1,0 +1,251 @@
+package kernels
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels/gemm"
+)
+
+// sgemm computes C = alpha*op(A)*op(B) + beta*C for row-major float32
+// matrices with leading dimensions lda, ldb, ldc (op transposes when the
+// flag is set): C is m×n, op(A) m×k, op(B) k×n.
+//
+// This is the single entry point of float32 matrix products in the
+// package; it calls the blocked, vectorised GEMM of kernels/gemm.
+func sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	gemm.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// parallelRows splits [0,m) into chunks run on all cores when the work
+// (multiply-adds) is large enough to pay for goroutines.
+func parallelRows(m, work int, f func(i0, i1 int)) {
+	p := runtime.GOMAXPROCS(0)
+	if p == 1 || work < 1<<17 || m < 2 {
+		f(0, m)
+		return
+	}
+	p = min(p, m)
+	var wg sync.WaitGroup
+	chunk := (m + p - 1) / p
+	for i0 := 0; i0 < m; i0 += chunk {
+		wg.Add(1)
+		go func(i0, i1 int) {
+			defer wg.Done()
+			f(i0, i1)
+		}(i0, min(i0+chunk, m))
+	}
+	wg.Wait()
+}
+
+// gemmT is the generic product (float64, integers, and float32 with
+// float64 accumulation when acc is float64-typed through acc64).
+func gemmT[T Num](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int, acc64 bool) {
+	at := func(i, p int) T {
+		if transA {
+			return a[p*lda+i]
+		}
+		return a[i*lda+p]
+	}
+	bt := func(p, j int) T {
+		if transB {
+			return b[j*ldb+p]
+		}
+		return b[p*ldb+j]
+	}
+	parallelRows(m, m*n*k, func(i0, i1 int) {
+		for i := i0; i < i1; i++ {
+			for j := range n {
+				var r T
+				if acc64 {
+					s := 0.0
+					for p := range k {
+						s += float64(at(i, p)) * float64(bt(p, j))
+					}
+					r = T(float64(alpha) * s)
+				} else {
+					var s T
+					for p := range k {
+						s += at(i, p) * bt(p, j)
+					}
+					r = alpha * s
+				}
+				if beta != 0 {
+					r += beta * c[i*ldc+j]
+				}
+				c[i*ldc+j] = r
+			}
+		}
+	})
+}
+
+// gemmAny dispatches on the element type of the slices.
+func gemmAny(dt graph.DataType, transA, transB bool, m, n, k int, alpha float64, a any, lda int, b any, ldb int, beta float64, c any, ldc int, acc64 bool) error {
+	switch dt {
+	case graph.Float:
+		if acc64 {
+			gemmT(transA, transB, m, n, k, float32(alpha), a.([]float32), lda, b.([]float32), ldb, float32(beta), c.([]float32), ldc, true)
+		} else {
+			sgemm(transA, transB, m, n, k, float32(alpha), a.([]float32), lda, b.([]float32), ldb, float32(beta), c.([]float32), ldc)
+		}
+	case graph.Double:
+		gemmT(transA, transB, m, n, k, alpha, a.([]float64), lda, b.([]float64), ldb, beta, c.([]float64), ldc, false)
+	case graph.Int64:
+		gemmT(transA, transB, m, n, k, int64(alpha), a.([]int64), lda, b.([]int64), ldb, int64(beta), c.([]int64), ldc, false)
+	case graph.Int32:
+		gemmT(transA, transB, m, n, k, int32(alpha), a.([]int32), lda, b.([]int32), ldb, int32(beta), c.([]int32), ldc, false)
+	case graph.Uint8:
+		gemmT(transA, transB, m, n, k, uint8(alpha), a.([]uint8), lda, b.([]uint8), ldb, uint8(beta), c.([]uint8), ldc, false)
+	case graph.Int8:
+		gemmT(transA, transB, m, n, k, int8(alpha), a.([]int8), lda, b.([]int8), ldb, int8(beta), c.([]int8), ldc, false)
+	default:
+		return fmt.Errorf("%v: %w", dt, ErrUnsupportedType)
+	}
+	return nil
+}
+
+func sub(t any, off, n int) any {
+	switch d := t.(type) {
+	case []float32:
+		return d[off : off+n]
+	case []float64:
+		return d[off : off+n]
+	case []int64:
+		return d[off : off+n]
+	case []int32:
+		return d[off : off+n]
+	case []int8:
+		return d[off : off+n]
+	case []uint8:
+		return d[off : off+n]
+	}
+	panic("kernels: sub of unsupported slice")
+}
+
+// batchedMatMul computes alpha * op(a) @ op(b) with numpy broadcasting of
+// the batch dimensions; a and b have rank >= 2. transA/transB transpose
+// the last two dimensions.
+func batchedMatMul(a, b *Tensor, transA, transB bool, alpha float64, acc64 bool) (*Tensor, error) {
+	if a.DType != b.DType {
+		return nil, fmt.Errorf("element types differ: %v and %v", a.DType, b.DType)
+	}
+	ra, rb := len(a.Shape), len(b.Shape)
+	m, ka := a.Shape[ra-2], a.Shape[ra-1]
+	if transA {
+		m, ka = ka, m
+	}
+	kb, n := b.Shape[rb-2], b.Shape[rb-1]
+	if transB {
+		kb, n = n, kb
+	}
+	if ka != kb {
+		return nil, fmt.Errorf("inner dimensions differ: %v × %v", a.Shape, b.Shape)
+	}
+	k := ka
+	batch, err := broadcastShape(a.Shape[:ra-2], b.Shape[:rb-2])
+	if err != nil {
+		return nil, err
+	}
+	out := New(a.DType, slices.Concat(batch, []int{m, n})...)
+	lda, ldb := a.Shape[ra-1], b.Shape[rb-1]
+	sa, sb := m*k, k*n
+	// b shared by every batch and a not transposed: one tall product.
+	if shapeSize(b.Shape[:rb-2]) == 1 && !transA && shapeSize(a.Shape[:ra-2]) == shapeSize(batch) {
+		nb := shapeSize(batch)
+		return out, gemmAny(a.DType, false, transB, nb*m, n, k, alpha, a.data, lda, b.data, ldb, 0, out.data, n, acc64)
+	}
+	abatch, bbatch := a.Shape[:ra-2], b.Shape[:rb-2]
+	var ferr error
+	newBcast(batch, abatch, bbatch).each(func(o int, offs, inc []int, cnt int) {
+		for i := range cnt {
+			if ferr != nil {
+				return
+			}
+			ao := (offs[0] + i*inc[0]) * sa
+			bo := (offs[1] + i*inc[1]) * sb
+			co := (o + i) * m * n
+			ferr = gemmAny(a.DType, transA, transB, m, n, k, alpha, sub(a.data, ao, sa), lda, sub(b.data, bo, sb), ldb, 0, sub(out.data, co, m*n), n, acc64)
+		}
+	})
+	return out, ferr
+}
+
+// matmulNumpy is MatMul with numpy's rules for 1-D operands.
+func matmulNumpy(a, b *Tensor, alpha float64, transA, transB, acc64 bool) (*Tensor, error) {
+	if len(a.Shape) == 0 || len(b.Shape) == 0 {
+		return nil, fmt.Errorf("MatMul of a scalar")
+	}
+	a1, b1 := len(a.Shape) == 1, len(b.Shape) == 1
+	if a1 {
+		a = view(a, []int{1, a.Shape[0]})
+	}
+	if b1 {
+		b = view(b, []int{b.Shape[0], 1})
+	}
+	out, err := batchedMatMul(a, b, transA, transB, alpha, acc64)
+	if err != nil {
+		return nil, err
+	}
+	shape := out.Shape
+	r := len(shape)
+	switch {
+	case a1 && b1:
+		shape = shape[:r-2]
+	case a1:
+		shape = append(slices.Clone(shape[:r-2]), shape[r-1])
+	case b1:
+		shape = shape[:r-1]
+	}
+	return view(out, shape), nil
+}
+
+func matmulOp(c *Call, in []*Tensor) ([]*Tensor, error) {
+	o, err := matmulNumpy(in[0], in[1], 1, false, false, c.Acc64())
+	return []*Tensor{o}, err
+}
+
+func gemmOp(c *Call, in []*Tensor) ([]*Tensor, error) {
+	a, b := in[0], in[1]
+	if len(a.Shape) != 2 || len(b.Shape) != 2 {
+		return nil, fmt.Errorf("Gemm needs 2-D A and B")
+	}
+	ta, tb := c.Int("transA", 0) == 1, c.Int("transB", 0) == 1
+	alpha, beta := float64(c.Float("alpha", 1)), float64(c.Float("beta", 1))
+	m, k := a.Shape[0], a.Shape[1]
+	if ta {
+		m, k = k, m
+	}
+	kb, n := b.Shape[0], b.Shape[1]
+	if tb {
+		kb, n = n, kb
+	}
+	if k != kb {
+		return nil, fmt.Errorf("inner dimensions differ")
+	}
+	var out *Tensor
+	if len(in) > 2 && in[2] != nil && beta != 0 {
+		if _, err := broadcastShape(in[2].Shape, []int{m, n}); err != nil {
+			return nil, err
+		}
+		out = expandT(in[2], []int{m, n}).Clone()
+		if len(in[2].Shape) > 2 {
+			return nil, fmt.Errorf("C must have rank <= 2")
+		}
+	} else {
+		out = New(a.DType, m, n)
+		beta = 0
+	}
+	if out.DType != a.DType {
+		return nil, fmt.Errorf("C type %v differs from A %v", out.DType, a.DType)
+	}
+	err := gemmAny(a.DType, ta, tb, m, n, k, alpha, a.data, a.Shape[1], b.data, b.Shape[1], beta, out.data, n, c.Acc64())
+	return []*Tensor{out}, err
+}
+
+func init() {
+	reg("MatMul", 1, 0, matmulOp)
+	reg("Gemm", 1, 0, gemmOp)
+}

@@ -1,0 +1,431 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/onnxpe/onnxpe/graph"
+)
+
+// softmaxRows computes softmax (or log-softmax) over rows of length d whose
+// elements are inner apart (row r starts at base(r)).
+func softmaxT[T Float](dst, src []T, outer, d, inner int, log bool) {
+	for o := range outer {
+		for in := range inner {
+			base := o*d*inner + in
+			m := src[base]
+			for j := 1; j < d; j++ {
+				m = max(m, src[base+j*inner])
+			}
+			var s float64
+			for j := range d {
+				p := base + j*inner
+				e := math.Exp(float64(src[p]) - float64(m))
+				if !log {
+					dst[p] = T(e)
+				}
+				s += e
+			}
+			if log {
+				ls := math.Log(s)
+				for j := range d {
+					p := base + j*inner
+					dst[p] = T(float64(src[p]) - float64(m) - ls)
+				}
+				continue
+			}
+			inv := T(1 / s)
+			for j := range d {
+				dst[base+j*inner] *= inv
+			}
+		}
+	}
+}
+
+// softmaxFast32 is the contiguous float32 case (inner == 1).
+func softmaxFast32(dst, src []float32, rows, d int) {
+	for r := range rows {
+		x := src[r*d : r*d+d]
+		y := dst[r*d : r*d+d]
+		m := x[0]
+		for _, v := range x[1:] {
+			m = max(m, v)
+		}
+		var s float32
+		for j, v := range x {
+			e := float32(math.Exp(float64(v) - float64(m)))
+			y[j] = e
+			s += e
+		}
+		inv := 1 / s
+		for j := range y {
+			y[j] *= inv
+		}
+	}
+}
+
+func softmaxKernel(log bool) Kernel {
+	return func(c *Call, in []*Tensor) ([]*Tensor, error) {
+		x := in[0]
+		r := len(x.Shape)
+		def := int64(-1)
+		if c.Opset < 13 {
+			def = 1
+		}
+		a := c.Int("axis", def)
+		if r == 0 {
+			return nil, fmt.Errorf("Softmax of a scalar")
+		}
+		axis, err := normAxis(a, r)
+		if err != nil {
+			return nil, err
+		}
+		var outer, d, inner int
+		if c.Opset < 13 {
+			// The input is coerced to 2-D at axis and normalised per row.
+			outer, d, inner = shapeSize(x.Shape[:axis]), shapeSize(x.Shape[axis:]), 1
+		} else {
+			outer, d, inner = shapeSize(x.Shape[:axis]), x.Shape[axis], shapeSize(x.Shape[axis+1:])
+		}
+		out := New(x.DType, x.Shape...)
+		if d == 0 || out.Len() == 0 {
+			return []*Tensor{out}, nil
+		}
+		switch x.DType {
+		case graph.Float:
+			if inner == 1 && !log {
+				softmaxFast32(Data[float32](out), Data[float32](x), outer, d)
+			} else {
+				softmaxT(Data[float32](out), Data[float32](x), outer, d, inner, log)
+			}
+		case graph.Double:
+			softmaxT(Data[float64](out), Data[float64](x), outer, d, inner, log)
+		default:
+			return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
+		}
+		return []*Tensor{out}, nil
+	}
+}
+
+// layerNormT normalises rows of length d: y = (x-mean)/sqrt(var+eps)*scale
+// + bias (simplified: y = x/sqrt(mean(x²)+eps)*scale). scale and bias
+// are full-size (already broadcast) or nil. mean and inv receive the
+// statistics per row when non-nil.
+func layerNormT[T Float](y, x, scale, bias []T, rows, d int, eps float64, simplified bool, mean, inv []float64) {
+	for r := range rows {
+		xr := x[r*d : r*d+d]
+		yr := y[r*d : r*d+d]
+		mu := 0.0
+		if !simplified {
+			for _, v := range xr {
+				mu += float64(v)
+			}
+			mu /= float64(d)
+		}
+		vs := 0.0
+		for _, v := range xr {
+			dv := float64(v) - mu
+			vs += dv * dv
+		}
+		is := 1 / math.Sqrt(vs/float64(d)+eps)
+		if mean != nil {
+			mean[r] = mu
+		}
+		if inv != nil {
+			inv[r] = is
+		}
+		var sr, br []T
+		if scale != nil {
+			sr = scale[(r*d)%len(scale):]
+		}
+		if bias != nil {
+			br = bias[(r*d)%len(bias):]
+		}
+		for j, v := range xr {
+			o := (float64(v) - mu) * is
+			if sr != nil {
+				o *= float64(sr[j])
+			}
+			if br != nil {
+				o += float64(br[j])
+			}
+			yr[j] = T(o)
+		}
+	}
+}
+
+// normalize runs (Simplified)LayerNormalization over the dims from axis.
+// It returns Y and the per-row mean and inverse std dev (stat shape: X's
+// shape with the normalised dims set to 1).
+func normalize(x, scale, bias *Tensor, axis int, eps float64, simplified bool, stats bool) (y, mean, inv *Tensor, err error) {
+	rows := shapeSize(x.Shape[:axis])
+	d := shapeSize(x.Shape[axis:])
+	norm := x.Shape[axis:]
+	prep := func(t *Tensor) (*Tensor, error) {
+		if t == nil {
+			return nil, nil
+		}
+		if t.DType != x.DType {
+			return nil, fmt.Errorf("scale/bias type %v differs from X %v", t.DType, x.DType)
+		}
+		if len(t.Shape) > len(norm) || shapeSize(t.Shape) != d {
+			// broadcast the parameter to the normalised shape
+			sh, err := broadcastShape(t.Shape, norm)
+			if err != nil || !equalShape(sh, norm) {
+				return nil, fmt.Errorf("parameter shape %v does not broadcast to %v", t.Shape, norm)
+			}
+			return expandT(t, norm), nil
+		}
+		return t, nil
+	}
+	if scale, err = prep(scale); err != nil {
+		return
+	}
+	if bias, err = prep(bias); err != nil {
+		return
+	}
+	y = New(x.DType, x.Shape...)
+	var mv, iv []float64
+	if stats {
+		mv, iv = make([]float64, rows), make([]float64, rows)
+	}
+	switch x.DType {
+	case graph.Float:
+		layerNormT(Data[float32](y), Data[float32](x), dataOrNil[float32](scale), dataOrNil[float32](bias), rows, d, eps, simplified, mv, iv)
+	case graph.Double:
+		layerNormT(Data[float64](y), Data[float64](x), dataOrNil[float64](scale), dataOrNil[float64](bias), rows, d, eps, simplified, mv, iv)
+	default:
+		return nil, nil, nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
+	}
+	if stats {
+		sshape := slices.Clone(x.Shape)
+		for i := axis; i < len(sshape); i++ {
+			sshape[i] = 1
+		}
+		mean, inv = New(x.DType, sshape...), New(x.DType, sshape...)
+		fromFloat64(mean, mv)
+		fromFloat64(inv, iv)
+	}
+	return y, mean, inv, nil
+}
+
+func dataOrNil[T Elem](t *Tensor) []T {
+	if t == nil {
+		return nil
+	}
+	return Data[T](t)
+}
+
+func optIn(in []*Tensor, i int) *Tensor {
+	if i < len(in) {
+		return in[i]
+	}
+	return nil
+}
+
+func layerNorm(c *Call, in []*Tensor) ([]*Tensor, error) {
+	x := in[0]
+	axis, err := normAxis(c.Int("axis", -1), len(x.Shape))
+	if err != nil {
+		return nil, err
+	}
+	y, mean, inv, err := normalize(x, optIn(in, 1), optIn(in, 2), axis, float64(c.Float("epsilon", 1e-5)), false, c.NumOutputs() > 1)
+	if err != nil {
+		return nil, err
+	}
+	return []*Tensor{y, mean, inv}, nil
+}
+
+func clipT[T Num](x *Tensor, lo, hi T) *Tensor {
+	out := New(x.DType, x.Shape...)
+	d, s := Data[T](out), Data[T](x)
+	for i, v := range s {
+		d[i] = min(max(v, lo), hi)
+		if v != v {
+			d[i] = v
+		}
+	}
+	return out
+}
+
+func clip(c *Call, in []*Tensor) ([]*Tensor, error) {
+	x := in[0]
+	lo, hi := math.Inf(-1), math.Inf(1)
+	if c.Opset < 11 {
+		lo, hi = float64(c.Float("min", float32(math.Inf(-1)))), float64(c.Float("max", float32(math.Inf(1))))
+	} else {
+		if t := optIn(in, 1); t != nil {
+			lo = t.Float64s()[0]
+		}
+		if t := optIn(in, 2); t != nil {
+			hi = t.Float64s()[0]
+		}
+	}
+	var o *Tensor
+	switch x.DType {
+	case graph.Float:
+		o = clipT(x, float32(lo), float32(hi))
+	case graph.Double:
+		o = clipT(x, lo, hi)
+	case graph.Int64:
+		o = clipT(x, int64(clampF(lo, math.MinInt64, math.MaxInt64)), int64(clampF(hi, math.MinInt64, math.MaxInt64)))
+	case graph.Int32:
+		o = clipT(x, int32(clampF(lo, math.MinInt32, math.MaxInt32)), int32(clampF(hi, math.MinInt32, math.MaxInt32)))
+	case graph.Int8:
+		o = clipT(x, int8(clampF(lo, math.MinInt8, math.MaxInt8)), int8(clampF(hi, math.MinInt8, math.MaxInt8)))
+	case graph.Uint8:
+		o = clipT(x, uint8(clampF(lo, 0, math.MaxUint8)), uint8(clampF(hi, 0, math.MaxUint8)))
+	default:
+		return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
+	}
+	return []*Tensor{o}, nil
+}
+
+func clampF(v, lo, hi float64) float64 { return math.Max(lo, math.Min(v, hi)) }
+
+// convT is a direct N-D convolution (N = 1, 2 or 3) in NC[D]HW layout.
+func convT[T Float](y, x, w, b []T, n, cin, cout, group int, in, ks, out, strides, dil, padBegin []int, acc64 bool) {
+	sp := len(in)
+	// pad the spatial shape to 3-D
+	pad3 := func(v []int, fill int) [3]int {
+		r := [3]int{fill, fill, fill}
+		copy(r[3-sp:], v)
+		return r
+	}
+	I, K, O := pad3(in, 1), pad3(ks, 1), pad3(out, 1)
+	S, D, P := pad3(strides, 1), pad3(dil, 1), pad3(padBegin, 0)
+	cpg, opg := cin/group, cout/group
+	isz, ksz, osz := I[0]*I[1]*I[2], K[0]*K[1]*K[2], O[0]*O[1]*O[2]
+	for bi := range n {
+		for oc := range cout {
+			g := oc / opg
+			yo := y[(bi*cout+oc)*osz : (bi*cout+oc+1)*osz]
+			for o0 := range O[0] {
+				for o1 := range O[1] {
+					for o2 := range O[2] {
+						var s T
+						var s64 float64
+						for ic := range cpg {
+							xc := x[(bi*cin+g*cpg+ic)*isz:]
+							wc := w[(oc*cpg+ic)*ksz:]
+							for k0 := range K[0] {
+								i0 := o0*S[0] - P[0] + k0*D[0]
+								if i0 < 0 || i0 >= I[0] {
+									continue
+								}
+								for k1 := range K[1] {
+									i1 := o1*S[1] - P[1] + k1*D[1]
+									if i1 < 0 || i1 >= I[1] {
+										continue
+									}
+									for k2 := range K[2] {
+										i2 := o2*S[2] - P[2] + k2*D[2]
+										if i2 < 0 || i2 >= I[2] {
+											continue
+										}
+										xv := xc[(i0*I[1]+i1)*I[2]+i2]
+										wv := wc[(k0*K[1]+k1)*K[2]+k2]
+										if acc64 {
+											s64 += float64(xv) * float64(wv)
+										} else {
+											s += xv * wv
+										}
+									}
+								}
+							}
+						}
+						if acc64 {
+							s = T(s64)
+						}
+						if b != nil {
+							s += b[oc]
+						}
+						yo[(o0*O[1]+o1)*O[2]+o2] = s
+					}
+				}
+			}
+		}
+	}
+}
+
+func conv(c *Call, in []*Tensor) ([]*Tensor, error) {
+	x, w := in[0], in[1]
+	b := optIn(in, 2)
+	r := len(x.Shape)
+	if r < 3 || r > 5 || len(w.Shape) != r {
+		return nil, fmt.Errorf("Conv supports 1-D to 3-D inputs with matching weights")
+	}
+	sp := r - 2
+	n, cin := x.Shape[0], x.Shape[1]
+	cout := w.Shape[0]
+	group := int(c.Int("group", 1))
+	if group <= 0 || cin%group != 0 || cout%group != 0 || w.Shape[1] != cin/group {
+		return nil, fmt.Errorf("channels %d/%d do not fit group %d and weights %v", cin, cout, group, w.Shape)
+	}
+	ks := w.Shape[2:]
+	if k := c.Ints("kernel_shape"); k != nil && !slices.Equal(toInts(k), ks) {
+		return nil, fmt.Errorf("kernel_shape %v differs from weights %v", k, ks)
+	}
+	ones := func() []int {
+		v := make([]int, sp)
+		for i := range v {
+			v[i] = 1
+		}
+		return v
+	}
+	strides, dil := ones(), ones()
+	if s := c.Ints("strides"); s != nil {
+		strides = toInts(s)
+	}
+	if d := c.Ints("dilations"); d != nil {
+		dil = toInts(d)
+	}
+	pads := make([]int, 2*sp)
+	if p := c.Ints("pads"); p != nil {
+		pads = toInts(p)
+	}
+	inS := x.Shape[2:]
+	out := make([]int, sp)
+	autoPad := c.String("auto_pad", "NOTSET")
+	for i := range sp {
+		ek := (ks[i]-1)*dil[i] + 1
+		switch autoPad {
+		case "SAME_UPPER", "SAME_LOWER":
+			o := (inS[i] + strides[i] - 1) / strides[i]
+			total := max((o-1)*strides[i]+ek-inS[i], 0)
+			if autoPad == "SAME_UPPER" {
+				pads[i], pads[i+sp] = total/2, total-total/2
+			} else {
+				pads[i], pads[i+sp] = total-total/2, total/2
+			}
+		case "VALID":
+			pads[i], pads[i+sp] = 0, 0
+		case "NOTSET":
+		default:
+			return nil, fmt.Errorf("auto_pad %q", autoPad)
+		}
+		out[i] = (inS[i]+pads[i]+pads[i+sp]-ek)/strides[i] + 1
+		if out[i] < 0 {
+			out[i] = 0
+		}
+	}
+	y := New(x.DType, slices.Concat([]int{n, cout}, out)...)
+	switch x.DType {
+	case graph.Float:
+		convT(Data[float32](y), Data[float32](x), Data[float32](w), dataOrNil[float32](b), n, cin, cout, group, inS, ks, out, strides, dil, pads[:sp], c.Acc64())
+	case graph.Double:
+		convT(Data[float64](y), Data[float64](x), Data[float64](w), dataOrNil[float64](b), n, cin, cout, group, inS, ks, out, strides, dil, pads[:sp], false)
+	default:
+		return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
+	}
+	return []*Tensor{y}, nil
+}
+
+func init() {
+	reg("Softmax", 1, 0, softmaxKernel(false))
+	reg("LogSoftmax", 1, 0, softmaxKernel(true))
+	reg("LayerNormalization", 17, 0, layerNorm)
+	reg("Clip", 6, 0, clip)
+	reg("Conv", 1, 0, conv)
+}

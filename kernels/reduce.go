@@ -1,0 +1,239 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/onnxpe/onnxpe/graph"
+)
+
+type redOp int
+
+const (
+	redSum redOp = iota
+	redMean
+	redMax
+	redMin
+	redProd
+	redSumSquare
+	redL1
+	redL2
+	redLogSum
+	redLogSumExp
+)
+
+// reduceRows reduces each of the len(dst) contiguous rows of length r.
+func reduceRows[T Num](op redOp, dst, src []T, r int, acc64 bool) {
+	if r == 0 {
+		var v float64
+		switch op {
+		case redProd:
+			v = 1
+		case redMax:
+			v = math.Inf(-1)
+		case redMin:
+			v = math.Inf(1)
+		case redLogSum, redLogSumExp:
+			v = math.Inf(-1)
+		case redMean:
+			v = math.NaN()
+		}
+		for i := range dst {
+			dst[i] = fromF64[T](v)
+		}
+		return
+	}
+	_ = src[len(dst)*r-1]
+	isFloat := false
+	switch any(dst).(type) {
+	case []float32, []float64:
+		isFloat = true
+	}
+	for i := range dst {
+		row := src[i*r : i*r+r]
+		switch op {
+		case redMax:
+			m := row[0]
+			for _, v := range row[1:] {
+				if v > m || v != v {
+					m = v
+				}
+			}
+			dst[i] = m
+		case redMin:
+			m := row[0]
+			for _, v := range row[1:] {
+				if v < m || v != v {
+					m = v
+				}
+			}
+			dst[i] = m
+		case redProd:
+			p := T(1)
+			for _, v := range row {
+				p *= v
+			}
+			dst[i] = p
+		case redLogSumExp:
+			m := float64(row[0])
+			for _, v := range row {
+				m = math.Max(m, float64(v))
+			}
+			s := 0.0
+			for _, v := range row {
+				s += math.Exp(float64(v) - m)
+			}
+			if math.IsInf(m, 0) {
+				dst[i] = T(m)
+			} else {
+				dst[i] = T(m + math.Log(s))
+			}
+		default:
+			if isFloat && (acc64 || op == redL2 || op == redLogSum) {
+				s := 0.0
+				for _, v := range row {
+					x := float64(v)
+					switch op {
+					case redSumSquare, redL2:
+						x *= x
+					case redL1:
+						x = math.Abs(x)
+					}
+					s += x
+				}
+				switch op {
+				case redMean:
+					s /= float64(r)
+				case redL2:
+					s = math.Sqrt(s)
+				case redLogSum:
+					s = math.Log(s)
+				}
+				dst[i] = T(s)
+				continue
+			}
+			var s T
+			for _, v := range row {
+				switch op {
+				case redSumSquare:
+					v *= v
+				case redL1:
+					if v < 0 {
+						v = -v
+					}
+				}
+				s += v
+			}
+			if op == redMean {
+				s /= T(r)
+			}
+			dst[i] = s
+		}
+	}
+}
+
+func fromF64[T Num](v float64) T {
+	switch any(*new(T)).(type) {
+	case float32, float64:
+		return T(v)
+	}
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return 0
+	}
+	return T(v)
+}
+
+// reduceAxes moves the reduced axes last (copying only if needed) and
+// reduces rows.
+func reduceT[T Num](op redOp, x *Tensor, axes []int, keep, acc64 bool) *Tensor {
+	r := len(x.Shape)
+	var kept, red []int
+	for i := range r {
+		if slices.Contains(axes, i) {
+			red = append(red, i)
+		} else {
+			kept = append(kept, i)
+		}
+	}
+	xt := transposeT(x, slices.Concat(kept, red))
+	rows := 1
+	for _, a := range kept {
+		rows *= x.Shape[a]
+	}
+	rl := 1
+	for _, a := range red {
+		rl *= x.Shape[a]
+	}
+	var shape []int
+	for i, d := range x.Shape {
+		if slices.Contains(axes, i) {
+			if keep {
+				shape = append(shape, 1)
+			}
+		} else {
+			shape = append(shape, d)
+		}
+	}
+	out := New(x.DType, shape...)
+	reduceRows(op, Data[T](out), Data[T](xt), rl, acc64)
+	return out
+}
+
+func reduceKernel(op redOp, axesInputSince int64) Kernel {
+	return func(c *Call, in []*Tensor) ([]*Tensor, error) {
+		x := in[0]
+		var axes []int64
+		if c.Opset >= axesInputSince {
+			axes = intsInput(in, 1)
+		} else {
+			axes = c.Ints("axes")
+		}
+		keep := c.Int("keepdims", 1) == 1
+		var ax []int
+		if len(axes) == 0 {
+			if c.Int("noop_with_empty_axes", 0) == 1 {
+				return []*Tensor{x}, nil
+			}
+			for i := range x.Shape {
+				ax = append(ax, i)
+			}
+		} else {
+			var err error
+			if ax, err = normAxes(axes, len(x.Shape)); err != nil {
+				return nil, err
+			}
+		}
+		acc := c.Acc64()
+		var o *Tensor
+		switch x.DType {
+		case graph.Float:
+			o = reduceT[float32](op, x, ax, keep, acc)
+		case graph.Double:
+			o = reduceT[float64](op, x, ax, keep, acc)
+		case graph.Int64:
+			o = reduceT[int64](op, x, ax, keep, acc)
+		case graph.Int32:
+			o = reduceT[int32](op, x, ax, keep, acc)
+		case graph.Int8:
+			o = reduceT[int8](op, x, ax, keep, acc)
+		case graph.Uint8:
+			o = reduceT[uint8](op, x, ax, keep, acc)
+		default:
+			return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
+		}
+		return []*Tensor{o}, nil
+	}
+}
+
+func init() {
+	for _, r := range []struct {
+		name string
+		op   redOp
+	}{{"ReduceMean", redMean}, {"ReduceMax", redMax}, {"ReduceMin", redMin}, {"ReduceProd", redProd},
+		{"ReduceSumSquare", redSumSquare}, {"ReduceL1", redL1}, {"ReduceL2", redL2},
+		{"ReduceLogSum", redLogSum}, {"ReduceLogSumExp", redLogSumExp}} {
+		reg(r.name, 1, 0, reduceKernel(r.op, 18))
+	}
+	reg("ReduceSum", 1, 0, reduceKernel(redSum, 13))
+}

@@ -1,0 +1,133 @@
+package kernels
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/onnxpe/onnxpe/graph"
+)
+
+// ErrUnsupportedOp is wrapped by errors about ops (or op versions) that
+// have no kernel.
+var ErrUnsupportedOp = errors.New("unsupported op")
+
+// ErrUnsupportedType is wrapped by errors about element types a kernel
+// does not handle.
+var ErrUnsupportedType = errors.New("unsupported element type")
+
+// Kernel computes a node's outputs from its inputs (nil for absent
+// optional inputs). It must not change its inputs; it may return an input
+// (or a view of one) as an output. It returns one tensor per node output;
+// a nil entry is allowed for an output the node leaves out.
+type Kernel func(c *Call, in []*Tensor) ([]*Tensor, error)
+
+// KernelFlags tell the executor how to call a kernel.
+type KernelFlags uint8
+
+const (
+	// Native marks a kernel that handles float16 and bfloat16 tensors
+	// itself; other kernels see them widened to float32, and their float32
+	// outputs are rounded back (once per op, as ONNX Runtime does).
+	Native KernelFlags = 1 << iota
+)
+
+type opKey struct{ domain, op string }
+
+type entry struct {
+	since, until int64 // opset range, inclusive
+	fn           Kernel
+	flags        KernelFlags
+}
+
+var registry = map[opKey][]entry{}
+
+// Domains.
+const (
+	DomainONNX      = ""
+	DomainMicrosoft = "com.microsoft"
+	// DomainOnnxpe is the domain of the project's own fused ops.
+	DomainOnnxpe = "ai.onnxpe"
+)
+
+func normDomain(d string) string {
+	if d == "ai.onnx" {
+		return ""
+	}
+	return d
+}
+
+// Register adds a kernel for op in domain, for the opset versions
+// since..until inclusive (until 0 means no upper bound). Registering an
+// overlapping range panics.
+func Register(domain, op string, since, until int64, fn Kernel, flags KernelFlags) {
+	k := opKey{normDomain(domain), op}
+	if until == 0 {
+		until = 1 << 30
+	}
+	for _, e := range registry[k] {
+		if since <= e.until && e.since <= until {
+			panic(fmt.Sprintf("kernels: Register %s.%s [%d,%d] overlaps [%d,%d]", domain, op, since, until, e.since, e.until))
+		}
+	}
+	registry[k] = append(registry[k], entry{since, until, fn, flags})
+}
+
+func lookup(domain, op string, opset int64) (entry, bool) {
+	for _, e := range registry[opKey{normDomain(domain), op}] {
+		if e.since <= opset && opset <= e.until {
+			return e, true
+		}
+	}
+	return entry{}, false
+}
+
+// Supports reports whether op of domain at the given opset version has a
+// kernel.
+func Supports(domain, op string, opset int64) bool {
+	_, ok := lookup(domain, op, opset)
+	return ok
+}
+
+// Ops lists the registered ops as "domain.op" (just "op" for the ONNX
+// domain), sorted.
+func Ops() []string {
+	var out []string
+	for k := range registry {
+		if k.domain == "" {
+			out = append(out, k.op)
+		} else {
+			out = append(out, k.domain+"."+k.op)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// reg registers a kernel for every opset from since on (ONNX domain).
+func reg(op string, since, until int64, fn Kernel) { Register("", op, since, until, fn, 0) }
+
+// byType dispatches on the element type of input which.
+func byType(which int, m map[graph.DataType]Kernel) Kernel {
+	return func(c *Call, in []*Tensor) ([]*Tensor, error) {
+		if which >= len(in) || in[which] == nil {
+			return nil, fmt.Errorf("input %d is missing", which)
+		}
+		f, ok := m[in[which].DType]
+		if !ok {
+			return nil, fmt.Errorf("input %d: %v: %w", which, in[which].DType, ErrUnsupportedType)
+		}
+		return f(c, in)
+	}
+}
+
+// floatK dispatches between float32 and float64 instances.
+func floatK(f32, f64 Kernel) Kernel {
+	return byType(0, map[graph.DataType]Kernel{graph.Float: f32, graph.Double: f64})
+}
+
+// numK dispatches between the numeric instances.
+func numK(f32, f64, i64, i32, i8, u8 Kernel) Kernel {
+	return byType(0, map[graph.DataType]Kernel{graph.Float: f32, graph.Double: f64,
+		graph.Int64: i64, graph.Int32: i32, graph.Int8: i8, graph.Uint8: u8})
+}

@@ -1,0 +1,379 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/x448/float16"
+
+	"github.com/onnxpe/onnxpe/graph"
+)
+
+// Elem is the set of Go element types a Tensor can hold.
+type Elem interface {
+	float32 | float64 | float16.Float16 | graph.BF16 | int64 | int32 | int8 | uint8 | bool
+}
+
+// Num are the element types arithmetic kernels are written for (float16 and
+// bfloat16 are computed as float32).
+type Num interface {
+	float32 | float64 | int64 | int32 | int8 | uint8
+}
+
+// Float are the floating-point computation types.
+type Float interface{ float32 | float64 }
+
+// Int are the integer computation types.
+type Int interface{ int64 | int32 | int8 | uint8 }
+
+// Tensor is a dense runtime tensor: an element type, a shape and the
+// elements in row-major order in a typed slice ([]float32 for graph.Float,
+// []float16.Float16 for graph.Float16, []graph.BF16, []bool, ...).
+//
+// Kernels never change their inputs, so tensors may share element slices
+// (Reshape and friends return views); treat a tensor you did not make as
+// read-only.
+type Tensor struct {
+	DType graph.DataType
+	Shape []int
+	data  any
+	// seq is set for a sequence value (ONNX sequence type): DType is its
+	// element type, Shape is nil and data is nil.
+	seq []*Tensor
+}
+
+// NewSequence makes a sequence value of tensors of element type dt (the
+// tensors are not copied).
+func NewSequence(dt graph.DataType, ts []*Tensor) *Tensor {
+	return &Tensor{DType: dt, seq: append(make([]*Tensor, 0, len(ts)), ts...)}
+}
+
+// IsSequence reports whether t is a sequence value.
+func (t *Tensor) IsSequence() bool { return t != nil && t.seq != nil }
+
+// Sequence returns the tensors of a sequence value.
+func (t *Tensor) Sequence() []*Tensor { return t.seq }
+
+// Supported reports whether the executor holds tensors of dt.
+func Supported(dt graph.DataType) bool {
+	switch dt {
+	case graph.Float, graph.Double, graph.Float16, graph.BFloat16, graph.Int64, graph.Int32, graph.Int8, graph.Uint8, graph.Bool:
+		return true
+	}
+	return false
+}
+
+// New makes a zero tensor of dt and shape.
+func New(dt graph.DataType, shape ...int) *Tensor {
+	n := shapeSize(shape)
+	var d any
+	switch dt {
+	case graph.Float:
+		d = make([]float32, n)
+	case graph.Double:
+		d = make([]float64, n)
+	case graph.Float16:
+		d = make([]float16.Float16, n)
+	case graph.BFloat16:
+		d = make([]graph.BF16, n)
+	case graph.Int64:
+		d = make([]int64, n)
+	case graph.Int32:
+		d = make([]int32, n)
+	case graph.Int8:
+		d = make([]int8, n)
+	case graph.Uint8:
+		d = make([]uint8, n)
+	case graph.Bool:
+		d = make([]bool, n)
+	default:
+		panic(fmt.Sprintf("kernels: New: unsupported element type %v", dt))
+	}
+	return &Tensor{DType: dt, Shape: slices.Clone(shape), data: d}
+}
+
+// FromSlice wraps data (not copied) as a tensor of the given shape.
+func FromSlice[T Elem](shape []int, data []T) *Tensor {
+	if shapeSize(shape) != len(data) {
+		panic(fmt.Sprintf("kernels: FromSlice: %d elements for shape %v", len(data), shape))
+	}
+	return &Tensor{DType: dtypeOf[T](), Shape: slices.Clone(shape), data: data}
+}
+
+// Scalar makes a rank-0 tensor.
+func Scalar[T Elem](v T) *Tensor { return FromSlice(nil, []T{v}) }
+
+// Data returns t's elements; T must match t.DType.
+func Data[T Elem](t *Tensor) []T {
+	d, ok := t.data.([]T)
+	if !ok {
+		panic(fmt.Sprintf("kernels: Data[%T] of a %v tensor", *new(T), t.DType))
+	}
+	return d
+}
+
+// Raw returns the element slice as an any ([]float32, []int64, ...).
+func (t *Tensor) Raw() any { return t.data }
+
+func dtypeOf[T Elem]() graph.DataType {
+	switch any(*new(T)).(type) {
+	case float32:
+		return graph.Float
+	case float64:
+		return graph.Double
+	case float16.Float16:
+		return graph.Float16
+	case graph.BF16:
+		return graph.BFloat16
+	case int64:
+		return graph.Int64
+	case int32:
+		return graph.Int32
+	case int8:
+		return graph.Int8
+	case uint8:
+		return graph.Uint8
+	case bool:
+		return graph.Bool
+	}
+	panic("kernels: unreachable")
+}
+
+// Len is the number of elements.
+func (t *Tensor) Len() int { return shapeSize(t.Shape) }
+
+// Rank is the number of dimensions.
+func (t *Tensor) Rank() int { return len(t.Shape) }
+
+// String prints the type and shape ("float32[2,3]").
+func (t *Tensor) String() string {
+	if t == nil {
+		return "<absent>"
+	}
+	if t.seq != nil {
+		return fmt.Sprintf("seq(%v)[%d]", t.DType, len(t.seq))
+	}
+	return fmt.Sprintf("%v%v", t.DType, shapeString(t.Shape))
+}
+
+func shapeString(s []int) string {
+	b := []byte{'['}
+	for i, d := range s {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, "%d", d)
+	}
+	return string(append(b, ']'))
+}
+
+// Reshaped returns a view of t with another shape of the same size.
+func (t *Tensor) Reshaped(shape ...int) *Tensor {
+	if shapeSize(shape) != t.Len() {
+		panic(fmt.Sprintf("kernels: Reshaped %v to %v", t.Shape, shape))
+	}
+	return &Tensor{DType: t.DType, Shape: slices.Clone(shape), data: t.data}
+}
+
+// Clone copies t's elements.
+func (t *Tensor) Clone() *Tensor {
+	c := New(t.DType, t.Shape...)
+	copyAny(c, 0, t, 0, t.Len())
+	return c
+}
+
+// Float64s converts the elements of a numeric or bool tensor to float64.
+func (t *Tensor) Float64s() []float64 {
+	out := make([]float64, t.Len())
+	switch d := t.data.(type) {
+	case []float32:
+		for i, v := range d {
+			out[i] = float64(v)
+		}
+	case []float64:
+		copy(out, d)
+	case []float16.Float16:
+		for i, v := range d {
+			out[i] = float64(v.Float32())
+		}
+	case []graph.BF16:
+		for i, v := range d {
+			out[i] = float64(v.Float32())
+		}
+	case []int64:
+		for i, v := range d {
+			out[i] = float64(v)
+		}
+	case []int32:
+		for i, v := range d {
+			out[i] = float64(v)
+		}
+	case []int8:
+		for i, v := range d {
+			out[i] = float64(v)
+		}
+	case []uint8:
+		for i, v := range d {
+			out[i] = float64(v)
+		}
+	case []bool:
+		for i, v := range d {
+			if v {
+				out[i] = 1
+			}
+		}
+	}
+	return out
+}
+
+// Int64s converts the elements of an integer or bool tensor to int64 (float
+// elements are truncated).
+func (t *Tensor) Int64s() []int64 {
+	if d, ok := t.data.([]int64); ok {
+		return d
+	}
+	out := make([]int64, t.Len())
+	switch d := t.data.(type) {
+	case []int32:
+		for i, v := range d {
+			out[i] = int64(v)
+		}
+	case []int8:
+		for i, v := range d {
+			out[i] = int64(v)
+		}
+	case []uint8:
+		for i, v := range d {
+			out[i] = int64(v)
+		}
+	case []bool:
+		for i, v := range d {
+			if v {
+				out[i] = 1
+			}
+		}
+	default:
+		for i, v := range t.Float64s() {
+			out[i] = int64(v)
+		}
+	}
+	return out
+}
+
+// FromGraph decodes a constant tensor of the model.
+func FromGraph(gt *graph.Tensor) (*Tensor, error) {
+	dt := gt.DataType()
+	if !Supported(dt) {
+		return nil, fmt.Errorf("tensor %q: element type %v: %w", gt.Name(), dt, ErrUnsupportedType)
+	}
+	d, err := gt.Data()
+	if err != nil {
+		return nil, err
+	}
+	shape := make([]int, len(gt.Dims()))
+	for i, v := range gt.Dims() {
+		if v < 0 || v > math.MaxInt32 {
+			return nil, fmt.Errorf("tensor %q: bad dimension %d", gt.Name(), v)
+		}
+		shape[i] = int(v)
+	}
+	t := &Tensor{DType: dt, Shape: shape, data: d}
+	if t.Len() != lenAny(d) {
+		return nil, fmt.Errorf("tensor %q: %d elements for shape %v", gt.Name(), lenAny(d), shape)
+	}
+	return t, nil
+}
+
+// ToGraph encodes t as a constant tensor named name.
+func (t *Tensor) ToGraph(name string) (*graph.Tensor, error) {
+	dims := make([]int64, len(t.Shape))
+	for i, v := range t.Shape {
+		dims[i] = int64(v)
+	}
+	return graph.NewTensor(name, t.DType, dims, t.data)
+}
+
+// ReadTensorFile reads an ONNX test-data file (a TensorProto, such as
+// input_0.pb).
+func ReadTensorFile(path string) (*Tensor, error) {
+	gt, err := graph.ReadTensorFile(path)
+	if err != nil {
+		return nil, err
+	}
+	t, err := FromGraph(gt)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return t, nil
+}
+
+// WriteTensorFile writes t as a TensorProto file named name inside.
+func WriteTensorFile(path, name string, t *Tensor) error {
+	gt, err := t.ToGraph(name)
+	if err != nil {
+		return err
+	}
+	return graph.WriteTensorFile(path, gt)
+}
+
+func lenAny(d any) int {
+	switch d := d.(type) {
+	case []float32:
+		return len(d)
+	case []float64:
+		return len(d)
+	case []float16.Float16:
+		return len(d)
+	case []graph.BF16:
+		return len(d)
+	case []int64:
+		return len(d)
+	case []int32:
+		return len(d)
+	case []int8:
+		return len(d)
+	case []uint8:
+		return len(d)
+	case []bool:
+		return len(d)
+	}
+	return -1
+}
+
+func shapeSize(s []int) int {
+	n := 1
+	for _, d := range s {
+		if d < 0 {
+			panic(fmt.Sprintf("kernels: negative dimension in %v", s))
+		}
+		n *= d
+	}
+	return n
+}
+
+// copyAny copies n elements from src at so to dst at do; the types must match.
+func copyAny(dst *Tensor, do int, src *Tensor, so, n int) {
+	switch d := dst.data.(type) {
+	case []float32:
+		copy(d[do:do+n], src.data.([]float32)[so:so+n])
+	case []float64:
+		copy(d[do:do+n], src.data.([]float64)[so:so+n])
+	case []float16.Float16:
+		copy(d[do:do+n], src.data.([]float16.Float16)[so:so+n])
+	case []graph.BF16:
+		copy(d[do:do+n], src.data.([]graph.BF16)[so:so+n])
+	case []int64:
+		copy(d[do:do+n], src.data.([]int64)[so:so+n])
+	case []int32:
+		copy(d[do:do+n], src.data.([]int32)[so:so+n])
+	case []int8:
+		copy(d[do:do+n], src.data.([]int8)[so:so+n])
+	case []uint8:
+		copy(d[do:do+n], src.data.([]uint8)[so:so+n])
+	case []bool:
+		copy(d[do:do+n], src.data.([]bool)[so:so+n])
+	default:
+		panic("kernels: copyAny of " + dst.DType.String())
+	}
+}

@@ -1,0 +1,222 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/onnxpe/onnxpe/graph"
+)
+
+// floatUnary applies f (computed in float64) to a float tensor.
+func floatUnary(f func(float64) float64) Kernel {
+	return func(c *Call, in []*Tensor) ([]*Tensor, error) {
+		x := in[0]
+		out := New(x.DType, x.Shape...)
+		switch x.DType {
+		case graph.Float:
+			d, s := Data[float32](out), Data[float32](x)
+			for i, v := range s {
+				d[i] = float32(f(float64(v)))
+			}
+		case graph.Double:
+			d, s := Data[float64](out), Data[float64](x)
+			for i, v := range s {
+				d[i] = f(v)
+			}
+		default:
+			return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
+		}
+		return []*Tensor{out}, nil
+	}
+}
+
+func numUnaryT[T Num](x *Tensor, f func(T) T) *Tensor {
+	out := New(x.DType, x.Shape...)
+	d, s := Data[T](out), Data[T](x)
+	for i, v := range s {
+		d[i] = f(v)
+	}
+	return out
+}
+
+// numUnary applies a generic function to any numeric tensor.
+func numUnary(f32 func(float32) float32, f64 func(float64) float64, i64 func(int64) int64,
+	i32 func(int32) int32, i8 func(int8) int8, u8 func(uint8) uint8) Kernel {
+	return func(c *Call, in []*Tensor) ([]*Tensor, error) {
+		x := in[0]
+		var o *Tensor
+		switch x.DType {
+		case graph.Float:
+			o = numUnaryT(x, f32)
+		case graph.Double:
+			o = numUnaryT(x, f64)
+		case graph.Int64:
+			o = numUnaryT(x, i64)
+		case graph.Int32:
+			o = numUnaryT(x, i32)
+		case graph.Int8:
+			o = numUnaryT(x, i8)
+		case graph.Uint8:
+			o = numUnaryT(x, u8)
+		default:
+			return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
+		}
+		return []*Tensor{o}, nil
+	}
+}
+
+func absT[T Num](v T) T {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+func negT[T Num](v T) T { return -v }
+
+func signT[T Num](v T) T {
+	switch {
+	case v > 0:
+		return 1
+	case v < 0:
+		return T(0) - 1
+	}
+	return v // 0 or NaN
+}
+
+func reluT[T Num](v T) T {
+	if v < 0 {
+		return 0
+	}
+	return v
+}
+
+func sigmoid(x float64) float64 {
+	if x >= 0 {
+		return 1 / (1 + math.Exp(-x))
+	}
+	e := math.Exp(x)
+	return e / (1 + e)
+}
+
+func geluErf(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) }
+
+func geluTanh(x float64) float64 {
+	return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x)))
+}
+
+func predicate(f func(float64) bool) Kernel {
+	return func(c *Call, in []*Tensor) ([]*Tensor, error) {
+		x := in[0]
+		out := New(graph.Bool, x.Shape...)
+		d := Data[bool](out)
+		switch x.DType {
+		case graph.Float:
+			for i, v := range Data[float32](x) {
+				d[i] = f(float64(v))
+			}
+		case graph.Double:
+			for i, v := range Data[float64](x) {
+				d[i] = f(v)
+			}
+		default:
+			return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
+		}
+		return []*Tensor{out}, nil
+	}
+}
+
+func identity(c *Call, in []*Tensor) ([]*Tensor, error) { return []*Tensor{in[0]}, nil }
+
+func init() {
+	floats := map[string]func(float64) float64{
+		"Ceil": math.Ceil, "Floor": math.Floor, "Sqrt": math.Sqrt, "Exp": math.Exp, "Log": math.Log,
+		"Sin": math.Sin, "Cos": math.Cos, "Tan": math.Tan, "Tanh": math.Tanh, "Erf": math.Erf,
+		"Asin": math.Asin, "Acos": math.Acos, "Atan": math.Atan, "Sinh": math.Sinh, "Cosh": math.Cosh,
+		"Asinh": math.Asinh, "Acosh": math.Acosh, "Atanh": math.Atanh,
+		"Sigmoid": sigmoid, "Reciprocal": func(x float64) float64 { return 1 / x },
+		"Round":    math.RoundToEven,
+		"Softplus": func(x float64) float64 { return math.Log1p(math.Exp(-math.Abs(x))) + math.Max(x, 0) },
+		"Softsign": func(x float64) float64 { return x / (1 + math.Abs(x)) },
+	}
+	for name, f := range floats {
+		reg(name, 1, 0, floatUnary(f))
+	}
+	reg("Abs", 6, 0, numUnary(absT[float32], absT[float64], absT[int64], absT[int32], absT[int8], absT[uint8]))
+	reg("Neg", 6, 0, numUnary(negT[float32], negT[float64], negT[int64], negT[int32], negT[int8], negT[uint8]))
+	reg("Sign", 9, 0, numUnary(signT[float32], signT[float64], signT[int64], signT[int32], signT[int8], signT[uint8]))
+	reg("Relu", 6, 0, numUnary(reluT[float32], reluT[float64], reluT[int64], reluT[int32], reluT[int8], reluT[uint8]))
+	Register("", "Identity", 1, 0, identity, Native)
+	reg("IsNaN", 9, 0, predicate(math.IsNaN))
+	reg("IsInf", 10, 0, func(c *Call, in []*Tensor) ([]*Tensor, error) {
+		pos, neg := c.Int("detect_positive", 1) == 1, c.Int("detect_negative", 1) == 1
+		return predicate(func(x float64) bool { return pos && math.IsInf(x, 1) || neg && math.IsInf(x, -1) })(c, in)
+	})
+	reg("Not", 1, 0, func(c *Call, in []*Tensor) ([]*Tensor, error) {
+		if in[0].DType != graph.Bool {
+			return nil, fmt.Errorf("Not needs bool: %w", ErrUnsupportedType)
+		}
+		out := New(graph.Bool, in[0].Shape...)
+		d := Data[bool](out)
+		for i, v := range Data[bool](in[0]) {
+			d[i] = !v
+		}
+		return []*Tensor{out}, nil
+	})
+	reg("Gelu", 20, 0, func(c *Call, in []*Tensor) ([]*Tensor, error) {
+		switch a := c.String("approximate", "none"); a {
+		case "none":
+			return floatUnary(geluErf)(c, in)
+		case "tanh":
+			return floatUnary(geluTanh)(c, in)
+		default:
+			return nil, fmt.Errorf("approximate=%q", a)
+		}
+	})
+	attrUnary := func(name string, since int64, f func(c *Call) func(float64) float64) {
+		reg(name, since, 0, func(c *Call, in []*Tensor) ([]*Tensor, error) { return floatUnary(f(c))(c, in) })
+	}
+	attrUnary("LeakyRelu", 6, func(c *Call) func(float64) float64 {
+		a := float64(c.Float("alpha", 0.01))
+		return func(x float64) float64 {
+			if x < 0 {
+				return a * x
+			}
+			return x
+		}
+	})
+	attrUnary("Elu", 6, func(c *Call) func(float64) float64 {
+		a := float64(c.Float("alpha", 1))
+		return func(x float64) float64 {
+			if x < 0 {
+				return a * math.Expm1(x)
+			}
+			return x
+		}
+	})
+	attrUnary("Selu", 6, func(c *Call) func(float64) float64 {
+		a, g := float64(c.Float("alpha", 1.67326319217681884765625)), float64(c.Float("gamma", 1.05070102214813232421875))
+		return func(x float64) float64 {
+			if x <= 0 {
+				return g * a * math.Expm1(x)
+			}
+			return g * x
+		}
+	})
+	attrUnary("HardSigmoid", 6, func(c *Call) func(float64) float64 {
+		a, b := float64(c.Float("alpha", 0.2)), float64(c.Float("beta", 0.5))
+		return func(x float64) float64 { return math.Max(0, math.Min(1, a*x+b)) }
+	})
+	attrUnary("HardSwish", 14, func(c *Call) func(float64) float64 {
+		return func(x float64) float64 { return x * math.Max(0, math.Min(1, x/6+0.5)) }
+	})
+	attrUnary("ThresholdedRelu", 10, func(c *Call) func(float64) float64 {
+		a := float64(c.Float("alpha", 1))
+		return func(x float64) float64 {
+			if x > a {
+				return x
+			}
+			return 0
+		}
+	})
+}
