@@ -211,3 +211,11 @@ func (a *Attr) Equal(b *Attr) bool {
 	}
 	return proto.Equal(a.pb, b.pb)
 }
+
+// RefAttr makes an attribute of a node inside a function body that stands
+// for the calling node's attribute ref (ref_attr_name).
+func RefAttr(name, ref string, t AttrType) *Attr {
+	a := newAttr(name, t)
+	a.pb.RefAttrName = proto.String(ref)
+	return a
+}
