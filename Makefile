@@ -39,6 +39,8 @@ $(ORT_LIB):
 
 demo: build
 	./$(BIN) inspect $(DEMO_MODEL)
+	@echo
+	./$(BIN) run $(DEMO_MODEL) --inputs $(dir $(DEMO_MODEL))test_data_set_0
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -19,15 +19,17 @@ func NewRootCmd(ios *IOStreams) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "onnxpe <command>",
 		Short: "Audit, rewrite and verify the positional encodings of ONNX models",
-		Long: `onnxpe finds which positional-encoding scheme an ONNX model uses (sinusoidal,
+		Long: `onnxpe is a tool for the positional encodings of ONNX models (sinusoidal,
 learned, RoPE and its variants, ALiBi, T5 relative bias, Shaw relative
-embeddings, NoPE), rewrites it for deployment, and proves that the rewritten
-model computes what the original did.
+embeddings, NoPE). Today it inspects models, converts their storage without
+losing a byte, and runs them with its own reference kernels; auditing,
+rewriting, verifying and code generation are built on these.
 
 ` + exitCodesHelp,
 		Example: `  onnxpe inspect model.onnx
   onnxpe inspect model.onnx --json
-  onnxpe convert big.onnx -o small.onnx --external-data`,
+  onnxpe convert big.onnx -o small.onnx --external-data
+  onnxpe run model.onnx --inputs test_data_set_0`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
