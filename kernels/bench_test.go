@@ -84,7 +84,7 @@ func BenchmarkMatMul(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(4 * (m*s.n + s.n*s.n)))
 			for b.Loop() {
-				if _, err := matmulNumpy(x, w, 1, false, false, false); err != nil {
+				if _, err := matmulNumpy(nil, x, w, 1, false, false); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -183,7 +183,7 @@ func sizeOf(x labeled, r rune) int {
 
 // contract multiplies a and b, summing the labels in both that keep does
 // not contain.
-func contract(a, b labeled, keep func(rune) bool, acc64 bool) (labeled, error) {
+func contract(c *Call, a, b labeled, keep func(rune) bool) (labeled, error) {
 	var batch, ao, bo, con []rune
 	for _, r := range a.labels {
 		switch {
@@ -228,7 +228,7 @@ func contract(a, b labeled, keep func(rune) bool, acc64 bool) (labeled, error) {
 	m := shapeSize(ashape[len(batch) : len(batch)+len(ao)])
 	k := shapeSize(dims(con))
 	n := shapeSize(bshape[len(batch)+len(con):])
-	p, err := batchedMatMul(view(at, []int{nb, m, k}), view(bt, []int{nb, k, n}), false, false, 1, acc64)
+	p, err := batchedMatMul(c, view(at, []int{nb, m, k}), view(bt, []int{nb, k, n}), false, false, 1)
 	if err != nil {
 		return labeled{}, err
 	}
@@ -287,7 +287,7 @@ func einsum(c *Call, in []*Tensor) ([]*Tensor, error) {
 	}
 	cur := ops[0]
 	for i := 1; i < len(ops); i++ {
-		if cur, err = contract(cur, ops[i], needed(-1, i+1), acc); err != nil {
+		if cur, err = contract(c, cur, ops[i], needed(-1, i+1)); err != nil {
 			return nil, err
 		}
 	}

@@ -308,7 +308,7 @@ func fusedMatMul(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if len(a.Shape) < 2 && ta || len(b.Shape) < 2 && tb {
 		return nil, fmt.Errorf("cannot transpose a 1-D operand")
 	}
-	o, err := matmulNumpy(a, b, float64(c.Float("alpha", 1)), ta, tb, c.Acc64())
+	o, err := matmulNumpy(c, a, b, float64(c.Float("alpha", 1)), ta, tb)
 	return []*Tensor{o}, err
 }
 

@@ -109,7 +109,7 @@ func TestMatMulAgainstReference(t *testing.T) {
 					bs = []int{tc.batch, tc.k, tc.n}
 				}
 				b := randF32(rng, bs...)
-				got, err := matmulNumpy(a, b, 1, false, false, acc64)
+				got, err := matmulNumpy(&Call{opts: &Options{Accumulate64: acc64}}, a, b, 1, false, false)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -303,7 +303,7 @@ func TestEinsumAgainstReference(t *testing.T) {
 	// ellipsis with broadcasting: "...ij,...jk->...ik" over (2,1,3,4) and (5,4,2)
 	a, b := randF32(rng, 2, 1, 3, 4), randF32(rng, 5, 4, 2)
 	o := mustOp(t, "", "Einsum", 12, []*graph.Attr{graph.StringAttr("equation", "...ij,...jk->...ik")}, a, b)
-	m, err := matmulNumpy(a, b, 1, false, false, false)
+	m, err := matmulNumpy(nil, a, b, 1, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}

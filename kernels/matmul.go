@@ -2,7 +2,6 @@ package kernels
 
 import (
 	"fmt"
-	"runtime"
 	"slices"
 	"sync"
 
@@ -20,10 +19,11 @@ func sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	gemm.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
-// parallelRows splits [0,m) into chunks run on all cores when the work
-// (multiply-adds) is large enough to pay for goroutines.
+// parallelRows splits [0,m) into chunks run on gemm.Threads() goroutines
+// (the session's Threads during a run) when the work (multiply-adds) is
+// large enough to pay for goroutines.
 func parallelRows(m, work int, f func(i0, i1 int)) {
-	p := runtime.GOMAXPROCS(0)
+	p := gemm.Threads()
 	if p == 1 || work < 1<<17 || m < 2 {
 		f(0, m)
 		return
@@ -92,7 +92,7 @@ func gemmAny(dt graph.DataType, transA, transB bool, m, n, k int, alpha float64,
 			sgemm(transA, transB, m, n, k, float32(alpha), a.([]float32), lda, b.([]float32), ldb, float32(beta), c.([]float32), ldc)
 		}
 	case graph.Double:
-		gemmT(transA, transB, m, n, k, alpha, a.([]float64), lda, b.([]float64), ldb, beta, c.([]float64), ldc, false)
+		gemm.Dgemm(transA, transB, m, n, k, alpha, a.([]float64), lda, b.([]float64), ldb, beta, c.([]float64), ldc)
 	case graph.Int64:
 		gemmT(transA, transB, m, n, k, int64(alpha), a.([]int64), lda, b.([]int64), ldb, int64(beta), c.([]int64), ldc, false)
 	case graph.Int32:
@@ -128,7 +128,10 @@ func sub(t any, off, n int) any {
 // batchedMatMul computes alpha * op(a) @ op(b) with numpy broadcasting of
 // the batch dimensions; a and b have rank >= 2. transA/transB transpose
 // the last two dimensions.
-func batchedMatMul(a, b *Tensor, transA, transB bool, alpha float64, acc64 bool) (*Tensor, error) {
+//
+// c (nil outside a run) allocates the output and may hold b packed.
+func batchedMatMul(c *Call, a, b *Tensor, transA, transB bool, alpha float64) (*Tensor, error) {
+	acc64 := c.Acc64()
 	if a.DType != b.DType {
 		return nil, fmt.Errorf("element types differ: %v and %v", a.DType, b.DType)
 	}
@@ -149,13 +152,27 @@ func batchedMatMul(a, b *Tensor, transA, transB bool, alpha float64, acc64 bool)
 	if err != nil {
 		return nil, err
 	}
-	out := New(a.DType, slices.Concat(batch, []int{m, n})...)
+	out := c.alloc(a.DType, slices.Concat(batch, []int{m, n})...)
 	lda, ldb := a.Shape[ra-1], b.Shape[rb-1]
 	sa, sb := m*k, k*n
 	// b shared by every batch and a not transposed: one tall product.
 	if shapeSize(b.Shape[:rb-2]) == 1 && !transA && shapeSize(a.Shape[:ra-2]) == shapeSize(batch) {
 		nb := shapeSize(batch)
+		if pb := c.packed(b, k, n); pb != nil {
+			gemm.SgemmPacked(nb*m, n, k, float32(alpha), Data[float32](a), lda, pb, 0, Data[float32](out), n)
+			return out, nil
+		}
 		return out, gemmAny(a.DType, false, transB, nb*m, n, k, alpha, a.data, lda, b.data, ldb, 0, out.data, n, acc64)
+	}
+	if a.DType == graph.Float && !acc64 {
+		// One strided batched call: gemm spreads small matrices over the
+		// threads.
+		abatch, bbatch := a.Shape[:ra-2], b.Shape[:rb-2]
+		if sA, sB, ok := batchStrides(batch, abatch, bbatch, sa, sb); ok {
+			gemm.SgemmStrided(shapeSize(batch), transA, transB, m, n, k, float32(alpha), Data[float32](a), lda, sA,
+				Data[float32](b), ldb, sB, 0, Data[float32](out), n, m*n)
+			return out, nil
+		}
 	}
 	abatch, bbatch := a.Shape[:ra-2], b.Shape[:rb-2]
 	var ferr error
@@ -173,8 +190,30 @@ func batchedMatMul(a, b *Tensor, transA, transB bool, alpha float64, acc64 bool)
 	return out, ferr
 }
 
+// batchStrides gives the matrix strides of a and b over the output batch
+// when each operand either has the whole batch or a single matrix.
+func batchStrides(batch, abatch, bbatch []int, sa, sb int) (strideA, strideB int, ok bool) {
+	nb := shapeSize(batch)
+	stride := func(ob []int, s int) (int, bool) {
+		switch shapeSize(ob) {
+		case 1:
+			return 0, true
+		case nb:
+			if len(ob) == len(batch) && equalShape(ob, batch) {
+				return s, true
+			}
+		}
+		return 0, false
+	}
+	if strideA, ok = stride(abatch, sa); !ok {
+		return 0, 0, false
+	}
+	strideB, ok = stride(bbatch, sb)
+	return strideA, strideB, ok
+}
+
 // matmulNumpy is MatMul with numpy's rules for 1-D operands.
-func matmulNumpy(a, b *Tensor, alpha float64, transA, transB, acc64 bool) (*Tensor, error) {
+func matmulNumpy(c *Call, a, b *Tensor, alpha float64, transA, transB bool) (*Tensor, error) {
 	if len(a.Shape) == 0 || len(b.Shape) == 0 {
 		return nil, fmt.Errorf("MatMul of a scalar")
 	}
@@ -185,7 +224,7 @@ func matmulNumpy(a, b *Tensor, alpha float64, transA, transB, acc64 bool) (*Tens
 	if b1 {
 		b = view(b, []int{b.Shape[0], 1})
 	}
-	out, err := batchedMatMul(a, b, transA, transB, alpha, acc64)
+	out, err := batchedMatMul(c, a, b, transA, transB, alpha)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +242,7 @@ func matmulNumpy(a, b *Tensor, alpha float64, transA, transB, acc64 bool) (*Tens
 }
 
 func matmulOp(c *Call, in []*Tensor) ([]*Tensor, error) {
-	o, err := matmulNumpy(in[0], in[1], 1, false, false, c.Acc64())
+	o, err := matmulNumpy(c, in[0], in[1], 1, false, false)
 	return []*Tensor{o}, err
 }
 
@@ -235,11 +274,15 @@ func gemmOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 			return nil, fmt.Errorf("C must have rank <= 2")
 		}
 	} else {
-		out = New(a.DType, m, n)
+		out = c.alloc(a.DType, m, n)
 		beta = 0
 	}
 	if out.DType != a.DType {
 		return nil, fmt.Errorf("C type %v differs from A %v", out.DType, a.DType)
+	}
+	if pb := c.packed(b, k, n); pb != nil && !ta {
+		gemm.SgemmPacked(m, n, k, float32(alpha), Data[float32](a), a.Shape[1], pb, float32(beta), Data[float32](out), n)
+		return []*Tensor{out}, nil
 	}
 	err := gemmAny(a.DType, ta, tb, m, n, k, alpha, a.data, a.Shape[1], b.data, b.Shape[1], beta, out.data, n, c.Acc64())
 	return []*Tensor{out}, err
@@ -248,4 +291,63 @@ func gemmOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 func init() {
 	reg("MatMul", 1, 0, matmulOp)
 	reg("Gemm", 1, 0, gemmOp)
+}
+
+// packedWeight is the constant right-hand side of a MatMul, Gemm or
+// FusedMatMul step, packed once when the session is made.
+type packedWeight struct {
+	src *Tensor // the constant B as the kernel receives it
+	pb  *gemm.PackedB
+}
+
+// packWeights packs the float32 constant 2-D B operands of p's matrix
+// products (not graph inputs, which a caller may override).
+func (s *Session) packWeights(p *plan) {
+	if s.opts.Accumulate64 {
+		return
+	}
+	isInput := map[*graph.Value]bool{}
+	for _, v := range p.g.Inputs {
+		isInput[v] = true
+	}
+	for _, st := range p.steps {
+		n := st.node
+		if st.fn != nil || len(n.Inputs()) < 2 || n.Input(1) == nil || isInput[n.Input(1)] {
+			continue
+		}
+		b := p.consts[n.Input(1)]
+		if b == nil || b.DType != graph.Float || len(b.Shape) != 2 {
+			continue
+		}
+		var transB bool
+		switch d := normDomain(n.Domain); {
+		case d == "" && n.OpType == "MatMul":
+		case d == "" && n.OpType == "Gemm" || d == DomainMicrosoft && n.OpType == "FusedMatMul":
+			if a := st.attrs["transB"]; a != nil {
+				transB = a.Int() == 1
+			}
+			if a := st.attrs["transBatchB"]; a != nil && a.Int() != 0 {
+				continue
+			}
+		default:
+			continue
+		}
+		k, nn := b.Shape[0], b.Shape[1]
+		if transB {
+			k, nn = nn, k
+		}
+		st.packed = &packedWeight{src: b, pb: gemm.PackB(transB, k, nn, Data[float32](b), b.Shape[1])}
+	}
+}
+
+// packed returns the packed form of b when this step packed it and it
+// is a k x n op(B); nil otherwise (then the caller multiplies b itself).
+func (c *Call) packed(b *Tensor, k, n int) *gemm.PackedB {
+	if c == nil || c.step == nil || c.step.packed == nil || c.step.packed.src != b || c.Acc64() {
+		return nil
+	}
+	if pb := c.step.packed.pb; pb.K() == k && pb.N() == n {
+		return pb
+	}
+	return nil
 }

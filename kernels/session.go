@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels/gemm"
 )
 
 // Options configure a Session.
@@ -14,6 +15,10 @@ type Options struct {
 	// normalisations of float32 tensors accumulate in float64 (a
 	// reference-grade mode; results are still rounded to float32).
 	Accumulate64 bool
+	// Threads limits the goroutines a Run uses for matrix products and
+	// large elementwise, softmax and normalisation work: 0 means
+	// GOMAXPROCS (all cores), 1 runs single-threaded.
+	Threads int
 }
 
 // Session runs one model. It converts the model's constants once; Run may
@@ -22,6 +27,13 @@ type Session struct {
 	model *graph.Model
 	opts  Options
 	main  *plan
+	// constKeys identifies the storage of every plan's constants, which
+	// runs neither count nor recycle; constBytes is its size.
+	constKeys  map[uintptr]bool
+	constBytes int64
+	pool       bufPool  // freed intermediates, reused by later kernels and runs
+	tr         *tracker // the storage of the current run
+	stats      RunStats // of the last run
 }
 
 // plan is a graph compiled for execution: its steps in topological order,
@@ -40,6 +52,8 @@ type step struct {
 	free  []*graph.Value
 	subs  map[*graph.Graph]*plan // attribute subgraphs (If, Loop, Scan)
 	fn    *plan                  // body of a model-local function
+	// packed is the constant B operand of a matrix product, packed once.
+	packed *packedWeight
 }
 
 // env holds the values computed while running one plan; parent is the
@@ -65,7 +79,7 @@ func (e *env) get(v *graph.Value) *Tensor {
 // NewSession compiles m for execution: it checks that every op has a
 // kernel, orders the nodes, converts initializers and folds Constant nodes.
 func NewSession(m *graph.Model, opts Options) (*Session, error) {
-	s := &Session{model: m, opts: opts}
+	s := &Session{model: m, opts: opts, constKeys: map[uintptr]bool{}}
 	p, err := s.compile(m.Graph, nil, nil)
 	if err != nil {
 		return nil, err
@@ -206,6 +220,13 @@ func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets
 			p.steps[i].free = append(p.steps[i].free, v)
 		}
 	}
+	for _, t := range p.consts {
+		if k, cb, _ := storageKey(t); k != 0 && !s.constKeys[k] {
+			s.constKeys[k] = true
+			s.constBytes += cb
+		}
+	}
+	s.packWeights(p)
 	return p, nil
 }
 
@@ -318,6 +339,11 @@ func topoOrder(g *graph.Graph) ([]*graph.Node, error) {
 func (s *Session) Run(inputs map[string]*Tensor) (map[string]*Tensor, error) {
 	g := s.model.Graph
 	e := &env{vals: make(map[*graph.Value]*Tensor, len(g.Inputs)), plan: s.main}
+	tr := newTracker(&s.pool, s.constKeys)
+	s.tr = tr
+	defer func() { s.tr = nil }()
+	prev := gemm.SetThreads(s.opts.Threads)
+	defer gemm.SetThreads(prev)
 	for _, v := range g.Inputs {
 		t, ok := inputs[v.Name]
 		if !ok || t == nil {
@@ -330,6 +356,7 @@ func (s *Session) Run(inputs map[string]*Tensor) (map[string]*Tensor, error) {
 			return nil, err
 		}
 		e.vals[v] = t
+		tr.input(t)
 	}
 	for name := range inputs {
 		if !hasInput(g, name) {
@@ -347,6 +374,8 @@ func (s *Session) Run(inputs map[string]*Tensor) (map[string]*Tensor, error) {
 		}
 		out[v.Name] = t
 	}
+	s.stats = RunStats{PeakLiveBytes: tr.peak, RequiredBytes: tr.required(), ConstBytes: s.constBytes,
+		InputBytes: tr.inBytes, PoolBytes: s.pool.bytes, Steps: tr.step}
 	return out, nil
 }
 
@@ -390,7 +419,11 @@ func (s *Session) exec(p *plan, e *env) error {
 			}
 			ins[i] = t
 		}
-		c := &Call{Node: n, Opset: st.opset, attrs: st.attrs, opts: &s.opts, sess: s, step: st, env: e}
+		tr := s.tr
+		c := &Call{Node: n, Opset: st.opset, attrs: st.attrs, opts: &s.opts, sess: s, step: st, env: e, tr: tr}
+		if tr != nil {
+			tr.step++
+		}
 		outs, err := s.callKernel(c, st, ins)
 		if err != nil {
 			return err
@@ -403,12 +436,39 @@ func (s *Session) exec(p *plan, e *env) error {
 				return fmt.Errorf("node %q (%s): output %d was not computed", n.Name, opName(n), i)
 			}
 			e.vals[o] = outs[i]
+			if tr != nil {
+				tr.hold(outs[i], c)
+			}
 		}
 		for _, v := range st.free {
+			if tr != nil {
+				tr.release(e.vals[v])
+			}
 			delete(e.vals, v)
+		}
+		if tr != nil {
+			c.dropTemps()
+			tr.endStep()
 		}
 	}
 	return nil
+}
+
+// leave hands the outputs of a subgraph or function env to the calling
+// kernel: the env's references to the values its own nodes computed end.
+func (s *Session) leave(p *plan, e *env, outs []*graph.Value) {
+	if s.tr == nil {
+		return
+	}
+	for _, v := range outs {
+		if v.Producer() == nil || v.Graph() != p.g {
+			continue
+		}
+		if t, ok := e.vals[v]; ok {
+			s.tr.leave(t)
+			delete(e.vals, v)
+		}
+	}
 }
 
 // callKernel runs one node: a model-local function body or a kernel, with
@@ -478,6 +538,7 @@ func (s *Session) callFunction(p *plan, ins []*Tensor) ([]*Tensor, error) {
 	for i, v := range p.g.Outputs {
 		outs[i] = e.get(v)
 	}
+	s.leave(p, e, p.g.Outputs)
 	return outs, nil
 }
 
@@ -500,6 +561,7 @@ func (s *Session) runGraph(p *plan, parent *env, ins []*Tensor) ([]*Tensor, erro
 			return nil, fmt.Errorf("subgraph %q: output %q was not computed", p.g.Name, v.Name)
 		}
 	}
+	s.leave(p, e, p.g.Outputs)
 	return outs, nil
 }
 
@@ -539,6 +601,10 @@ type Call struct {
 	sess  *Session
 	step  *step
 	env   *env
+	// tr is the run's storage tracker (nil outside a run); allocs are the
+	// buffers alloc handed out during this call.
+	tr     *tracker
+	allocs []*Tensor
 }
 
 // Attr returns the attribute name, or nil.
@@ -577,7 +643,7 @@ func (c *Call) Ints(name string) []int64 {
 }
 
 // Acc64 reports whether float32 sums should accumulate in float64.
-func (c *Call) Acc64() bool { return c.opts != nil && c.opts.Accumulate64 }
+func (c *Call) Acc64() bool { return c != nil && c.opts != nil && c.opts.Accumulate64 }
 
 // NumOutputs is the number of outputs the node declares.
 func (c *Call) NumOutputs() int { return len(c.Node.Outputs()) }

@@ -43,6 +43,13 @@ func (s Sizes) dim(d any) (int, error) {
 func (e *Entry) RandomInputs(rng *rand.Rand, s Sizes) (map[string]*kernels.Tensor, error) {
 	out := map[string]*kernels.Tensor{}
 	shapes := map[string][]int{}
+	hasPast := false
+	for _, in := range e.Inputs {
+		hasPast = hasPast || in.Role == "past_key"
+	}
+	if !hasPast {
+		s.Past = 0 // positions start at 0 without a cache
+	}
 	for _, in := range e.Inputs {
 		shape := make([]int, len(in.Shape))
 		for i, d := range in.Shape {
