@@ -51,6 +51,7 @@ proto:
 
 lint:
 	$(GO) vet ./...
+	CGO_ENABLED=0 $(GO) build ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 ## testmodels: re-export the PyTorch corpus (needs Debian's python3-torch and python3-onnx)

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -20,8 +21,13 @@ type event struct {
 	Output  string
 }
 
+// countLine matches the lines in which a test reports its own counts (the
+// conformance suites): they are printed even when the test passes.
+var countLine = regexp.MustCompile(`\d+ passed, \d+ failed, \d+ skipped|: skipped \d+ \(`)
+
 func main() {
 	out := map[string][]string{}
+	var counts []string
 	var passed, failed, skipped int
 	var failures, skips []string
 	pkgFailed := map[string]bool{}
@@ -37,6 +43,13 @@ func main() {
 		switch e.Action {
 		case "output":
 			out[key] = append(out[key], e.Output)
+			if e.Test != "" && countLine.MatchString(e.Output) {
+				line := strings.TrimSpace(e.Output)
+				if len(line) > 200 {
+					line = line[:197] + "..."
+				}
+				counts = append(counts, fmt.Sprintf("  %s: %s", e.Test, line))
+			}
 			if e.Test == "" && strings.HasPrefix(e.Output, "ok ") || strings.HasPrefix(e.Output, "FAIL") && e.Test == "" {
 				fmt.Print(e.Output)
 			}
@@ -67,6 +80,9 @@ func main() {
 			}
 			skips = append(skips, fmt.Sprintf("%s: %s", key, reason))
 		}
+	}
+	if len(counts) > 0 {
+		fmt.Printf("\ncounts reported by tests:\n%s\n", strings.Join(counts, "\n"))
 	}
 	sort.Strings(skips)
 	for _, f := range failures {
