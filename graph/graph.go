@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 
 	"github.com/onnxpe/onnxpe/internal/onnxpb"
@@ -315,6 +316,28 @@ func (g *Graph) replaceOutputs(v, w *Value) {
 // the graph may be edited while iterating over it.
 func (g *Graph) Nodes() []*Node { return slices.Clone(g.nodes) }
 
+// All iterates over the live node list, so that a pass may edit the graph
+// while it walks: nodes inserted after the current one are visited, nodes
+// inserted before it are not, and removing the current node is safe.
+func (g *Graph) All() iter.Seq[*Node] {
+	return func(yield func(*Node) bool) {
+		for i := 0; i < len(g.nodes); i++ {
+			n := g.nodes[i]
+			if !yield(n) {
+				return
+			}
+			if i < len(g.nodes) && g.nodes[i] == n {
+				continue
+			}
+			if j := slices.Index(g.nodes, n); j >= 0 {
+				i = j // nodes were inserted before n
+			} else {
+				i-- // n was removed: its successor now stands at i
+			}
+		}
+	}
+}
+
 // Len is the number of nodes (not counting subgraphs).
 func (g *Graph) Len() int { return len(g.nodes) }
 
@@ -593,18 +616,22 @@ func (g *Graph) EliminateDeadCode() int {
 			removed += sg.EliminateDeadCode()
 		}
 	}
-	for i := len(g.nodes) - 1; i >= 0; i-- {
-		n := g.nodes[i]
-		live := false
-		for _, o := range n.outputs {
-			if len(o.uses) > 0 || o.IsGraphOutput() {
-				live = true
-				break
+	// Walking backwards removes a chain in one sweep when the list is
+	// sorted; repeat until nothing changes for unsorted lists.
+	for changed := true; changed; {
+		changed = false
+		for i := len(g.nodes) - 1; i >= 0; i-- {
+			n := g.nodes[i]
+			live := false
+			for _, o := range n.outputs {
+				if len(o.uses) > 0 || o.IsGraphOutput() {
+					live = true
+					break
+				}
 			}
-		}
-		if !live {
-			if err := g.Remove(n); err == nil {
+			if !live && g.Remove(n) == nil {
 				removed++
+				changed = true
 			}
 		}
 	}

@@ -372,3 +372,43 @@ func TestNewNameIsUnique(t *testing.T) {
 		seen[n] = true
 	}
 }
+
+func TestAllVisitsNodesInsertedAhead(t *testing.T) {
+	m, _ := smallModel(t)
+	g := m.Graph
+	var seen []string
+	for n := range g.All() {
+		seen = append(seen, n.OpType)
+		if n.OpType == "Add" {
+			// Insert a node right after the current one, and one before it.
+			id := g.NewNode("Identity", "", []*graph.Value{n.Output(0)}, 1)
+			g.InsertAfter(n, id)
+			g.InsertBefore(n, g.NewNode("Constant", "", nil, 1))
+		}
+		if n.OpType == "Identity" {
+			if err := g.Remove(n); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := []string{"Add", "Identity", "Relu"}
+	if !cmp.Equal(seen, want) {
+		t.Fatalf("visited %v, want %v", seen, want)
+	}
+}
+
+func TestDeadCodeInUnsortedGraph(t *testing.T) {
+	vi := func(n string) *onnxpb.ValueInfoProto { return &onnxpb.ValueInfoProto{Name: proto.String(n)} }
+	neg := func(in, out string) *onnxpb.NodeProto {
+		return &onnxpb.NodeProto{OpType: proto.String("Neg"), Input: []string{in}, Output: []string{out}}
+	}
+	// a -> b -> c is dead; stored as c, a, b so one backward sweep is not enough.
+	m := decode(t, &onnxpb.GraphProto{
+		Input:  []*onnxpb.ValueInfoProto{vi("x")},
+		Output: []*onnxpb.ValueInfoProto{vi("y")},
+		Node:   []*onnxpb.NodeProto{neg("b", "c"), neg("x", "a"), neg("a", "b"), neg("x", "y")},
+	})
+	if n := m.Graph.EliminateDeadCode(); n != 3 || m.Graph.Len() != 1 {
+		t.Fatalf("removed %d, %d left", n, m.Graph.Len())
+	}
+}
