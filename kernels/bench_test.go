@@ -120,7 +120,7 @@ func BenchmarkAddBroadcast(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(4 * x.Len()))
 			for b.Loop() {
-				if _, err := binary(opAdd, x, bias); err != nil {
+				if _, err := binary(nil, opAdd, x, bias); err != nil {
 					b.Fatal(err)
 				}
 			}

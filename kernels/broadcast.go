@@ -81,12 +81,27 @@ func newBcast(out []int, ins ...[]int) *bcast {
 }
 
 // each calls f(o, offs, inc, n) for every innermost run.
-func (b *bcast) each(f func(o int, offs, inc []int, n int)) {
+func (b *bcast) each(f func(o int, offs, inc []int, n int)) { b.eachRange(0, b.runs(), f) }
+
+// runs is the number of innermost runs.
+func (b *bcast) runs() int {
+	if b.n == 0 {
+		return 0
+	}
+	if len(b.shape) == 0 {
+		return 1
+	}
+	return b.n / b.shape[len(b.shape)-1]
+}
+
+// eachRange is each over the runs [r0, r1) (so that goroutines can share
+// the runs).
+func (b *bcast) eachRange(r0, r1 int, f func(o int, offs, inc []int, n int)) {
 	k := len(b.strides)
 	offs := make([]int, k)
 	inc := make([]int, k)
 	r := len(b.shape)
-	if b.n == 0 {
+	if b.n == 0 || r0 >= r1 {
 		return
 	}
 	if r == 0 {
@@ -98,7 +113,15 @@ func (b *bcast) each(f func(o int, offs, inc []int, n int)) {
 		inc[j] = b.strides[j][r-1]
 	}
 	idx := make([]int, r)
-	for o := 0; o < b.n; o += inner {
+	// The index of run r0 over the outer dimensions.
+	for d, q := r-2, r0; d >= 0; d-- {
+		idx[d] = q % b.shape[d]
+		q /= b.shape[d]
+		for j := range k {
+			offs[j] += idx[d] * b.strides[j][d]
+		}
+	}
+	for o := r0 * inner; o < r1*inner; o += inner {
 		f(o, offs, inc, inner)
 		for d := r - 2; d >= 0; d-- {
 			idx[d]++

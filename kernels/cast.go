@@ -12,11 +12,14 @@ import (
 // castTensor converts t to dt (ONNX Cast semantics: floats to integers
 // truncate toward zero, integers wrap, anything nonzero is true, floats
 // round to nearest even).
-func castTensor(t *Tensor, dt graph.DataType) *Tensor {
+func castTensor(t *Tensor, dt graph.DataType) *Tensor { return castC(nil, t, dt) }
+
+// castC is castTensor with the output allocated by c.
+func castC(c *Call, t *Tensor, dt graph.DataType) *Tensor {
 	if t.DType == dt {
 		return t
 	}
-	out := New(dt, t.Shape...)
+	out := c.alloc(dt, t.Shape...)
 	switch s := t.data.(type) {
 	case []float16.Float16:
 		if d, ok := out.data.([]float32); ok {
@@ -191,9 +194,9 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return []*Tensor{castTensor(in[0], dt)}, nil
+		return []*Tensor{castC(c, in[0], dt)}, nil
 	}, Native)
 	Register("", "CastLike", 15, 0, func(c *Call, in []*Tensor) ([]*Tensor, error) {
-		return []*Tensor{castTensor(in[0], in[1].DType)}, nil
+		return []*Tensor{castC(c, in[0], in[1].DType)}, nil
 	}, Native)
 }

@@ -142,7 +142,7 @@ func scanOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 			if inDirs != nil && inDirs[j] == 1 {
 				pos = length - 1 - it
 			}
-			sl := sliceAxis(s, 0, pos, 1)
+			sl := sliceAxis(nil, s, 0, pos, 1)
 			args = append(args, view(sl, s.Shape[1:]))
 		}
 		outs, err := c.runSub("body", args)

@@ -10,6 +10,12 @@
 // and rounded once per op, as ONNX Runtime does; Options.Accumulate64 sums
 // in float64) over raw speed, although MatMul-like ops are blocked.
 //
+// A Session packs the constant weights of its matrix products once,
+// recycles freed intermediates through a per-session buffer pool, counts
+// the intermediate storage each run holds (Session.LastRunStats; views
+// share storage and count once), and spreads large elementwise, softmax and
+// normalisation work over Options.Threads goroutines.
+//
 // It is not a general ONNX runtime: it covers the ops that transformer
 // exports and ONNX Runtime's optimizer produce (see the registry), not
 // sequences, maps, optionals, strings, complex numbers, training or

@@ -174,47 +174,96 @@ func intRem[T Num](x, y T) T {
 }
 
 // binaryT applies op with broadcasting.
-func binaryT[T Num](op binOp, a, b *Tensor) (*Tensor, error) {
+func binaryT[T Num](c *Call, op binOp, a, b *Tensor) (*Tensor, error) {
 	shape, err := broadcastShape(a.Shape, b.Shape)
 	if err != nil {
 		return nil, err
 	}
-	out := New(a.DType, shape...)
+	out := c.alloc(a.DType, shape...)
 	d, x, y := Data[T](out), Data[T](a), Data[T](b)
+	n := len(d)
+	cost := 1
+	if op == opPow || op == opMod || op == opFmod {
+		cost = unaryCost
+	}
+	if op == opPow && len(y) == 1 && equalShape(shape, a.Shape) {
+		if powScalar(c, d, x, float64(y[0])) {
+			return out, nil
+		}
+	}
 	if equalShape(a.Shape, b.Shape) {
-		binRun(op, d, x, y, 1, 1)
+		parallelFor(c, n, n*cost, func(lo, hi int) { binRun(op, d[lo:hi], x[lo:hi], y[lo:hi], 1, 1) })
 		return out, nil
 	}
-	newBcast(shape, a.Shape, b.Shape).each(func(o int, offs, inc []int, n int) {
-		binRun(op, d[o:o+n], x[offs[0]:], y[offs[1]:], inc[0], inc[1])
+	bc := newBcast(shape, a.Shape, b.Shape)
+	parallelFor(c, bc.runs(), n*cost, func(r0, r1 int) {
+		bc.eachRange(r0, r1, func(o int, offs, inc []int, n int) {
+			binRun(op, d[o:o+n], x[offs[0]:], y[offs[1]:], inc[0], inc[1])
+		})
 	})
 	return out, nil
 }
 
-func binary(op binOp, a, b *Tensor) (*Tensor, error) {
+// powScalar computes d = x^e for the exponents exporters write (1, 2,
+// 3) without math.Pow; it reports false for other exponents and
+// integer types.
+func powScalar[T Num](c *Call, d, x []T, e float64) bool {
+	switch any(x).(type) {
+	case []float32, []float64:
+	default:
+		return false
+	}
+	var f func(lo, hi int)
+	switch e {
+	case 1:
+		f = func(lo, hi int) { copy(d[lo:hi], x[lo:hi]) }
+	case 2:
+		f = func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				d[i] = x[i] * x[i]
+			}
+		}
+	case 3:
+		// x² is exact in float64 for float32 x: one rounding to float64,
+		// one to T, as math.Pow's result is rounded.
+		f = func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				v := float64(x[i])
+				d[i] = T(v * v * v)
+			}
+		}
+	default:
+		return false
+	}
+	parallelFor(c, len(d), len(d), f)
+	return true
+}
+
+// c (nil outside a run) allocates the output and sets the threads.
+func binary(c *Call, op binOp, a, b *Tensor) (*Tensor, error) {
 	if a.DType != b.DType {
 		return nil, fmt.Errorf("element types differ: %v and %v", a.DType, b.DType)
 	}
 	switch a.DType {
 	case graph.Float:
-		return binaryT[float32](op, a, b)
+		return binaryT[float32](c, op, a, b)
 	case graph.Double:
-		return binaryT[float64](op, a, b)
+		return binaryT[float64](c, op, a, b)
 	case graph.Int64:
-		return binaryT[int64](op, a, b)
+		return binaryT[int64](c, op, a, b)
 	case graph.Int32:
-		return binaryT[int32](op, a, b)
+		return binaryT[int32](c, op, a, b)
 	case graph.Int8:
-		return binaryT[int8](op, a, b)
+		return binaryT[int8](c, op, a, b)
 	case graph.Uint8:
-		return binaryT[uint8](op, a, b)
+		return binaryT[uint8](c, op, a, b)
 	}
 	return nil, fmt.Errorf("%v: %w", a.DType, ErrUnsupportedType)
 }
 
 func binKernel(op binOp) Kernel {
 	return func(c *Call, in []*Tensor) ([]*Tensor, error) {
-		o, err := binary(op, in[0], in[1])
+		o, err := binary(c, op, in[0], in[1])
 		return []*Tensor{o}, err
 	}
 }
@@ -228,7 +277,7 @@ func variadic(op binOp, mean bool) Kernel {
 		acc := in[0]
 		for _, t := range in[1:] {
 			var err error
-			if acc, err = binary(op, acc, t); err != nil {
+			if acc, err = binary(c, op, acc, t); err != nil {
 				return nil, err
 			}
 		}
@@ -238,7 +287,7 @@ func variadic(op binOp, mean bool) Kernel {
 		if mean {
 			n := castTensor(Scalar(float64(len(in))), acc.DType)
 			var err error
-			if acc, err = binary(opDiv, acc, n); err != nil {
+			if acc, err = binary(c, opDiv, acc, n); err != nil {
 				return nil, err
 			}
 		}
@@ -346,12 +395,12 @@ func logicKernel(f func(a, b bool) bool) Kernel {
 	}
 }
 
-func whereT[T Elem](cond, a, b *Tensor) (*Tensor, error) {
+func whereT[T Elem](c *Call, cond, a, b *Tensor) (*Tensor, error) {
 	shape, err := broadcastShape(cond.Shape, a.Shape, b.Shape)
 	if err != nil {
 		return nil, err
 	}
-	out := New(a.DType, shape...)
+	out := c.alloc(a.DType, shape...)
 	d, cd, x, y := Data[T](out), Data[bool](cond), Data[T](a), Data[T](b)
 	newBcast(shape, cond.Shape, a.Shape, b.Shape).each(func(o int, offs, inc []int, n int) {
 		c, xi, yi := offs[0], offs[1], offs[2]
@@ -378,19 +427,19 @@ func whereKernel(c *Call, in []*Tensor) ([]*Tensor, error) {
 	var err error
 	switch a.DType {
 	case graph.Float:
-		o, err = whereT[float32](cond, a, b)
+		o, err = whereT[float32](c, cond, a, b)
 	case graph.Double:
-		o, err = whereT[float64](cond, a, b)
+		o, err = whereT[float64](c, cond, a, b)
 	case graph.Int64:
-		o, err = whereT[int64](cond, a, b)
+		o, err = whereT[int64](c, cond, a, b)
 	case graph.Int32:
-		o, err = whereT[int32](cond, a, b)
+		o, err = whereT[int32](c, cond, a, b)
 	case graph.Int8:
-		o, err = whereT[int8](cond, a, b)
+		o, err = whereT[int8](c, cond, a, b)
 	case graph.Uint8:
-		o, err = whereT[uint8](cond, a, b)
+		o, err = whereT[uint8](c, cond, a, b)
 	case graph.Bool:
-		o, err = whereT[bool](cond, a, b)
+		o, err = whereT[bool](c, cond, a, b)
 	default:
 		return nil, fmt.Errorf("%v: %w", a.DType, ErrUnsupportedType)
 	}
@@ -410,7 +459,7 @@ func init() {
 		if e.DType != in[0].DType {
 			e = castTensor(e, in[0].DType)
 		}
-		o, err := binary(opPow, in[0], e)
+		o, err := binary(c, opPow, in[0], e)
 		return []*Tensor{o}, err
 	})
 	reg("Mod", 10, 0, func(c *Call, in []*Tensor) ([]*Tensor, error) {
@@ -420,7 +469,7 @@ func init() {
 		} else if isFloatType(in[0].DType) {
 			return nil, fmt.Errorf("fmod must be 1 for floating-point inputs")
 		}
-		o, err := binary(op, in[0], in[1])
+		o, err := binary(c, op, in[0], in[1])
 		return []*Tensor{o}, err
 	})
 	reg("Max", 8, 0, variadic(opMax, false))

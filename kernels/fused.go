@@ -275,7 +275,7 @@ func alibiBias(c *Call, in []*Tensor) ([]*Tensor, error) {
 // transBatch moves the first dimension of x (rank n >= 3) to position
 // n-2: (d0, d1, ..., dn-2, dn-1) -> (d1, ..., dn-2, d0, dn-1), as
 // FusedMatMul's transBatchA/transBatchB do.
-func transBatch(x *Tensor) (*Tensor, error) {
+func transBatch(c *Call, x *Tensor) (*Tensor, error) {
 	n := len(x.Shape)
 	if n < 3 {
 		return nil, fmt.Errorf("transBatch needs rank >= 3, got %v", x.Shape)
@@ -285,7 +285,7 @@ func transBatch(x *Tensor) (*Tensor, error) {
 		perm = append(perm, i)
 	}
 	perm = append(perm, 0, n-1)
-	return transposeT(x, perm), nil
+	return transposeC(c, x, perm), nil
 }
 
 // fusedMatMul is com.microsoft FusedMatMul: alpha * op(A) @ op(B), where
@@ -295,12 +295,12 @@ func fusedMatMul(c *Call, in []*Tensor) ([]*Tensor, error) {
 	a, b := in[0], in[1]
 	var err error
 	if c.Int("transBatchA", 0) != 0 {
-		if a, err = transBatch(a); err != nil {
+		if a, err = transBatch(c, a); err != nil {
 			return nil, err
 		}
 	}
 	if c.Int("transBatchB", 0) != 0 {
-		if b, err = transBatch(b); err != nil {
+		if b, err = transBatch(c, b); err != nil {
 			return nil, err
 		}
 	}
@@ -312,23 +312,23 @@ func fusedMatMul(c *Call, in []*Tensor) ([]*Tensor, error) {
 	return []*Tensor{o}, err
 }
 
-func addBias(x, bias *Tensor) (*Tensor, error) {
+func addBias(c *Call, x, bias *Tensor) (*Tensor, error) {
 	if bias == nil {
 		return x, nil
 	}
-	return binary(opAdd, x, bias)
+	return binary(c, opAdd, x, bias)
 }
 
-func geluKernel(f func(float64) float64, withBias bool) Kernel {
+func geluKernel(f32 func(d, s []float32), f func(float64) float64, withBias bool) Kernel {
 	return func(c *Call, in []*Tensor) ([]*Tensor, error) {
 		x := in[0]
 		if withBias {
 			var err error
-			if x, err = addBias(x, optIn(in, 1)); err != nil {
+			if x, err = addBias(c, x, optIn(in, 1)); err != nil {
 				return nil, err
 			}
 		}
-		return floatUnary(f)(c, []*Tensor{x})
+		return floatUnary32(f32, f)(c, []*Tensor{x})
 	}
 }
 
@@ -345,15 +345,15 @@ func skipLayerNorm(simplified bool) Kernel {
 		} else {
 			beta, bias = optIn(in, 3), optIn(in, 4)
 		}
-		s, err := binary(opAdd, x, skip)
+		s, err := binary(c, opAdd, x, skip)
 		if err != nil {
 			return nil, err
 		}
-		if s, err = addBias(s, bias); err != nil {
+		if s, err = addBias(c, s, bias); err != nil {
 			return nil, err
 		}
 		eps := float64(c.Float("epsilon", 1e-12))
-		y, mean, inv, err := normalize(s, gamma, beta, len(s.Shape)-1, eps, simplified, true)
+		y, mean, inv, err := normalize(c, s, gamma, beta, len(s.Shape)-1, eps, simplified, true)
 		if err != nil {
 			return nil, err
 		}
@@ -369,7 +369,7 @@ func simplifiedLayerNorm(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	y, _, inv, err := normalize(x, optIn(in, 1), nil, axis, float64(c.Float("epsilon", 1e-5)), true, c.NumOutputs() > 1)
+	y, _, inv, err := normalize(c, x, optIn(in, 1), nil, axis, float64(c.Float("epsilon", 1e-5)), true, c.NumOutputs() > 1)
 	if err != nil {
 		return nil, err
 	}
@@ -383,9 +383,9 @@ func init() {
 	Register(DomainMicrosoft, "RelativePositionBias", 1, 0, relativePositionBias, Native)
 	Register(DomainOnnxpe, "ALiBiBias", 1, 0, alibiBias, Native)
 	ms("FusedMatMul", fusedMatMul)
-	ms("Gelu", geluKernel(geluErf, false))
-	ms("BiasGelu", geluKernel(geluErf, true))
-	ms("FastGelu", geluKernel(geluTanh, true))
+	ms("Gelu", geluKernel(geluErfSlice, geluErf, false))
+	ms("BiasGelu", geluKernel(geluErfSlice, geluErf, true))
+	ms("FastGelu", geluKernel(geluTanhSlice, geluTanh, true))
 	ms("QuickGelu", func(c *Call, in []*Tensor) ([]*Tensor, error) {
 		a := float64(c.Float("alpha", 1.702))
 		return floatUnary(func(x float64) float64 { return x * sigmoid(a*x) })(c, in)

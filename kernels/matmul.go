@@ -168,7 +168,9 @@ func batchedMatMul(c *Call, a, b *Tensor, transA, transB bool, alpha float64) (*
 		// One strided batched call: gemm spreads small matrices over the
 		// threads.
 		abatch, bbatch := a.Shape[:ra-2], b.Shape[:rb-2]
-		if sA, sB, ok := batchStrides(batch, abatch, bbatch, sa, sb); ok {
+		// Small batches stay on this goroutine: SgemmStrided spreads any
+		// batch over the threads.
+		if sA, sB, ok := batchStrides(batch, abatch, bbatch, sa, sb); ok && shapeSize(batch)*m*n*k >= 1<<19 {
 			gemm.SgemmStrided(shapeSize(batch), transA, transB, m, n, k, float32(alpha), Data[float32](a), lda, sA,
 				Data[float32](b), ldb, sB, 0, Data[float32](out), n, m*n)
 			return out, nil
@@ -337,6 +339,7 @@ func (s *Session) packWeights(p *plan) {
 			k, nn = nn, k
 		}
 		st.packed = &packedWeight{src: b, pb: gemm.PackB(transB, k, nn, Data[float32](b), b.Shape[1])}
+		s.packed += int64(4 * k * nn)
 	}
 }
 

@@ -143,7 +143,10 @@ func stridesOf(shape []int) []int {
 }
 
 // transposeT returns t with its axes permuted (out dim i = in dim perm[i]).
-func transposeT(t *Tensor, perm []int) *Tensor {
+func transposeT(t *Tensor, perm []int) *Tensor { return transposeC(nil, t, perm) }
+
+// transposeC is transposeT with the output allocated by c.
+func transposeC(c *Call, t *Tensor, perm []int) *Tensor {
 	st := stridesOf(t.Shape)
 	shape := make([]int, len(perm))
 	strides := make([]int, len(perm))
@@ -158,13 +161,16 @@ func transposeT(t *Tensor, perm []int) *Tensor {
 	if identity {
 		return t
 	}
-	out := New(t.DType, shape...)
+	out := c.alloc(t.DType, shape...)
 	copyStrided(out, t, strides, 0)
 	return out
 }
 
 // expandT broadcasts t to shape (which must be a broadcast of t's shape).
-func expandT(t *Tensor, shape []int) *Tensor {
+func expandT(t *Tensor, shape []int) *Tensor { return expandC(nil, t, shape) }
+
+// expandC is expandT with the output allocated by c.
+func expandC(c *Call, t *Tensor, shape []int) *Tensor {
 	if equalShape(t.Shape, shape) {
 		return t
 	}
@@ -176,7 +182,7 @@ func expandT(t *Tensor, shape []int) *Tensor {
 			strides[i] = st[j]
 		}
 	}
-	out := New(t.DType, shape...)
+	out := c.alloc(t.DType, shape...)
 	copyStrided(out, t, strides, 0)
 	return out
 }

@@ -43,22 +43,67 @@ func softmaxT[T Float](dst, src []T, outer, d, inner int, log bool) {
 	}
 }
 
-// softmaxFast32 is the contiguous float32 case (inner == 1).
-func softmaxFast32(dst, src []float32, rows, d int) {
-	for r := range rows {
+// rowMax is the largest element of x (len(x) > 0), NaNs ignored: a NaN
+// makes the softmax row NaN through its sum anyway. Four independent
+// maxima keep the comparisons from waiting on each other.
+func rowMax(x []float32) float32 {
+	m0 := x[0]
+	m1, m2, m3 := m0, m0, m0
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		v := x[i : i+4 : i+4]
+		if v[0] > m0 {
+			m0 = v[0]
+		}
+		if v[1] > m1 {
+			m1 = v[1]
+		}
+		if v[2] > m2 {
+			m2 = v[2]
+		}
+		if v[3] > m3 {
+			m3 = v[3]
+		}
+	}
+	for ; i < len(x); i++ {
+		if x[i] > m0 {
+			m0 = x[i]
+		}
+	}
+	if m1 > m0 {
+		m0 = m1
+	}
+	if m3 > m2 {
+		m2 = m3
+	}
+	if m2 > m0 {
+		m0 = m2
+	}
+	return m0
+}
+
+// softmaxFast32 is the contiguous float32 case (inner == 1) for rows
+// [r0, r1): the max, then e^(x-max) stored and summed in one pass, then
+// the scaling.
+func softmaxFast32(dst, src []float32, r0, r1, d int) {
+	for r := r0; r < r1; r++ {
 		x := src[r*d : r*d+d]
 		y := dst[r*d : r*d+d]
-		m := x[0]
-		for _, v := range x[1:] {
-			m = max(m, v)
+		m := rowMax(x)
+		if math.IsInf(float64(m), 0) {
+			// -Inf rows (fully masked) and +Inf entries: the general path
+			// gives NaN or the limit as math.Exp does.
+			softmaxT(y, x, 1, d, 1, false)
+			continue
 		}
-		var s float32
+		m64 := float64(m)
+		var s float64
 		for j, v := range x {
-			e := float32(math.Exp(float64(v) - float64(m)))
-			y[j] = e
+			e := expf(widen(v) - m64)
+			y[j] = float32(e)
 			s += e
 		}
-		inv := 1 / s
+		inv := float32(1 / s)
 		for j := range y {
 			y[j] *= inv
 		}
@@ -88,14 +133,15 @@ func softmaxKernel(log bool) Kernel {
 		} else {
 			outer, d, inner = shapeSize(x.Shape[:axis]), x.Shape[axis], shapeSize(x.Shape[axis+1:])
 		}
-		out := New(x.DType, x.Shape...)
-		if d == 0 || out.Len() == 0 {
-			return []*Tensor{out}, nil
+		if d == 0 || x.Len() == 0 {
+			return []*Tensor{New(x.DType, x.Shape...)}, nil
 		}
+		out := c.alloc(x.DType, x.Shape...)
 		switch x.DType {
 		case graph.Float:
 			if inner == 1 && !log {
-				softmaxFast32(Data[float32](out), Data[float32](x), outer, d)
+				y, s := Data[float32](out), Data[float32](x)
+				parallelFor(c, outer, outer*d*unaryCost, func(r0, r1 int) { softmaxFast32(y, s, r0, r1, d) })
 			} else {
 				softmaxT(Data[float32](out), Data[float32](x), outer, d, inner, log)
 			}
@@ -112,23 +158,35 @@ func softmaxKernel(log bool) Kernel {
 // + bias (simplified: y = x/sqrt(mean(x²)+eps)*scale). scale and bias
 // are full-size (already broadcast) or nil. mean and inv receive the
 // statistics per row when non-nil.
-func layerNormT[T Float](y, x, scale, bias []T, rows, d int, eps float64, simplified bool, mean, inv []float64) {
-	for r := range rows {
+//
+// The statistics take one pass (sum and sum of squares in float64, whose
+// cancellation costs nothing at float32 precision unless |mean| exceeds
+// the standard deviation by 1e4); rows [r0, r1) are done.
+func layerNormT[T Float](y, x, scale, bias []T, r0, r1, d int, eps float64, simplified bool, mean, inv []float64) {
+	for r := r0; r < r1; r++ {
 		xr := x[r*d : r*d+d]
 		yr := y[r*d : r*d+d]
-		mu := 0.0
-		if !simplified {
-			for _, v := range xr {
-				mu += float64(v)
-			}
-			mu /= float64(d)
-		}
-		vs := 0.0
+		var s1, s2 float64
 		for _, v := range xr {
-			dv := float64(v) - mu
-			vs += dv * dv
+			f := float64(v)
+			s1 += f
+			s2 += f * f
 		}
-		is := 1 / math.Sqrt(vs/float64(d)+eps)
+		mu, vr := 0.0, s2/float64(d)
+		if !simplified {
+			mu = s1 / float64(d)
+			vr = max(vr-mu*mu, 0)
+		}
+		if _, ok := any(x).([]float64); ok && !simplified {
+			// float64 tensors keep the two-pass variance.
+			vs := 0.0
+			for _, v := range xr {
+				dv := float64(v) - mu
+				vs += dv * dv
+			}
+			vr = vs / float64(d)
+		}
+		is := 1 / math.Sqrt(vr+eps)
 		if mean != nil {
 			mean[r] = mu
 		}
@@ -158,7 +216,7 @@ func layerNormT[T Float](y, x, scale, bias []T, rows, d int, eps float64, simpli
 // normalize runs (Simplified)LayerNormalization over the dims from axis.
 // It returns Y and the per-row mean and inverse std dev (stat shape: X's
 // shape with the normalised dims set to 1).
-func normalize(x, scale, bias *Tensor, axis int, eps float64, simplified bool, stats bool) (y, mean, inv *Tensor, err error) {
+func normalize(c *Call, x, scale, bias *Tensor, axis int, eps float64, simplified bool, stats bool) (y, mean, inv *Tensor, err error) {
 	rows := shapeSize(x.Shape[:axis])
 	d := shapeSize(x.Shape[axis:])
 	norm := x.Shape[axis:]
@@ -185,16 +243,19 @@ func normalize(x, scale, bias *Tensor, axis int, eps float64, simplified bool, s
 	if bias, err = prep(bias); err != nil {
 		return
 	}
-	y = New(x.DType, x.Shape...)
+	y = c.alloc(x.DType, x.Shape...)
 	var mv, iv []float64
 	if stats {
 		mv, iv = make([]float64, rows), make([]float64, rows)
 	}
+	work := rows * d * 4
 	switch x.DType {
 	case graph.Float:
-		layerNormT(Data[float32](y), Data[float32](x), dataOrNil[float32](scale), dataOrNil[float32](bias), rows, d, eps, simplified, mv, iv)
+		yd, xd, sd, bd := Data[float32](y), Data[float32](x), dataOrNil[float32](scale), dataOrNil[float32](bias)
+		parallelFor(c, rows, work, func(r0, r1 int) { layerNormT(yd, xd, sd, bd, r0, r1, d, eps, simplified, mv, iv) })
 	case graph.Double:
-		layerNormT(Data[float64](y), Data[float64](x), dataOrNil[float64](scale), dataOrNil[float64](bias), rows, d, eps, simplified, mv, iv)
+		yd, xd, sd, bd := Data[float64](y), Data[float64](x), dataOrNil[float64](scale), dataOrNil[float64](bias)
+		parallelFor(c, rows, work, func(r0, r1 int) { layerNormT(yd, xd, sd, bd, r0, r1, d, eps, simplified, mv, iv) })
 	default:
 		return nil, nil, nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
 	}
@@ -230,7 +291,7 @@ func layerNorm(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	y, mean, inv, err := normalize(x, optIn(in, 1), optIn(in, 2), axis, float64(c.Float("epsilon", 1e-5)), false, c.NumOutputs() > 1)
+	y, mean, inv, err := normalize(c, x, optIn(in, 1), optIn(in, 2), axis, float64(c.Float("epsilon", 1e-5)), false, c.NumOutputs() > 1)
 	if err != nil {
 		return nil, err
 	}

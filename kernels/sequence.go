@@ -148,7 +148,7 @@ func init() {
 			if off+n > dim || n < 0 {
 				return nil, fmt.Errorf("split sizes %v for dimension %d", sizes, dim)
 			}
-			t := sliceAxis(x, axis, off, n)
+			t := sliceAxis(nil, x, axis, off, n)
 			if sp == nil && c.Int("keepdims", 1) == 0 {
 				t = view(t, slices.Delete(slices.Clone(t.Shape), axis, axis+1))
 			}

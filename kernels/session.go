@@ -31,8 +31,10 @@ type Session struct {
 	// runs neither count nor recycle; constBytes is its size.
 	constKeys  map[uintptr]bool
 	constBytes int64
+	packed     int64    // bytes of packed weights
 	pool       bufPool  // freed intermediates, reused by later kernels and runs
 	tr         *tracker // the storage of the current run
+	spare      *tracker // the tracker of the last run, for reuse
 	stats      RunStats // of the last run
 }
 
@@ -54,6 +56,8 @@ type step struct {
 	fn    *plan                  // body of a model-local function
 	// packed is the constant B operand of a matrix product, packed once.
 	packed *packedWeight
+	ins    []*Tensor // the inputs of the running step
+	call   Call
 }
 
 // env holds the values computed while running one plan; parent is the
@@ -338,10 +342,14 @@ func topoOrder(g *graph.Graph) ([]*graph.Node, error) {
 // Graph inputs that are also initializers may be left out.
 func (s *Session) Run(inputs map[string]*Tensor) (map[string]*Tensor, error) {
 	g := s.model.Graph
-	e := &env{vals: make(map[*graph.Value]*Tensor, len(g.Inputs)), plan: s.main}
-	tr := newTracker(&s.pool, s.constKeys)
-	s.tr = tr
-	defer func() { s.tr = nil }()
+	e := &env{vals: make(map[*graph.Value]*Tensor, len(g.Inputs)+len(s.main.steps)), plan: s.main}
+	tr := s.spare
+	if tr == nil {
+		tr = newTracker(&s.pool, s.constKeys)
+	}
+	tr.reset()
+	s.spare, s.tr = nil, tr
+	defer func() { s.tr, s.spare = nil, tr }()
 	prev := gemm.SetThreads(s.opts.Threads)
 	defer gemm.SetThreads(prev)
 	for _, v := range g.Inputs {
@@ -374,8 +382,9 @@ func (s *Session) Run(inputs map[string]*Tensor) (map[string]*Tensor, error) {
 		}
 		out[v.Name] = t
 	}
+	s.pool.trim(2 * tr.peak)
 	s.stats = RunStats{PeakLiveBytes: tr.peak, RequiredBytes: tr.required(), ConstBytes: s.constBytes,
-		InputBytes: tr.inBytes, PoolBytes: s.pool.bytes, Steps: tr.step}
+		InputBytes: tr.inBytes, PackedBytes: s.packed, PoolBytes: s.pool.bytes, Steps: tr.step}
 	return out, nil
 }
 
@@ -408,7 +417,13 @@ func checkInput(v *graph.Value, t *Tensor) error {
 func (s *Session) exec(p *plan, e *env) error {
 	for _, st := range p.steps {
 		n := st.node
-		ins := make([]*Tensor, len(n.Inputs()))
+		// A step never runs inside itself, so its input slice and Call
+		// are reused from run to run (kernels keep neither).
+		if len(st.ins) != len(n.Inputs()) {
+			st.ins = make([]*Tensor, len(n.Inputs()))
+		}
+		ins := st.ins
+		clear(ins)
 		for i, v := range n.Inputs() {
 			if v == nil {
 				continue
@@ -420,7 +435,8 @@ func (s *Session) exec(p *plan, e *env) error {
 			ins[i] = t
 		}
 		tr := s.tr
-		c := &Call{Node: n, Opset: st.opset, attrs: st.attrs, opts: &s.opts, sess: s, step: st, env: e, tr: tr}
+		c := &st.call
+		*c = Call{Node: n, Opset: st.opset, attrs: st.attrs, opts: &s.opts, sess: s, step: st, env: e, tr: tr, allocs: c.allocs[:0]}
 		if tr != nil {
 			tr.step++
 		}
@@ -493,7 +509,7 @@ func (s *Session) callKernel(c *Call, st *step, ins []*Tensor) (outs []*Tensor, 
 				if half == 0 {
 					half = t.DType
 				}
-				ins[i] = castTensor(t, graph.Float)
+				ins[i] = castC(c, t, graph.Float)
 			}
 		}
 	}
@@ -518,14 +534,14 @@ func (s *Session) callKernel(c *Call, st *step, ins []*Tensor) (outs []*Tensor, 
 					continue // declared float32 (e.g. a statistics output)
 				}
 			}
-			outs[i] = castTensor(t, half)
+			outs[i] = castC(c, t, half)
 		}
 	}
 	return outs, nil
 }
 
 func (s *Session) callFunction(p *plan, ins []*Tensor) ([]*Tensor, error) {
-	e := &env{vals: map[*graph.Value]*Tensor{}, plan: p}
+	e := &env{vals: make(map[*graph.Value]*Tensor, len(p.g.Inputs)+len(p.steps)), plan: p}
 	for i, v := range p.g.Inputs {
 		if i < len(ins) && ins[i] != nil {
 			e.vals[v] = ins[i]

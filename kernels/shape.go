@@ -187,7 +187,7 @@ func transpose(c *Call, in []*Tensor) ([]*Tensor, error) {
 		}
 		p = ax
 	}
-	return []*Tensor{transposeT(x, p)}, nil
+	return []*Tensor{transposeC(c, x, p)}, nil
 }
 
 func concat(c *Call, in []*Tensor) ([]*Tensor, error) {
@@ -218,7 +218,7 @@ func concat(c *Call, in []*Tensor) ([]*Tensor, error) {
 		}
 		shape[axis] += t.Shape[axis]
 	}
-	out := New(ts[0].DType, shape...)
+	out := c.alloc(ts[0].DType, shape...)
 	outer := shapeSize(shape[:axis])
 	inner := shapeSize(shape[axis+1:])
 	row := shape[axis] * inner
@@ -234,10 +234,10 @@ func concat(c *Call, in []*Tensor) ([]*Tensor, error) {
 }
 
 // sliceAxis copies the slab [start, start+n) of axis from x.
-func sliceAxis(x *Tensor, axis, start, n int) *Tensor {
+func sliceAxis(c *Call, x *Tensor, axis, start, n int) *Tensor {
 	shape := slices.Clone(x.Shape)
 	shape[axis] = n
-	out := New(x.DType, shape...)
+	out := c.alloc(x.DType, shape...)
 	st := stridesOf(x.Shape)
 	copyStrided(out, x, st, start*st[axis])
 	return out
@@ -285,7 +285,7 @@ func split(c *Call, in []*Tensor) ([]*Tensor, error) {
 	outs := make([]*Tensor, n)
 	off := 0
 	for i, s := range sizes {
-		outs[i] = sliceAxis(x, axis, off, int(s))
+		outs[i] = sliceAxis(c, x, axis, off, int(s))
 		off += int(s)
 	}
 	return outs, nil
@@ -350,7 +350,7 @@ func sliceOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 			off += int(s) * st[a]
 		}
 	}
-	out := New(x.DType, shape...)
+	out := c.alloc(x.DType, shape...)
 	if out.Len() > 0 {
 		copyStrided(out, x, strides, off)
 	}
@@ -365,7 +365,7 @@ func expand(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []*Tensor{expandT(x, shape)}, nil
+	return []*Tensor{expandC(c, x, shape)}, nil
 }
 
 func tile(c *Call, in []*Tensor) ([]*Tensor, error) {
@@ -425,7 +425,7 @@ func gather(c *Call, in []*Tensor) ([]*Tensor, error) {
 	}
 	dim := x.Shape[axis]
 	shape := slices.Concat(x.Shape[:axis], in[1].Shape, x.Shape[axis+1:])
-	out := New(x.DType, shape...)
+	out := c.alloc(x.DType, shape...)
 	outer := shapeSize(x.Shape[:axis])
 	inner := shapeSize(x.Shape[axis+1:])
 	k := len(idx)

@@ -8,34 +8,55 @@ import (
 )
 
 // floatUnary applies f (computed in float64) to a float tensor.
-func floatUnary(f func(float64) float64) Kernel {
+func floatUnary(f func(float64) float64) Kernel { return floatUnary32(nil, f) }
+
+// unaryCost is the weight of one element of a unary op in parallelFor's
+// work count (a transcendental function costs tens of additions).
+const unaryCost = 8
+
+// floatUnary32 applies f32 to the elements of a float32 tensor (f computed
+// in float64 when f32 is nil) and f to a float64 tensor, over c's threads
+// when the tensor is large.
+func floatUnary32(f32 func(d, s []float32), f func(float64) float64) Kernel {
 	return func(c *Call, in []*Tensor) ([]*Tensor, error) {
 		x := in[0]
-		out := New(x.DType, x.Shape...)
+		n := x.Len()
 		switch x.DType {
 		case graph.Float:
+			out := c.alloc(x.DType, x.Shape...)
 			d, s := Data[float32](out), Data[float32](x)
-			for i, v := range s {
-				d[i] = float32(f(float64(v)))
-			}
+			parallelFor(c, n, n*unaryCost, func(lo, hi int) {
+				if f32 != nil {
+					f32(d[lo:hi], s[lo:hi])
+					return
+				}
+				for i := lo; i < hi; i++ {
+					d[i] = float32(f(widen(s[i])))
+				}
+			})
+			return []*Tensor{out}, nil
 		case graph.Double:
+			out := c.alloc(x.DType, x.Shape...)
 			d, s := Data[float64](out), Data[float64](x)
-			for i, v := range s {
-				d[i] = f(v)
-			}
-		default:
-			return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
+			parallelFor(c, n, n*unaryCost, func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					d[i] = f(s[i])
+				}
+			})
+			return []*Tensor{out}, nil
 		}
-		return []*Tensor{out}, nil
+		return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
 	}
 }
 
-func numUnaryT[T Num](x *Tensor, f func(T) T) *Tensor {
-	out := New(x.DType, x.Shape...)
+func numUnaryT[T Num](c *Call, x *Tensor, f func(T) T) *Tensor {
+	out := c.alloc(x.DType, x.Shape...)
 	d, s := Data[T](out), Data[T](x)
-	for i, v := range s {
-		d[i] = f(v)
-	}
+	parallelFor(c, len(s), len(s), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			d[i] = f(s[i])
+		}
+	})
 	return out
 }
 
@@ -47,17 +68,17 @@ func numUnary(f32 func(float32) float32, f64 func(float64) float64, i64 func(int
 		var o *Tensor
 		switch x.DType {
 		case graph.Float:
-			o = numUnaryT(x, f32)
+			o = numUnaryT(c, x, f32)
 		case graph.Double:
-			o = numUnaryT(x, f64)
+			o = numUnaryT(c, x, f64)
 		case graph.Int64:
-			o = numUnaryT(x, i64)
+			o = numUnaryT(c, x, i64)
 		case graph.Int32:
-			o = numUnaryT(x, i32)
+			o = numUnaryT(c, x, i32)
 		case graph.Int8:
-			o = numUnaryT(x, i8)
+			o = numUnaryT(c, x, i8)
 		case graph.Uint8:
-			o = numUnaryT(x, u8)
+			o = numUnaryT(c, x, u8)
 		default:
 			return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
 		}
@@ -139,8 +160,11 @@ func init() {
 		"Softplus": func(x float64) float64 { return math.Log1p(math.Exp(-math.Abs(x))) + math.Max(x, 0) },
 		"Softsign": func(x float64) float64 { return x / (1 + math.Abs(x)) },
 	}
+	fast := map[string]func(d, s []float32){
+		"Exp": expSlice, "Tanh": tanhSlice, "Sigmoid": sigmoidSlice, "Erf": erfSlice,
+	}
 	for name, f := range floats {
-		reg(name, 1, 0, floatUnary(f))
+		reg(name, 1, 0, floatUnary32(fast[name], f))
 	}
 	reg("Abs", 6, 0, numUnary(absT[float32], absT[float64], absT[int64], absT[int32], absT[int8], absT[uint8]))
 	reg("Neg", 6, 0, numUnary(negT[float32], negT[float64], negT[int64], negT[int32], negT[int8], negT[uint8]))
@@ -166,9 +190,9 @@ func init() {
 	reg("Gelu", 20, 0, func(c *Call, in []*Tensor) ([]*Tensor, error) {
 		switch a := c.String("approximate", "none"); a {
 		case "none":
-			return floatUnary(geluErf)(c, in)
+			return floatUnary32(geluErfSlice, geluErf)(c, in)
 		case "tanh":
-			return floatUnary(geluTanh)(c, in)
+			return floatUnary32(geluTanhSlice, geluTanh)(c, in)
 		default:
 			return nil, fmt.Errorf("approximate=%q", a)
 		}

@@ -1,0 +1,74 @@
+package kernels_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
+	"github.com/onnxpe/onnxpe/testmodels"
+)
+
+// These benchmarks live in the external test package because they build
+// their models with testmodels, which imports kernels.
+
+// threadSettings are the two configurations compared with ONNX Runtime:
+// one thread, and all cores.
+var threadSettings = []struct {
+	name    string
+	threads int
+}{{"threads1", 1}, {"threadsAll", 0}}
+
+func benchRun(b *testing.B, m *graph.Model, in map[string]*kernels.Tensor, threads int) {
+	s, err := kernels.NewSession(m, kernels.Options{Threads: threads})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Run(in); err != nil { // warm the buffer pool
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Run(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkGPT2Block runs one GPT-2-small block (d=768, 12 heads) on
+// batch 1, sequence 128.
+func BenchmarkGPT2Block(b *testing.B) {
+	m := testmodels.GPT2Block(testmodels.GPT2Small)
+	const seq, d = 128, 768
+	x := make([]float32, seq*d)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	in := map[string]*kernels.Tensor{"x": kernels.FromSlice([]int{1, seq, d}, x)}
+	for _, ts := range threadSettings {
+		b.Run(ts.name, func(b *testing.B) { benchRun(b, m, in, ts.threads) })
+	}
+}
+
+// BenchmarkTestModels runs every corpus model on its stored test inputs.
+func BenchmarkTestModels(b *testing.B) {
+	man, err := testmodels.Load()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, e := range man.Models {
+		m, err := graph.Load(e.ModelPath())
+		if err != nil {
+			b.Fatal(err)
+		}
+		in, err := kernels.ReadInputs(e.TestDataDir(), m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, ts := range threadSettings {
+			b.Run(fmt.Sprintf("%s/%s", e.Name, ts.name), func(b *testing.B) { benchRun(b, m, in, ts.threads) })
+		}
+	}
+}

@@ -1,0 +1,78 @@
+package kernels
+
+import (
+	"math"
+	"testing"
+)
+
+// ulpDiff is the distance in float32 units in the last place between got
+// and the correctly rounded want.
+func ulpDiff(got float32, want float64) int64 {
+	w := float32(want)
+	if got == w || math.IsNaN(float64(got)) && math.IsNaN(want) {
+		return 0
+	}
+	ord := func(f float32) int64 {
+		b := int64(math.Float32bits(f))
+		if b < 0 || f < 0 {
+			return -(b & 0x7fffffff)
+		}
+		return b
+	}
+	d := ord(got) - ord(w)
+	if d < 0 {
+		d = -d
+	}
+	return d
+}
+
+// TestFastMathULP checks expf, tanhf and sigmoidf against math's float64
+// functions rounded to float32 over every 331st float32 (both signs, the
+// whole range): at most 1 ulp.
+func TestFastMathULP(t *testing.T) {
+	funcs := []struct {
+		name string
+		fast func(float64) float64
+		ref  func(float64) float64
+	}{
+		{"exp", expf, math.Exp},
+		{"tanh", tanhf, math.Tanh},
+		{"sigmoid", sigmoidf, sigmoid},
+		{"geluTanh", geluTanhf, geluTanh},
+	}
+	for _, f := range funcs {
+		var worst int64
+		var at float32
+		n := 0
+		for b := uint32(0); b < 0x7f800000; b += 331 {
+			for _, x := range []float32{math.Float32frombits(b), -math.Float32frombits(b)} {
+				got := float32(f.fast(float64(x)))
+				if d := ulpDiff(got, f.ref(float64(x))); d > worst {
+					worst, at = d, x
+				}
+				n++
+			}
+		}
+		for _, x := range []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 0, 88.72, 88.73, -87.4, -103.9, -104} {
+			if d := ulpDiff(float32(f.fast(float64(x))), f.ref(float64(x))); d > worst {
+				worst, at = d, x
+			}
+		}
+		t.Logf("%s: worst %d ulp at %g over %d values", f.name, worst, at, n)
+		if worst > 1 {
+			t.Errorf("%s: %d ulp at %g, want <= 1", f.name, worst, at)
+		}
+	}
+}
+
+func TestWiden(t *testing.T) {
+	for b := uint32(0); b < 1<<32-1<<20; b += 1 << 20 {
+		for _, o := range []uint32{0, 1, 0x7ffff} {
+			v := math.Float32frombits(b + o)
+			w, g := float64(v), widen(v)
+			if math.Float64bits(w) != math.Float64bits(g) && !(math.IsNaN(w) && math.IsNaN(g)) {
+				t.Fatalf("widen(%g) = %g, want %g", v, g, w)
+			}
+		}
+	}
+}

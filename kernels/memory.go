@@ -1,0 +1,412 @@
+package kernels
+
+import (
+	"slices"
+	"unsafe"
+
+	"github.com/x448/float16"
+
+	"github.com/onnxpe/onnxpe/graph"
+)
+
+// Memory of a run: the executor counts the bytes of intermediate storage
+// it holds (views such as Reshape or Squeeze share their input's storage
+// and are counted once), recycles freed intermediates through a per-session
+// pool, and records for each run the peak it held next to the figure the
+// topological order requires.
+
+// RunStats describes the memory of one Run.
+type RunStats struct {
+	// PeakLiveBytes is the largest number of bytes of intermediate storage
+	// (values computed by nodes, graph outputs included; constants and the
+	// caller's inputs excluded) held at once. Storage shared by views is
+	// counted once, at its capacity.
+	PeakLiveBytes int64
+	// RequiredBytes is the largest simultaneous live set the topological
+	// order requires: the maximum over steps of the bytes of the storage
+	// that must exist at that step (the step's inputs and outputs, and
+	// values produced earlier and read later), each at its used size.
+	RequiredBytes int64
+	// ConstBytes and InputBytes are the constants' and the fed inputs'
+	// storage, which neither figure above includes.
+	ConstBytes, InputBytes int64
+	// PackedBytes is the size of the constant matrix-product weights the
+	// session packed (a second copy of those constants), about.
+	PackedBytes int64
+	// PoolBytes is the free storage the session's buffer pool keeps for
+	// the next run.
+	PoolBytes int64
+	// Steps is the number of nodes run, nested subgraph and function
+	// steps included.
+	Steps int
+}
+
+// LastRunStats returns the memory figures of the last successful Run.
+func (s *Session) LastRunStats() RunStats { return s.stats }
+
+// storageKey identifies the backing array of a tensor's elements by the
+// address one past its end: every view of a tensor (which shares its
+// slice) and every prefix or suffix slice of it has the same key, and live
+// arrays do not share an end. It returns 0 for empty storage and sequences.
+func storageKey(t *Tensor) (key uintptr, capBytes, lenBytes int64) {
+	if t == nil || t.seq != nil {
+		return 0, 0, 0
+	}
+	var p unsafe.Pointer
+	var c, l, size int
+	switch d := t.data.(type) {
+	case []float32:
+		p, c, l, size = unsafe.Pointer(unsafe.SliceData(d)), cap(d), len(d), 4
+	case []float64:
+		p, c, l, size = unsafe.Pointer(unsafe.SliceData(d)), cap(d), len(d), 8
+	case []float16.Float16:
+		p, c, l, size = unsafe.Pointer(unsafe.SliceData(d)), cap(d), len(d), 2
+	case []graph.BF16:
+		p, c, l, size = unsafe.Pointer(unsafe.SliceData(d)), cap(d), len(d), 2
+	case []int64:
+		p, c, l, size = unsafe.Pointer(unsafe.SliceData(d)), cap(d), len(d), 8
+	case []int32:
+		p, c, l, size = unsafe.Pointer(unsafe.SliceData(d)), cap(d), len(d), 4
+	case []int8:
+		p, c, l, size = unsafe.Pointer(unsafe.SliceData(d)), cap(d), len(d), 1
+	case []uint8:
+		p, c, l, size = unsafe.Pointer(unsafe.SliceData(d)), cap(d), len(d), 1
+	case []bool:
+		p, c, l, size = unsafe.Pointer(unsafe.SliceData(d)), cap(d), len(d), 1
+	default:
+		return 0, 0, 0
+	}
+	if c == 0 {
+		return 0, 0, 0
+	}
+	return uintptr(p) + uintptr(c*size), int64(c * size), int64(l * size)
+}
+
+// storage is one backing array held by a run.
+type storage struct {
+	key            uintptr
+	capBytes, need int64 // allocated bytes; largest extent a view used
+	refs           int   // values of the run's envs that hold it
+	born, last     int   // steps of its first and last use
+	buf            *Tensor
+	pooled         bool // handed out by the pool: returned to it when freed
+	escaped        bool // seen outside the env that made it: never pooled
+}
+
+// tracker follows the storage of one run.
+type tracker struct {
+	pool      *bufPool
+	consts    map[uintptr]bool // the session's constants (shared, read-only)
+	inputs    map[uintptr]bool // the run's fed inputs
+	live      map[uintptr]*storage
+	all       []*storage
+	orphans   []*storage
+	step      int
+	liveBytes int64
+	peak      int64
+	inBytes   int64
+	slab      []*storage // records reused across runs
+	used      int
+}
+
+func newTracker(pool *bufPool, consts map[uintptr]bool) *tracker {
+	return &tracker{pool: pool, consts: consts, inputs: map[uintptr]bool{}, live: map[uintptr]*storage{}}
+}
+
+// reset readies tr for another run, keeping its maps and records.
+func (tr *tracker) reset() {
+	clear(tr.inputs)
+	clear(tr.live)
+	clear(tr.all)
+	tr.all = tr.all[:0]
+	tr.orphans = tr.orphans[:0]
+	tr.used = 0
+	tr.step, tr.liveBytes, tr.peak, tr.inBytes = 0, 0, 0, 0
+}
+
+// record returns a zeroed storage record from tr's slab.
+func (tr *tracker) record() *storage {
+	if tr.used == len(tr.slab) {
+		tr.slab = append(tr.slab, make([]*storage, max(len(tr.slab), 64))...)
+	}
+	st := tr.slab[tr.used]
+	if st == nil {
+		st = new(storage)
+		tr.slab[tr.used] = st
+	}
+	tr.used++
+	*st = storage{}
+	return st
+}
+
+func (tr *tracker) external(k uintptr) bool { return tr.consts[k] || tr.inputs[k] }
+
+// input registers a fed input (not counted, never pooled).
+func (tr *tracker) input(t *Tensor) {
+	k, cb, _ := storageKey(t)
+	if k == 0 || tr.external(k) {
+		return
+	}
+	tr.inputs[k] = true
+	tr.inBytes += cb
+}
+
+// hold records that a value of an env now refers to t, which the kernel
+// of call c returned.
+func (tr *tracker) hold(t *Tensor, c *Call) {
+	if t != nil && t.seq != nil {
+		// A sequence refers to its tensors without the tracker seeing
+		// it: their storage is never recycled.
+		for _, e := range t.seq {
+			k, _, _ := storageKey(e)
+			if st := tr.live[k]; st != nil {
+				st.escaped = true
+			}
+			for i, b := range c.allocs {
+				if bk, _, _ := storageKey(b); bk == k {
+					c.allocs = slices.Delete(c.allocs, i, i+1)
+					break
+				}
+			}
+		}
+		return
+	}
+	k, cb, lb := storageKey(t)
+	if k == 0 || tr.external(k) {
+		return
+	}
+	if st := tr.live[k]; st != nil {
+		st.refs++
+		st.need = max(st.need, lb)
+		return
+	}
+	st := tr.record()
+	*st = storage{key: k, capBytes: cb, need: lb, refs: 1, born: tr.step, last: -1}
+	if c != nil {
+		for i, b := range c.allocs {
+			if bk, _, _ := storageKey(b); bk == k {
+				st.pooled, st.buf = true, b
+				c.allocs = slices.Delete(c.allocs, i, i+1)
+				break
+			}
+		}
+	}
+	tr.live[k] = st
+	tr.all = append(tr.all, st)
+	tr.liveBytes += st.capBytes
+	tr.peak = max(tr.peak, tr.liveBytes)
+}
+
+// release drops one reference to t's storage; the last one frees it (into
+// the pool when it came from there and never left its env).
+func (tr *tracker) release(t *Tensor) {
+	k, _, _ := storageKey(t)
+	st := tr.live[k]
+	if k == 0 || st == nil {
+		return
+	}
+	st.refs--
+	if st.refs > 0 {
+		return
+	}
+	tr.retire(st)
+	if st.pooled && !st.escaped {
+		tr.pool.put(st.buf)
+	}
+}
+
+func (tr *tracker) retire(st *storage) {
+	delete(tr.live, st.key)
+	st.last = tr.step
+	tr.liveBytes -= st.capBytes
+}
+
+// leave drops the reference of a subgraph or function output that its env
+// hands to the calling kernel: the storage may come back as the node's
+// output, so it stays counted until the end of the calling step.
+func (tr *tracker) leave(t *Tensor) {
+	k, _, _ := storageKey(t)
+	st := tr.live[k]
+	if k == 0 || st == nil {
+		return
+	}
+	st.escaped = true
+	st.refs--
+	if st.refs == 0 {
+		tr.orphans = append(tr.orphans, st)
+	}
+}
+
+// endStep retires the orphans no env took back.
+func (tr *tracker) endStep() {
+	for _, st := range tr.orphans {
+		if st.refs == 0 && st.last < 0 {
+			tr.retire(st)
+		}
+	}
+	tr.orphans = tr.orphans[:0]
+}
+
+// required sweeps the storage intervals for the largest simultaneous set.
+func (tr *tracker) required() int64 {
+	delta := make([]int64, tr.step+2)
+	for _, st := range tr.all {
+		last := st.last
+		if last < 0 {
+			last = tr.step
+		}
+		delta[st.born] += st.need
+		delta[last+1] -= st.need
+	}
+	var cur, best int64
+	for _, d := range delta {
+		cur += d
+		best = max(best, cur)
+	}
+	return best
+}
+
+// bufPool keeps freed intermediate storage of a session by element type for
+// reuse by later kernels and runs.
+type bufPool struct {
+	free  map[graph.DataType][]*Tensor
+	bytes int64
+}
+
+// poolSlack is how much larger (as a fraction 1/poolSlack) than asked a
+// pooled buffer may be; it bounds the memory lost to reuse.
+const poolSlack = 8
+
+// get returns a tensor of dt and shape whose elements are not zeroed, from
+// the pool when a buffer of a close size is free (the smallest that fits).
+func (p *bufPool) get(dt graph.DataType, shape []int) *Tensor {
+	n := shapeSize(shape)
+	if n == 0 {
+		return New(dt, shape...)
+	}
+	list := p.free[dt]
+	best := -1
+	bestCap := 0
+	for i, b := range list {
+		c := capOf(b)
+		if c >= n && c <= n+n/poolSlack && (best < 0 || c < bestCap) {
+			best, bestCap = i, c
+		}
+	}
+	if best < 0 {
+		return New(dt, shape...)
+	}
+	b := list[best]
+	list[best] = list[len(list)-1]
+	list[len(list)-1] = nil
+	p.free[dt] = list[:len(list)-1]
+	_, cb, _ := storageKey(b)
+	p.bytes -= cb
+	return &Tensor{DType: dt, Shape: slices.Clone(shape), data: resliceAny(b.data, n)}
+}
+
+// trim drops free buffers (the largest first) until the pool holds at most
+// limit bytes: buffers of sizes a run no longer asks for do not pile up.
+func (p *bufPool) trim(limit int64) {
+	for p.bytes > limit {
+		var bt graph.DataType
+		bi, bc := -1, int64(0)
+		for dt, list := range p.free {
+			for i, b := range list {
+				if _, cb, _ := storageKey(b); cb > bc {
+					bt, bi, bc = dt, i, cb
+				}
+			}
+		}
+		if bi < 0 {
+			return
+		}
+		list := p.free[bt]
+		list[bi] = list[len(list)-1]
+		list[len(list)-1] = nil
+		p.free[bt] = list[:len(list)-1]
+		p.bytes -= bc
+	}
+}
+
+func (p *bufPool) put(t *Tensor) {
+	if t == nil {
+		return
+	}
+	if p.free == nil {
+		p.free = map[graph.DataType][]*Tensor{}
+	}
+	_, cb, _ := storageKey(t)
+	p.bytes += cb
+	p.free[t.DType] = append(p.free[t.DType], t)
+}
+
+func capOf(t *Tensor) int {
+	switch d := t.data.(type) {
+	case []float32:
+		return cap(d)
+	case []float64:
+		return cap(d)
+	case []float16.Float16:
+		return cap(d)
+	case []graph.BF16:
+		return cap(d)
+	case []int64:
+		return cap(d)
+	case []int32:
+		return cap(d)
+	case []int8:
+		return cap(d)
+	case []uint8:
+		return cap(d)
+	case []bool:
+		return cap(d)
+	}
+	return 0
+}
+
+// resliceAny returns d[:n] of a typed slice held in an any.
+func resliceAny(d any, n int) any {
+	switch d := d.(type) {
+	case []float32:
+		return d[:n]
+	case []float64:
+		return d[:n]
+	case []float16.Float16:
+		return d[:n]
+	case []graph.BF16:
+		return d[:n]
+	case []int64:
+		return d[:n]
+	case []int32:
+		return d[:n]
+	case []int8:
+		return d[:n]
+	case []uint8:
+		return d[:n]
+	case []bool:
+		return d[:n]
+	}
+	panic("kernels: resliceAny of an unsupported slice")
+}
+
+// alloc makes an output tensor whose elements the kernel overwrites in
+// full: it may come from the session's pool and hold stale values. Outside
+// a run (c nil, or constant folding) it is a fresh zeroed tensor.
+func (c *Call) alloc(dt graph.DataType, shape ...int) *Tensor {
+	if c == nil || c.tr == nil {
+		return New(dt, shape...)
+	}
+	t := c.tr.pool.get(dt, shape)
+	c.allocs = append(c.allocs, t)
+	return t
+}
+
+// dropTemps returns the buffers c allocated but no value took (kernel
+// temporaries and outputs the node leaves unnamed) to the pool.
+func (c *Call) dropTemps() {
+	for _, t := range c.allocs {
+		c.tr.pool.put(t)
+	}
+	c.allocs = c.allocs[:0]
+}
