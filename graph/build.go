@@ -17,7 +17,6 @@ func NewModel(irVersion int64, producer string, opsets ...Opset) *Model {
 		m.shell.OpsetImport = append(m.shell.OpsetImport, &onnxpb.OperatorSetIdProto{Domain: proto.String(o.Domain), Version: proto.Int64(o.Version)})
 	}
 	m.Graph = &Graph{Name: "main", model: m, scope: map[string]*Value{}, shell: &onnxpb.GraphProto{}}
-	m.names.add("main")
 	return m
 }
 
@@ -35,7 +34,7 @@ func (g *Graph) AddOutput(v *Value) { g.Outputs = append(g.Outputs, v) }
 // NewSubgraph makes an empty graph nested in g, for an attribute of a node
 // of g (If branches, Loop bodies).
 func (g *Graph) NewSubgraph(name string) *Graph {
-	sg := &Graph{Name: g.model.names.fresh(name), parent: g, model: g.model, scope: map[string]*Value{}, shell: &onnxpb.GraphProto{}}
+	sg := &Graph{Name: g.model.freshName(name), parent: g, model: g.model, scope: map[string]*Value{}, shell: &onnxpb.GraphProto{}}
 	return sg
 }
 

@@ -67,7 +67,11 @@ func (l *loader) invalid(g *Graph, format string, args ...any) error {
 }
 
 func (l *loader) newGraph(name string, parent *Graph, shell *onnxpb.GraphProto) *Graph {
-	return &Graph{Name: name, parent: parent, model: l.m, shell: shell, scope: map[string]*Value{}}
+	size := len(shell.Input) + len(shell.Initializer)
+	for _, n := range shell.Node {
+		size += len(n.Output)
+	}
+	return &Graph{Name: name, parent: parent, model: l.m, shell: shell, scope: make(map[string]*Value, size)}
 }
 
 func (l *loader) define(g *Graph, v *Value) error {
@@ -75,7 +79,6 @@ func (l *loader) define(g *Graph, v *Value) error {
 		return l.invalid(g, "value name %q is defined twice", v.Name)
 	}
 	g.scope[v.Name] = v
-	l.m.names.add(v.Name)
 	return nil
 }
 
@@ -122,8 +125,14 @@ func (l *loader) declare(g *Graph, list byte, v *Value, vi *onnxpb.ValueInfoProt
 func (l *loader) graph(gp *onnxpb.GraphProto, parent *Graph) (*Graph, error) {
 	g := l.newGraph(gp.GetName(), parent, gp)
 	nodes, inits, ins, outs, vis := gp.Node, gp.Initializer, gp.Input, gp.Output, gp.ValueInfo
+	// Nodes and their outputs are allocated in two slabs.
+	nodeSlab := make([]Node, len(nodes))
+	nOut := 0
+	for _, np := range nodes {
+		nOut += len(np.Output)
+	}
+	valueSlab := make([]Value, nOut)
 	gp.Node, gp.Initializer, gp.Input, gp.Output, gp.ValueInfo = nil, nil, nil, nil, nil
-	l.m.names.add(g.Name)
 
 	for _, vi := range ins {
 		if vi.GetName() == "" {
@@ -170,10 +179,13 @@ func (l *loader) graph(gp *onnxpb.GraphProto, parent *Graph) (*Graph, error) {
 	// values produced later in an unsorted list.
 	g.nodes = make([]*Node, len(nodes))
 	for i, np := range nodes {
-		n := &Node{Name: np.GetName(), OpType: np.GetOpType(), Domain: np.GetDomain(), Overload: np.GetOverload(), graph: g, shell: np}
-		l.m.names.add(n.Name)
+		n := &nodeSlab[i]
+		*n = Node{Name: np.GetName(), OpType: np.GetOpType(), Domain: np.GetDomain(), Overload: np.GetOverload(), graph: g, shell: np}
+		n.outputs = make([]*Value, 0, len(np.Output))
 		for k, o := range np.Output {
-			v := &Value{Name: o, producer: n, index: k, graph: g}
+			v := &valueSlab[0]
+			valueSlab = valueSlab[1:]
+			*v = Value{Name: o, producer: n, index: k, graph: g}
 			if o != "" {
 				if err := l.define(g, v); err != nil {
 					return nil, fmt.Errorf("%w (output of %v)", err, n)

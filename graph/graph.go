@@ -290,7 +290,7 @@ func (v *Value) ReplaceAllUsesWith(w *Value) {
 		g.Outputs[i] = w
 		if w.producer != nil && w.graph == g && !slices.Contains(g.Outputs[:i], w) {
 			name := v.Name
-			g.rename(v, g.model.names.fresh(name+"_replaced"))
+			g.rename(v, g.model.freshName(name+"_replaced"))
 			g.rename(w, name)
 			if w.Type == nil {
 				w.Type = v.Type
@@ -382,7 +382,7 @@ func (g *Graph) Walk(f func(*Node)) { g.walkNodes(f) }
 // NewValue makes a value defined nowhere yet, for use as a node output
 // through AddNode; the name is made unique in the model.
 func (g *Graph) newValue(name string) *Value {
-	v := &Value{Name: g.model.names.fresh(name), graph: g}
+	v := &Value{Name: g.model.freshName(name), graph: g}
 	g.scope[v.Name] = v
 	return v
 }
@@ -401,7 +401,7 @@ func (g *Graph) AddInitializer(t *Tensor) *Value {
 // NewNode makes a node with n outputs named after name; it is not in any
 // graph until inserted with Append, InsertBefore or InsertAfter.
 func (g *Graph) NewNode(opType, domain string, inputs []*Value, numOutputs int, attrs ...*Attr) *Node {
-	name := g.model.names.fresh(opType)
+	name := g.model.freshName(opType)
 	n := &Node{Name: name, OpType: opType, Domain: domain, Attrs: attrs, graph: g, shell: &onnxpb.NodeProto{}}
 	for i := 0; i < numOutputs; i++ {
 		out := g.newValue(fmt.Sprintf("%s_out%d", name, i))
@@ -508,7 +508,9 @@ func (g *Graph) rename(v *Value, name string) {
 	}
 	v.Name = name
 	g.scope[name] = v
-	g.model.names.add(name)
+	if g.model.names.used != nil {
+		g.model.names.add(name)
+	}
 }
 
 // TopoSort orders g's nodes so that every node comes after the producers

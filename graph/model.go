@@ -124,7 +124,41 @@ func (m *Model) Function(domain, name, overload string) *Function {
 
 // NewName returns a name not yet used for any value or node of the model,
 // made from base. All names handed out by rewrites come from here.
-func (m *Model) NewName(base string) string { return m.names.fresh(base) }
+func (m *Model) NewName(base string) string { return m.freshName(base) }
+
+// freshName hands out a unique name. The set of names in use is collected
+// on the first call (loading does not pay for it).
+func (m *Model) freshName(base string) string {
+	if m.names.used == nil {
+		m.names.used = map[string]bool{}
+		add := func(g *Graph) {
+			m.names.add(g.Name)
+			for name := range g.scope {
+				m.names.add(name)
+			}
+			for _, v := range g.ValueInfo {
+				m.names.add(v.Name)
+			}
+		}
+		var visit func(g *Graph)
+		visit = func(g *Graph) {
+			add(g)
+			for _, n := range g.nodes {
+				m.names.add(n.Name)
+				for _, sg := range n.Subgraphs() {
+					visit(sg)
+				}
+			}
+		}
+		if m.Graph != nil {
+			visit(m.Graph)
+		}
+		for _, f := range m.Functions {
+			visit(f.Body)
+		}
+	}
+	return m.names.fresh(base)
+}
 
 // Walk calls f for every node of the model: the main graph, its subgraphs,
 // and the bodies of model-local functions.
