@@ -42,9 +42,11 @@ demo: build
 	@echo
 	./$(BIN) run $(DEMO_MODEL) --inputs $(dir $(DEMO_MODEL))test_data_set_0
 
-bench:
+## bench: Go benchmarks, the memory check of inspect, and onnxpe vs ONNX Runtime (figures for BENCHMARKS.md)
+bench: ort
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	bash bench/inspect_rss.sh
+	CGO_ENABLED=1 ONNXPE_ORT_LIB=$(ORT_LIB) $(GO) run -tags ort ./bench/vsort
 
 proto:
 	protoc --plugin=protoc-gen-go=$$($(GO) tool -n protoc-gen-go) --go_out=. --go_opt=paths=source_relative internal/onnxpb/onnx.proto

@@ -1,0 +1,178 @@
+//go:build ort
+
+// Command vsort times onnxpe's executor against ONNX Runtime on the same
+// models and inputs, in one process, with one thread and with all cores,
+// and prints a Markdown table of the medians and their ratios (the figures
+// of BENCHMARKS.md). Run it with `make bench` (needs `make ort`).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/internal/ortpeer"
+	"github.com/onnxpe/onnxpe/kernels"
+	"github.com/onnxpe/onnxpe/testmodels"
+)
+
+type job struct {
+	name string
+	path string
+	m    *graph.Model
+	in   map[string]*kernels.Tensor
+}
+
+func main() {
+	runs := flag.Int("runs", 20, "timed runs per configuration (the median is reported)")
+	only := flag.String("only", "", "run only the model of this name")
+	flag.Parse()
+	if err := ortpeer.Init(""); err != nil {
+		fail(err)
+	}
+	jobs, cleanup, err := loadJobs()
+	if err != nil {
+		fail(err)
+	}
+	defer cleanup()
+	all := runtime.NumCPU()
+	fmt.Printf("| model | onnxpe 1T (ms) | ORT 1T (ms) | ratio 1T | onnxpe %dT (ms) | ORT %dT (ms) | ratio %dT |\n", all, all, all)
+	fmt.Println("|---|---|---|---|---|---|---|")
+	for _, j := range jobs {
+		if *only != "" && j.name != *only {
+			continue
+		}
+		var cells []string
+		for _, threads := range []int{1, all} {
+			ours, err := timeOurs(j, threads, *runs)
+			if err != nil {
+				fail(fmt.Errorf("%s: %w", j.name, err))
+			}
+			peer, err := timeORT(j, threads, *runs)
+			if err != nil {
+				fail(fmt.Errorf("%s: %w", j.name, err))
+			}
+			cells = append(cells, ms(ours), ms(peer), fmt.Sprintf("%.2f", float64(ours)/float64(peer)))
+		}
+		fmt.Printf("| %s | %s | %s | %s | %s | %s | %s |\n", j.name, cells[0], cells[1], cells[2], cells[3], cells[4], cells[5])
+	}
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d.Microseconds())/1000) }
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "vsort:", err)
+	os.Exit(1)
+}
+
+// loadJobs gives the GPT-2 small block (batch 1, seq 128) and every corpus
+// model on its stored test inputs.
+func loadJobs() ([]job, func(), error) {
+	dir, err := os.MkdirTemp("", "vsort")
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup := func() { os.RemoveAll(dir) }
+	gpt := testmodels.GPT2Block(testmodels.GPT2Small)
+	p := filepath.Join(dir, "gpt2_block.onnx")
+	if err := gpt.Save(p, graph.SaveOptions{}); err != nil {
+		return nil, cleanup, err
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	x := make([]float32, 128*768)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	jobs := []job{{name: "gpt2_small_block (seq 128)", path: p, m: gpt, in: map[string]*kernels.Tensor{"x": kernels.FromSlice([]int{1, 128, 768}, x)}}}
+	// One float32 MatMul 1024x768 by a constant 768x768 (the GEMM figure).
+	mm := graph.NewModel(8, "vsort", graph.Opset{Domain: "", Version: 17})
+	a := mm.Graph.AddInput("a", graph.TensorType(graph.Float, graph.Dims(1024, 768)))
+	w := make([]float32, 768*768)
+	for i := range w {
+		w[i] = float32(rng.NormFloat64())
+	}
+	wt, _ := graph.NewTensor("w", graph.Float, []int64{768, 768}, w)
+	y := mm.Graph.Op("MatMul", []*graph.Value{a, mm.Graph.AddInitializer(wt)}, 1)[0]
+	y.Type = graph.TensorType(graph.Float, graph.Dims(1024, 768))
+	mm.Graph.AddOutput(y)
+	pm := filepath.Join(dir, "matmul.onnx")
+	if err := mm.Save(pm, graph.SaveOptions{}); err != nil {
+		return nil, cleanup, err
+	}
+	av := make([]float32, 1024*768)
+	for i := range av {
+		av[i] = float32(rng.NormFloat64())
+	}
+	jobs = append(jobs, job{name: "matmul 1024x768x768", path: pm, m: mm, in: map[string]*kernels.Tensor{"a": kernels.FromSlice([]int{1024, 768}, av)}})
+	man, err := testmodels.Load()
+	if err != nil {
+		return nil, cleanup, err
+	}
+	for _, e := range man.Models {
+		m, err := graph.Load(e.ModelPath())
+		if err != nil {
+			return nil, cleanup, err
+		}
+		in, err := kernels.ReadInputs(e.TestDataDir(), m)
+		if err != nil {
+			return nil, cleanup, err
+		}
+		jobs = append(jobs, job{name: e.Name, path: e.ModelPath(), m: m, in: in})
+	}
+	return jobs, cleanup, nil
+}
+
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+func timeOurs(j job, threads, runs int) (time.Duration, error) {
+	s, err := kernels.NewSession(j.m, kernels.Options{Threads: threads})
+	if err != nil {
+		return 0, err
+	}
+	return timeIt(runs, func() error { _, err := s.Run(j.in); return err })
+}
+
+func timeORT(j job, threads, runs int) (time.Duration, error) {
+	s, err := ortpeer.NewSession(j.path, j.m, ortpeer.Options{Threads: threads, Level: "all"})
+	if err != nil {
+		return 0, err
+	}
+	defer s.Close()
+	ours, err := kernels.NewSession(j.m, kernels.Options{})
+	if err != nil {
+		return 0, err
+	}
+	like, err := ours.Run(j.in)
+	if err != nil {
+		return 0, err
+	}
+	return timeIt(runs, func() error { _, err := s.Run(j.in, like); return err })
+}
+
+// timeIt runs f a few times to warm up, then runs times, and returns the
+// median duration.
+func timeIt(runs int, f func() error) (time.Duration, error) {
+	for i := 0; i < 3; i++ {
+		if err := f(); err != nil {
+			return 0, err
+		}
+	}
+	ds := make([]time.Duration, runs)
+	for i := range ds {
+		t0 := time.Now()
+		if err := f(); err != nil {
+			return 0, err
+		}
+		ds[i] = time.Since(t0)
+	}
+	return median(ds), nil
+}
