@@ -51,6 +51,7 @@ type Node struct {
 	outputs []*Value
 	graph   *Graph
 	shell   *onnxpb.NodeProto // doc_string, metadata, device configurations, unknown fields
+	pos     int               // scratch: index in graph.nodes during topoOrder
 }
 
 // Use is one place where a value is read: input Index of Node. Node may be
@@ -543,25 +544,24 @@ func (g *Graph) CheckAcyclic() error {
 }
 
 func (g *Graph) topoOrder() ([]*Node, error) {
-	pos := make(map[*Node]int, len(g.nodes))
+	// Node.pos holds each node's index in g.nodes for the duration of the
+	// sort (a field, not a map: graphs have 100k nodes).
 	for i, n := range g.nodes {
-		pos[n] = i
+		n.pos = i
 	}
+	inGraph := func(p *Node) bool { return p != nil && p.graph == g && p.pos < len(g.nodes) && g.nodes[p.pos] == p }
+	var ds []*Node
 	deps := func(n *Node) []*Node {
-		var ds []*Node
+		ds = ds[:0]
 		for _, in := range n.inputs {
-			if in != nil && in.producer != nil {
-				if _, ok := pos[in.producer]; ok {
-					ds = append(ds, in.producer)
-				}
+			if in != nil && inGraph(in.producer) {
+				ds = append(ds, in.producer)
 			}
 		}
 		for _, sg := range n.Subgraphs() {
 			for _, v := range sg.outerReads() {
-				if v.producer != nil {
-					if _, ok := pos[v.producer]; ok {
-						ds = append(ds, v.producer)
-					}
+				if inGraph(v.producer) {
+					ds = append(ds, v.producer)
 				}
 			}
 		}
@@ -575,7 +575,7 @@ func (g *Graph) topoOrder() ([]*Node, error) {
 				return nil, fmt.Errorf("graph %q: node %v reads its own output: cycle", g.Name, n)
 			}
 			indeg[i]++
-			succ[pos[d]] = append(succ[pos[d]], i)
+			succ[d.pos] = append(succ[d.pos], i)
 		}
 	}
 	// Kahn's algorithm with a min-heap on the original position keeps
