@@ -23,9 +23,7 @@ func castC(c *Call, t *Tensor, dt graph.DataType) *Tensor {
 	switch s := t.data.(type) {
 	case []float16.Float16:
 		if d, ok := out.data.([]float32); ok {
-			for i, v := range s {
-				d[i] = v.Float32()
-			}
+			widen16(d, s)
 			return out
 		}
 	case []graph.BF16:
@@ -38,9 +36,7 @@ func castC(c *Call, t *Tensor, dt graph.DataType) *Tensor {
 	case []float32:
 		switch d := out.data.(type) {
 		case []float16.Float16:
-			for i, v := range s {
-				d[i] = float16.Fromfloat32(v)
-			}
+			narrow16(d, s)
 			return out
 		case []graph.BF16:
 			for i, v := range s {
@@ -82,7 +78,7 @@ func fromFloat64(t *Tensor, v []float64) {
 		copy(d, v)
 	case []float16.Float16:
 		for i, x := range v {
-			d[i] = float16.Fromfloat32(roundTo32For16(x))
+			d[i] = f32to16(roundTo32For16(x))
 		}
 	case []graph.BF16:
 		for i, x := range v {
@@ -135,7 +131,7 @@ func fromInt64(t *Tensor, v []int64) {
 		}
 	case []float16.Float16:
 		for i, x := range v {
-			d[i] = float16.Fromfloat32(roundTo32For16(float64(x)))
+			d[i] = f32to16(roundTo32For16(float64(x)))
 		}
 	case []graph.BF16:
 		for i, x := range v {

@@ -175,8 +175,14 @@ func intRem[T Num](x, y T) T {
 
 // binaryT applies op with broadcasting.
 func binaryT[T Num](c *Call, op binOp, a, b *Tensor) (*Tensor, error) {
-	shape, err := broadcastShape(a.Shape, b.Shape)
-	if err != nil {
+	var sbuf [bcastRank]int
+	shape := sbuf[:0]
+	if r := max(len(a.Shape), len(b.Shape)); r <= bcastRank {
+		shape = sbuf[:r]
+	} else {
+		shape = make([]int, r)
+	}
+	if err := broadcastInto(shape, a.Shape, b.Shape); err != nil {
 		return nil, err
 	}
 	out := c.alloc(a.DType, shape...)
@@ -191,7 +197,25 @@ func binaryT[T Num](c *Call, op binOp, a, b *Tensor) (*Tensor, error) {
 			return out, nil
 		}
 	}
-	if equalShape(a.Shape, b.Shape) {
+	same := equalShape(a.Shape, b.Shape)
+	if serial(c, n, n*cost) {
+		switch {
+		case same:
+			binRun(op, d, x, y, 1, 1)
+		case len(y) == 1 && len(x) == n:
+			binRun(op, d, x, y, 1, 0)
+		case len(x) == 1 && len(y) == n:
+			binRun(op, d, x, y, 0, 1)
+		default:
+			var bc bcast
+			bc.init(shape, a.Shape, b.Shape)
+			bc.each(func(o int, offs, inc []int, n int) {
+				binRun(op, d[o:o+n], x[offs[0]:], y[offs[1]:], inc[0], inc[1])
+			})
+		}
+		return out, nil
+	}
+	if same {
 		parallelFor(c, n, n*cost, func(lo, hi int) { binRun(op, d[lo:hi], x[lo:hi], y[lo:hi], 1, 1) })
 		return out, nil
 	}

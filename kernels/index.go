@@ -244,8 +244,9 @@ func constantOfShape(c *Call, in []*Tensor) ([]*Tensor, error) {
 }
 
 func constant(c *Call, in []*Tensor) ([]*Tensor, error) {
-	for name, a := range c.attrs {
-		switch name {
+	for _, na := range c.attrs {
+		a := na.a
+		switch na.name {
 		case "value":
 			t, err := FromGraph(a.Tensor)
 			return []*Tensor{t}, err

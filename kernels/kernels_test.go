@@ -515,13 +515,13 @@ func TestIntermediatesFreedAfterLastUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(1, 1))
-	e := &env{vals: map[*graph.Value]*Tensor{}, plan: s.main}
-	e.vals[m.Graph.Inputs[0]] = randF32(rng, 8, 16)
+	e := newEnv(s.main, nil)
+	e.vals[s.main.slots[m.Graph.Inputs[0]]] = randF32(rng, 8, 16)
 	if err := s.exec(s.main, e); err != nil {
 		t.Fatal(err)
 	}
-	for v := range e.vals {
-		if !v.IsGraphOutput() && !v.IsGraphInput() {
+	for v, sl := range s.main.slots {
+		if e.vals[sl] != nil && !v.IsGraphOutput() && !v.IsGraphInput() {
 			t.Errorf("value %q is still held after the run", v.Name)
 		}
 	}

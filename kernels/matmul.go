@@ -325,10 +325,10 @@ func (s *Session) packWeights(p *plan) {
 		switch d := normDomain(n.Domain); {
 		case d == "" && n.OpType == "MatMul":
 		case d == "" && n.OpType == "Gemm" || d == DomainMicrosoft && n.OpType == "FusedMatMul":
-			if a := st.attrs["transB"]; a != nil {
+			if a := st.attrs.attr("transB"); a != nil {
 				transB = a.Int() == 1
 			}
-			if a := st.attrs["transBatchB"]; a != nil && a.Int() != 0 {
+			if a := st.attrs.attr("transBatchB"); a != nil && a.Int() != 0 {
 				continue
 			}
 		default:

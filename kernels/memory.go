@@ -302,7 +302,11 @@ func (p *bufPool) get(dt graph.DataType, shape []int) *Tensor {
 	p.free[dt] = list[:len(list)-1]
 	_, cb, _ := storageKey(b)
 	p.bytes -= cb
-	return &Tensor{DType: dt, Shape: slices.Clone(shape), data: resliceAny(b.data, n)}
+	d := b.data
+	if lenAny(d) != n {
+		d = resliceAny(d, n)
+	}
+	return newTensor(dt, shape, d)
 }
 
 // trim drops free buffers (the largest first) until the pool holds at most

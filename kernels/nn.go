@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels/gemm"
 )
 
 // softmaxRows computes softmax (or log-softmax) over rows of length d whose
@@ -345,6 +346,109 @@ func clip(c *Call, in []*Tensor) ([]*Tensor, error) {
 
 func clampF(v, lo, hi float64) float64 { return math.Max(lo, math.Min(v, hi)) }
 
+// convGemm is an N-D convolution (N = 1, 2 or 3) in NC[D]HW layout as
+// one matrix product per image and group: the weights of the group
+// (opg x cpg*ksz) times the im2col matrix of the image (cpg*ksz x osz,
+// skipped for 1x1 kernels with unit strides and no padding, where the
+// image itself is that matrix).
+func convGemm(c *Call, y, x, w, b []float32, n, cin, cout, group int, in, ks, out, strides, dil, padBegin []int) {
+	sp := len(in)
+	pad3 := func(v []int, fill int) [3]int {
+		r := [3]int{fill, fill, fill}
+		copy(r[3-sp:], v)
+		return r
+	}
+	I, K, O := pad3(in, 1), pad3(ks, 1), pad3(out, 1)
+	S, D, P := pad3(strides, 1), pad3(dil, 1), pad3(padBegin, 0)
+	cpg, opg := cin/group, cout/group
+	isz, ksz, osz := I[0]*I[1]*I[2], K[0]*K[1]*K[2], O[0]*O[1]*O[2]
+	kdim := cpg * ksz
+	direct := ksz == 1 && S == [3]int{1, 1, 1} && P == [3]int{} && isz == osz
+	var col []float32
+	if !direct && kdim*osz > 0 {
+		col = Data[float32](c.alloc(graph.Float, kdim*osz))
+	}
+	for ni := range n {
+		for g := range group {
+			xg := x[(ni*cin+g*cpg)*isz : (ni*cin+(g+1)*cpg)*isz]
+			yg := y[(ni*cout+g*opg)*osz : (ni*cout+(g+1)*opg)*osz]
+			wg := w[g*opg*kdim : (g+1)*opg*kdim]
+			src := xg
+			if !direct {
+				im2col(col, xg, cpg, I, K, O, S, D, P)
+				src = col
+			}
+			if opg > 0 && osz > 0 {
+				if kdim == 0 {
+					clear(yg)
+				} else {
+					gemm.Sgemm(false, false, opg, osz, kdim, 1, wg, kdim, src, osz, 0, yg, osz)
+				}
+			}
+			if b != nil {
+				for oc := range opg {
+					bv := b[g*opg+oc]
+					row := yg[oc*osz : (oc+1)*osz]
+					for i := range row {
+						row[i] += bv
+					}
+				}
+			}
+		}
+	}
+}
+
+// im2col fills col (cpg*ksz rows of osz) with the input element each
+// kernel tap of each channel reads at each output position (0 in the
+// padding).
+func im2col(col, x []float32, cpg int, I, K, O, S, D, P [3]int) {
+	isz, osz := I[0]*I[1]*I[2], O[0]*O[1]*O[2]
+	r := 0
+	for ci := range cpg {
+		xc := x[ci*isz : (ci+1)*isz]
+		for k0 := range K[0] {
+			for k1 := range K[1] {
+				for k2 := range K[2] {
+					row := col[r*osz : (r+1)*osz]
+					r++
+					j := 0
+					for o0 := range O[0] {
+						i0 := o0*S[0] - P[0] + k0*D[0]
+						if i0 < 0 || i0 >= I[0] {
+							clear(row[j : j+O[1]*O[2]])
+							j += O[1] * O[2]
+							continue
+						}
+						for o1 := range O[1] {
+							i1 := o1*S[1] - P[1] + k1*D[1]
+							seg := row[j : j+O[2]]
+							j += O[2]
+							if i1 < 0 || i1 >= I[1] {
+								clear(seg)
+								continue
+							}
+							base := xc[(i0*I[1]+i1)*I[2] : (i0*I[1]+i1+1)*I[2]]
+							i2 := -P[2] + k2*D[2]
+							if S[2] == 1 && i2 >= 0 && i2+O[2] <= I[2] {
+								copy(seg, base[i2:i2+O[2]])
+								continue
+							}
+							for o2 := range seg {
+								if i2 >= 0 && i2 < I[2] {
+									seg[o2] = base[i2]
+								} else {
+									seg[o2] = 0
+								}
+								i2 += S[2]
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // convT is a direct N-D convolution (N = 1, 2 or 3) in NC[D]HW layout.
 func convT[T Float](y, x, w, b []T, n, cin, cout, group int, in, ks, out, strides, dil, padBegin []int, acc64 bool) {
 	sp := len(in)
@@ -471,9 +575,13 @@ func conv(c *Call, in []*Tensor) ([]*Tensor, error) {
 			out[i] = 0
 		}
 	}
-	y := New(x.DType, slices.Concat([]int{n, cout}, out)...)
+	y := c.alloc(x.DType, slices.Concat([]int{n, cout}, out)...)
 	switch x.DType {
 	case graph.Float:
+		if !c.Acc64() {
+			convGemm(c, Data[float32](y), Data[float32](x), Data[float32](w), dataOrNil[float32](b), n, cin, cout, group, inS, ks, out, strides, dil, pads[:sp])
+			break
+		}
 		convT(Data[float32](y), Data[float32](x), Data[float32](w), dataOrNil[float32](b), n, cin, cout, group, inS, ks, out, strides, dil, pads[:sp], c.Acc64())
 	case graph.Double:
 		convT(Data[float64](y), Data[float64](x), Data[float64](w), dataOrNil[float64](b), n, cin, cout, group, inS, ks, out, strides, dil, pads[:sp], false)

@@ -41,3 +41,9 @@ func parallelFor(c *Call, n, work int, f func(lo, hi int)) {
 	f(0, n/p)
 	wg.Wait()
 }
+
+// serial reports whether parallelFor(c, n, work, ...) would run on the
+// calling goroutine: callers then skip building the closure.
+func serial(c *Call, n, work int) bool {
+	return work < parallelMin || n < 2 || c.threads() <= 1
+}

@@ -114,7 +114,7 @@ func init() {
 			}
 			ts, axis = ex, int64(a)
 		}
-		cc := &Call{Node: c.Node, Opset: 13, attrs: map[string]*graph.Attr{"axis": graph.IntAttr("axis", axis)}}
+		cc := &Call{Node: c.Node, Opset: 13, attrs: attrList{{name: "axis", a: graph.IntAttr("axis", axis)}}}
 		return concat(cc, ts)
 	})
 	r("SplitToSequence", 11, func(c *Call, in []*Tensor) ([]*Tensor, error) {

@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/onnxpe/onnxpe/graph"
@@ -36,42 +37,104 @@ type Session struct {
 	tr         *tracker // the storage of the current run
 	spare      *tracker // the tracker of the last run, for reuse
 	stats      RunStats // of the last run
+	// wide maps float16/bfloat16 constants to their float32 copies.
+	wide map[*Tensor]*Tensor
 }
 
 // plan is a graph compiled for execution: its steps in topological order,
-// the values each step frees, and its constants.
+// the values each step frees, and its constants. The values a plan's own
+// nodes compute (and its graph inputs) live in an env's slot array; steps
+// read them through refs resolved at compile time.
 type plan struct {
 	g      *graph.Graph
 	steps  []*step
 	consts map[*graph.Value]*Tensor
+	// slots numbers the values defined in g: graph inputs and named node
+	// outputs. isInput marks g's inputs (an initializer that is also an
+	// input is read from its slot, which a run may fill).
+	slots   map[*graph.Value]int
+	isInput map[*graph.Value]bool
+	inSlots []int     // slot of each g.Inputs entry
+	inDefs  []*Tensor // the initializer of each g.Inputs entry, or nil
+	outRefs []ref     // where each g.Outputs entry is read
+	parent  *plan     // the enclosing graph's plan (compile time only)
 }
+
+// ref says where a step reads one input: a constant, or a slot of the env
+// up levels above the running one. slot is refAbsent for an absent
+// optional input and refMissing for a value no graph defines.
+type ref struct {
+	k    *Tensor
+	up   int
+	slot int
+	v    *graph.Value
+}
+
+const (
+	refAbsent  = -1
+	refMissing = -2
+)
 
 type step struct {
 	node  *graph.Node
 	entry entry
 	opset int64
-	attrs map[string]*graph.Attr
-	free  []*graph.Value
+	attrs attrList
+	free  []int                  // slots dropped after the step
 	subs  map[*graph.Graph]*plan // attribute subgraphs (If, Loop, Scan)
 	fn    *plan                  // body of a model-local function
 	// packed is the constant B operand of a matrix product, packed once.
 	packed *packedWeight
+	in     []ref
+	outs   []int     // slot of each output (-1: unnamed)
 	ins    []*Tensor // the inputs of the running step
 	call   Call
+	// wide holds float32 copies of the step's float16/bfloat16 constant
+	// inputs (for kernels that are not Native), by input index.
+	wide []*Tensor
+	// memo caches the outputs of a pure step whose inputs are all frozen
+	// (constants or cached outputs) or, for Shape and Size, whose input
+	// shape is unchanged: the next run with the same inputs reuses them.
+	memo memo
 }
+
+type memoKind uint8
+
+const (
+	memoNone  memoKind = iota
+	memoPure           // inputs must be frozen and the same tensors
+	memoShape          // Shape, Size: the input's shape must be the same
+)
+
+type memo struct {
+	kind  memoKind
+	ins   []*Tensor
+	shape []int
+	outs  []*Tensor
+}
+
+// memoMaxElems bounds the outputs a step may cache (per output).
+const memoMaxElems = 1 << 14
 
 // env holds the values computed while running one plan; parent is the
 // enclosing graph's env (for outer-scope reads of subgraphs).
 type env struct {
-	vals   map[*graph.Value]*Tensor
+	vals   []*Tensor
 	plan   *plan
 	parent *env
 }
 
+func newEnv(p *plan, parent *env) *env {
+	return &env{vals: make([]*Tensor, len(p.slots)), plan: p, parent: parent}
+}
+
+// get returns the value of v seen from e (nil when it has none).
 func (e *env) get(v *graph.Value) *Tensor {
 	for s := e; s != nil; s = s.parent {
-		if t, ok := s.vals[v]; ok {
-			return t
+		if i, ok := s.plan.slots[v]; ok {
+			if t := s.vals[i]; t != nil || s.plan.isInput[v] {
+				return t
+			}
 		}
 		if t, ok := s.plan.consts[v]; ok {
 			return t
@@ -80,11 +143,65 @@ func (e *env) get(v *graph.Value) *Tensor {
 	return nil
 }
 
+// read returns the tensor r refers to from e.
+func (e *env) read(r *ref) *Tensor {
+	if r.k != nil {
+		return r.k
+	}
+	if r.slot < 0 {
+		return nil
+	}
+	s := e
+	for u := r.up; u > 0; u-- {
+		s = s.parent
+	}
+	return s.vals[r.slot]
+}
+
+// bindInputs stores ins (by position) into e's input slots, initializer
+// defaults where an input is absent.
+func (e *env) bindInputs(ins []*Tensor) {
+	p := e.plan
+	for i, sl := range p.inSlots {
+		if i < len(ins) && ins[i] != nil {
+			e.vals[sl] = ins[i]
+		} else if p.inDefs[i] != nil {
+			e.vals[sl] = p.inDefs[i]
+		}
+	}
+}
+
+// attrList holds a node's attributes (function references resolved) in a
+// slice: nodes have few, and a scan beats hashing their names.
+type attrList []namedAttr
+
+type namedAttr struct {
+	name string
+	a    *graph.Attr
+	s    string // the string value, for string attributes
+}
+
+func (l attrList) get(name string) *namedAttr {
+	for i := range l {
+		if l[i].name == name {
+			return &l[i]
+		}
+	}
+	return nil
+}
+
+func (l attrList) attr(name string) *graph.Attr {
+	if na := l.get(name); na != nil {
+		return na.a
+	}
+	return nil
+}
+
 // NewSession compiles m for execution: it checks that every op has a
 // kernel, orders the nodes, converts initializers and folds Constant nodes.
 func NewSession(m *graph.Model, opts Options) (*Session, error) {
 	s := &Session{model: m, opts: opts, constKeys: map[uintptr]bool{}}
-	p, err := s.compile(m.Graph, nil, nil)
+	p, err := s.compile(m.Graph, nil, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -116,19 +233,42 @@ func (s *Session) opsetOf(domain string, os opsets) int64 {
 }
 
 // compile builds the plan of g. refs resolves attribute references inside
-// a function body; os are the function's opset imports.
-func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets) (*plan, error) {
-	p := &plan{g: g, consts: map[*graph.Value]*Tensor{}}
+// a function body; os are the function's opset imports; parent is the plan
+// of the graph enclosing g (nil for the main graph and function bodies).
+func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets, parent *plan) (*plan, error) {
+	p := &plan{g: g, consts: map[*graph.Value]*Tensor{}, slots: map[*graph.Value]int{},
+		isInput: map[*graph.Value]bool{}, parent: parent}
 	for _, v := range g.Initializers {
 		t, err := FromGraph(v.Const)
 		if err != nil {
 			return nil, fmt.Errorf("initializer %q: %w", v.Name, err)
 		}
+		t.frozen = true
 		p.consts[v] = t
+	}
+	for _, v := range g.Inputs {
+		p.isInput[v] = true
+		sl, ok := p.slots[v]
+		if !ok {
+			sl = len(p.slots)
+			p.slots[v] = sl
+		}
+		p.inSlots = append(p.inSlots, sl)
+		p.inDefs = append(p.inDefs, p.consts[v])
 	}
 	order, err := topoOrder(g)
 	if err != nil {
 		return nil, err
+	}
+	for _, n := range order {
+		for _, o := range n.Outputs() {
+			if o.Name == "" {
+				continue
+			}
+			if _, ok := p.slots[o]; !ok {
+				p.slots[o] = len(p.slots)
+			}
+		}
 	}
 	for _, n := range order {
 		st := &step{node: n, opset: s.opsetOf(n.Domain, os), attrs: resolveAttrs(n, refs)}
@@ -137,14 +277,14 @@ func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets
 			for _, a := range f.AttrDefaults {
 				callRefs[a.Name()] = a
 			}
-			for name, a := range st.attrs {
-				callRefs[name] = a
+			for _, na := range st.attrs {
+				callRefs[na.name] = na.a
 			}
 			fos := opsets{}
 			for _, o := range f.Opsets() {
 				fos[normDomain(o.Domain)] = o.Version
 			}
-			body, err := s.compile(f.Body, callRefs, fos)
+			body, err := s.compile(f.Body, callRefs, fos, nil)
 			if err != nil {
 				return nil, fmt.Errorf("function %s.%s called by node %q: %w", f.Domain, f.Name, n.Name, err)
 			}
@@ -163,7 +303,7 @@ func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets
 			}
 			gs = append(gs, a.Graphs...)
 			for _, sg := range gs {
-				sp, err := s.compile(sg, refs, os)
+				sp, err := s.compile(sg, refs, os, p)
 				if err != nil {
 					return nil, fmt.Errorf("node %q: attribute %s: %w", n.Name, a.Name(), err)
 				}
@@ -173,15 +313,54 @@ func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets
 				st.subs[sg] = sp
 			}
 		}
-		if n.OpType == "Constant" && normDomain(n.Domain) == "" && st.fn == nil {
+		st.in = make([]ref, len(n.Inputs()))
+		foldable := st.fn == nil && st.subs == nil
+		for i, v := range n.Inputs() {
+			st.in[i] = p.resolve(v)
+			if v != nil && st.in[i].k == nil {
+				foldable = false
+			}
+		}
+		st.ins = make([]*Tensor, len(n.Inputs()))
+		st.outs = make([]int, len(n.Outputs()))
+		for i, o := range n.Outputs() {
+			st.outs[i] = -1
+			if o.Name != "" {
+				st.outs[i] = p.slots[o]
+			}
+		}
+		if st.fn == nil && st.subs == nil && normDomain(n.Domain) == "" {
+			switch {
+			case n.OpType == "Shape" || n.OpType == "Size":
+				st.memo.kind = memoShape
+			case pureOps[n.OpType]:
+				st.memo.kind = memoPure
+			}
+		}
+		if foldable && (st.memo.kind == memoPure || n.OpType == "Constant") {
 			// Fold now: the value is the same on every run.
-			c := &Call{Node: n, Opset: st.opset, attrs: st.attrs, opts: &s.opts}
-			outs, err := s.callKernel(c, st, nil)
-			if err != nil {
+			outs, err := s.fold(st)
+			if err != nil && n.OpType == "Constant" {
 				return nil, err
 			}
-			p.consts[n.Output(0)] = outs[0]
-			continue
+			if outs != nil {
+				for i, o := range n.Outputs() {
+					if o.Name != "" && i < len(outs) && outs[i] != nil {
+						p.consts[o] = outs[i]
+					}
+				}
+				continue
+			}
+		}
+		if st.entry.flags&Native == 0 && st.fn == nil {
+			for i, r := range st.in {
+				if r.k != nil && isHalf(r.k.DType) {
+					if st.wide == nil {
+						st.wide = make([]*Tensor, len(st.in))
+					}
+					st.wide[i] = s.widened(r.k)
+				}
+			}
 		}
 		p.steps = append(p.steps, st)
 	}
@@ -208,11 +387,12 @@ func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets
 	outputs := map[*graph.Value]bool{}
 	for _, o := range g.Outputs {
 		outputs[o] = true
+		p.outRefs = append(p.outRefs, p.resolve(o))
 	}
 	for i, st := range p.steps {
 		for _, o := range st.node.Outputs() {
 			if last[o] == i && !outputs[o] && o.Name != "" {
-				st.free = append(st.free, o)
+				st.free = append(st.free, p.slots[o])
 			}
 		}
 	}
@@ -220,8 +400,12 @@ func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets
 		if v.Graph() != g || outputs[v] || v.Producer() == nil {
 			continue
 		}
-		if v.Producer() != p.steps[i].node {
-			p.steps[i].free = append(p.steps[i].free, v)
+		if _, ok := p.consts[v]; ok {
+			continue
+		}
+		sl, ok := p.slots[v]
+		if ok && v.Producer() != p.steps[i].node {
+			p.steps[i].free = append(p.steps[i].free, sl)
 		}
 	}
 	for _, t := range p.consts {
@@ -234,6 +418,86 @@ func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets
 	return p, nil
 }
 
+// pureOps are the ONNX ops whose outputs depend on their inputs and
+// attributes only (no randomness, no subgraphs): a step of one of them
+// whose inputs are constants is folded when the session is made, and one
+// whose inputs are frozen is cached from run to run.
+var pureOps = map[string]bool{
+	"Identity": true, "Cast": true, "CastLike": true, "Reshape": true, "Unsqueeze": true,
+	"Squeeze": true, "Flatten": true, "Concat": true, "Gather": true, "GatherElements": true,
+	"Slice": true, "Split": true, "Transpose": true, "Expand": true, "Tile": true,
+	"ConstantOfShape": true, "Range": true, "Where": true, "Equal": true, "Less": true,
+	"LessOrEqual": true, "Greater": true, "GreaterOrEqual": true, "And": true, "Or": true,
+	"Xor": true, "Not": true, "Add": true, "Sub": true, "Mul": true, "Div": true, "Mod": true,
+	"Pow": true, "Neg": true, "Abs": true, "Sqrt": true, "Reciprocal": true, "Floor": true,
+	"Ceil": true, "Round": true, "Sign": true, "Exp": true, "Log": true, "Sin": true, "Cos": true,
+	"Max": true, "Min": true, "Sum": true, "Mean": true, "Clip": true, "ReduceSum": true,
+	"ReduceProd": true, "ReduceMax": true, "ReduceMin": true, "ReduceMean": true, "CumSum": true,
+	"Trilu": true, "ScatterND": true, "ScatterElements": true, "Pad": true, "Sigmoid": true,
+	"Tanh": true, "Erf": true, "Relu": true, "Softmax": true, "MatMul": true, "Einsum": true,
+}
+
+// fold runs a step whose inputs are all constants once, at compile time.
+// It returns nil outputs when the kernel fails (the error is the node's
+// then, at run time) or the outputs are too large to keep a copy of (the
+// step then runs every time).
+func (s *Session) fold(st *step) ([]*Tensor, error) {
+	for i, r := range st.in {
+		st.ins[i] = r.k
+	}
+	c := &Call{Node: st.node, Opset: st.opset, attrs: st.attrs, opts: &s.opts, sess: s, step: st}
+	outs, err := s.callKernel(c, st, st.ins)
+	clear(st.ins)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range outs {
+		if t != nil && (t.IsSequence() || (st.node.OpType != "Constant" && t.Len() > memoMaxElems)) {
+			return nil, nil
+		}
+	}
+	for _, t := range outs {
+		if t != nil {
+			t.frozen = true
+		}
+	}
+	return outs, nil
+}
+
+// resolve finds where a step of p reads v.
+func (p *plan) resolve(v *graph.Value) ref {
+	if v == nil {
+		return ref{slot: refAbsent}
+	}
+	for q, up := p, 0; q != nil; q, up = q.parent, up+1 {
+		if t, ok := q.consts[v]; ok && !q.isInput[v] {
+			return ref{k: t, v: v}
+		}
+		if sl, ok := q.slots[v]; ok {
+			return ref{up: up, slot: sl, v: v}
+		}
+	}
+	return ref{slot: refMissing, v: v}
+}
+
+func isHalf(dt graph.DataType) bool { return dt == graph.Float16 || dt == graph.BFloat16 }
+
+// widened returns the float32 copy of the float16 or bfloat16 constant t,
+// made once per session.
+func (s *Session) widened(t *Tensor) *Tensor {
+	if w := s.wide[t]; w != nil {
+		return w
+	}
+	if s.wide == nil {
+		s.wide = map[*Tensor]*Tensor{}
+	}
+	w := castTensor(t, graph.Float)
+	w.frozen = true
+	s.wide[t] = w
+	s.packed += int64(4 * w.Len())
+	return w
+}
+
 func opName(n *graph.Node) string {
 	if d := normDomain(n.Domain); d != "" {
 		return d + "." + n.OpType
@@ -241,18 +505,18 @@ func opName(n *graph.Node) string {
 	return n.OpType
 }
 
-func resolveAttrs(n *graph.Node, refs map[string]*graph.Attr) map[string]*graph.Attr {
-	m := make(map[string]*graph.Attr, len(n.Attrs))
+func resolveAttrs(n *graph.Node, refs map[string]*graph.Attr) attrList {
+	var l attrList
 	for _, a := range n.Attrs {
 		if r := a.RefAttrName(); r != "" {
 			if ra := refs[r]; ra != nil {
-				m[a.Name()] = ra
+				l = append(l, namedAttr{name: a.Name(), a: ra, s: ra.String()})
 			}
 			continue
 		}
-		m[a.Name()] = a
+		l = append(l, namedAttr{name: a.Name(), a: a, s: a.String()})
 	}
-	return m
+	return l
 }
 
 // outerReads lists the values read inside sg (or its nested subgraphs)
@@ -342,7 +606,8 @@ func topoOrder(g *graph.Graph) ([]*graph.Node, error) {
 // Graph inputs that are also initializers may be left out.
 func (s *Session) Run(inputs map[string]*Tensor) (map[string]*Tensor, error) {
 	g := s.model.Graph
-	e := &env{vals: make(map[*graph.Value]*Tensor, len(g.Inputs)+len(s.main.steps)), plan: s.main}
+	p := s.main
+	e := newEnv(p, nil)
 	tr := s.spare
 	if tr == nil {
 		tr = newTracker(&s.pool, s.constKeys)
@@ -352,10 +617,11 @@ func (s *Session) Run(inputs map[string]*Tensor) (map[string]*Tensor, error) {
 	defer func() { s.tr, s.spare = nil, tr }()
 	prev := gemm.SetThreads(s.opts.Threads)
 	defer gemm.SetThreads(prev)
-	for _, v := range g.Inputs {
+	for i, v := range g.Inputs {
 		t, ok := inputs[v.Name]
 		if !ok || t == nil {
 			if v.Const != nil {
+				e.vals[p.inSlots[i]] = p.inDefs[i]
 				continue
 			}
 			return nil, fmt.Errorf("input %q is missing", v.Name)
@@ -363,7 +629,7 @@ func (s *Session) Run(inputs map[string]*Tensor) (map[string]*Tensor, error) {
 		if err := checkInput(v, t); err != nil {
 			return nil, err
 		}
-		e.vals[v] = t
+		e.vals[p.inSlots[i]] = t
 		tr.input(t)
 	}
 	for name := range inputs {
@@ -371,12 +637,12 @@ func (s *Session) Run(inputs map[string]*Tensor) (map[string]*Tensor, error) {
 			return nil, fmt.Errorf("the model has no input %q", name)
 		}
 	}
-	if err := s.exec(s.main, e); err != nil {
+	if err := s.exec(p, e); err != nil {
 		return nil, err
 	}
 	out := make(map[string]*Tensor, len(g.Outputs))
-	for _, v := range g.Outputs {
-		t := e.get(v)
+	for i, v := range g.Outputs {
+		t := e.read(&p.outRefs[i])
 		if t == nil {
 			return nil, fmt.Errorf("output %q was not computed", v.Name)
 		}
@@ -415,59 +681,128 @@ func checkInput(v *graph.Value, t *Tensor) error {
 
 // exec runs p's steps in e (whose inputs are bound).
 func (s *Session) exec(p *plan, e *env) error {
+	tr := s.tr
 	for _, st := range p.steps {
 		n := st.node
 		// A step never runs inside itself, so its input slice and Call
 		// are reused from run to run (kernels keep neither).
-		if len(st.ins) != len(n.Inputs()) {
-			st.ins = make([]*Tensor, len(n.Inputs()))
-		}
 		ins := st.ins
-		clear(ins)
-		for i, v := range n.Inputs() {
-			if v == nil {
-				continue
-			}
-			t := e.get(v)
+		frozen := true
+		for i := range st.in {
+			r := &st.in[i]
+			t := e.read(r)
 			if t == nil {
-				return fmt.Errorf("node %q (%s): input %q has no value", n.Name, opName(n), v.Name)
+				if r.slot == refAbsent {
+					ins[i] = nil
+					continue
+				}
+				return fmt.Errorf("node %q (%s): input %q has no value", n.Name, opName(n), r.v.Name)
 			}
+			frozen = frozen && t.frozen
 			ins[i] = t
 		}
-		tr := s.tr
-		c := &st.call
-		*c = Call{Node: n, Opset: st.opset, attrs: st.attrs, opts: &s.opts, sess: s, step: st, env: e, tr: tr, allocs: c.allocs[:0]}
 		if tr != nil {
 			tr.step++
 		}
-		outs, err := s.callKernel(c, st, ins)
-		if err != nil {
-			return err
+		var outs []*Tensor
+		switch m := &st.memo; {
+		case m.kind == memoPure && frozen || m.kind == memoShape && ins[0] != nil && !ins[0].IsSequence():
+			if m.outs != nil && m.hit(ins) {
+				outs = m.outs
+				break
+			}
+			// Compute untracked (fresh storage, never pooled) and keep.
+			c := &st.call
+			*c = Call{Node: n, Opset: st.opset, attrs: st.attrs, opts: &s.opts, sess: s, step: st, env: e}
+			var err error
+			if outs, err = s.callKernel(c, st, ins); err != nil {
+				return err
+			}
+			if !m.keep(ins, outs) {
+				// Too large to cache: release it like any output.
+				m.kind = memoNone
+				for _, t := range outs {
+					if t != nil {
+						t.frozen = false
+					}
+				}
+			}
+		default:
+			c := &st.call
+			*c = Call{Node: n, Opset: st.opset, attrs: st.attrs, opts: &s.opts, sess: s, step: st, env: e, tr: tr, allocs: c.allocs[:0]}
+			var err error
+			if outs, err = s.callKernel(c, st, ins); err != nil {
+				return err
+			}
 		}
-		for i, o := range n.Outputs() {
-			if o.Name == "" || i >= len(outs) {
+		for i, sl := range st.outs {
+			if sl < 0 || i >= len(outs) {
 				continue
 			}
-			if outs[i] == nil {
+			t := outs[i]
+			if t == nil {
 				return fmt.Errorf("node %q (%s): output %d was not computed", n.Name, opName(n), i)
 			}
-			e.vals[o] = outs[i]
-			if tr != nil {
-				tr.hold(outs[i], c)
+			e.vals[sl] = t
+			if tr != nil && !t.frozen {
+				tr.hold(t, &st.call)
 			}
 		}
-		for _, v := range st.free {
+		for _, sl := range st.free {
 			if tr != nil {
-				tr.release(e.vals[v])
+				if t := e.vals[sl]; t != nil && !t.frozen {
+					tr.release(t)
+				}
 			}
-			delete(e.vals, v)
+			e.vals[sl] = nil
 		}
 		if tr != nil {
-			c.dropTemps()
+			if st.call.tr != nil {
+				st.call.dropTemps()
+			}
 			tr.endStep()
 		}
+		clear(ins)
 	}
 	return nil
+}
+
+// hit reports whether ins are the inputs the cached outputs were made of.
+func (m *memo) hit(ins []*Tensor) bool {
+	if m.kind == memoShape {
+		return slices.Equal(m.shape, ins[0].Shape)
+	}
+	if len(ins) != len(m.ins) {
+		return false
+	}
+	for i, t := range ins {
+		if m.ins[i] != t {
+			return false
+		}
+	}
+	return true
+}
+
+// keep caches outs as the outputs of ins, when they are small enough, and
+// marks them frozen.
+func (m *memo) keep(ins, outs []*Tensor) bool {
+	for _, t := range outs {
+		if t != nil && (t.IsSequence() || t.Len() > memoMaxElems) {
+			return false
+		}
+	}
+	if m.kind == memoShape {
+		m.shape = append(m.shape[:0], ins[0].Shape...)
+	} else {
+		m.ins = append(m.ins[:0], ins...)
+	}
+	m.outs = append(m.outs[:0], outs...)
+	for _, t := range outs {
+		if t != nil {
+			t.frozen = true
+		}
+	}
+	return true
 }
 
 // leave hands the outputs of a subgraph or function env to the calling
@@ -480,9 +815,15 @@ func (s *Session) leave(p *plan, e *env, outs []*graph.Value) {
 		if v.Producer() == nil || v.Graph() != p.g {
 			continue
 		}
-		if t, ok := e.vals[v]; ok {
-			s.tr.leave(t)
-			delete(e.vals, v)
+		sl, ok := p.slots[v]
+		if !ok {
+			continue
+		}
+		if t := e.vals[sl]; t != nil {
+			if !t.frozen {
+				s.tr.leave(t)
+			}
+			e.vals[sl] = nil
 		}
 	}
 }
@@ -505,11 +846,15 @@ func (s *Session) callKernel(c *Call, st *step, ins []*Tensor) (outs []*Tensor, 
 	var half graph.DataType
 	if st.entry.flags&Native == 0 {
 		for i, t := range ins {
-			if t != nil && !t.IsSequence() && (t.DType == graph.Float16 || t.DType == graph.BFloat16) {
+			if t != nil && !t.IsSequence() && isHalf(t.DType) {
 				if half == 0 {
 					half = t.DType
 				}
-				ins[i] = castC(c, t, graph.Float)
+				if st.wide != nil && st.wide[i] != nil && i < len(st.in) && st.in[i].k == t {
+					ins[i] = st.wide[i]
+				} else {
+					ins[i] = castC(c, t, graph.Float)
+				}
 			}
 		}
 	}
@@ -541,18 +886,14 @@ func (s *Session) callKernel(c *Call, st *step, ins []*Tensor) (outs []*Tensor, 
 }
 
 func (s *Session) callFunction(p *plan, ins []*Tensor) ([]*Tensor, error) {
-	e := &env{vals: make(map[*graph.Value]*Tensor, len(p.g.Inputs)+len(p.steps)), plan: p}
-	for i, v := range p.g.Inputs {
-		if i < len(ins) && ins[i] != nil {
-			e.vals[v] = ins[i]
-		}
-	}
+	e := newEnv(p, nil)
+	e.bindInputs(ins)
 	if err := s.exec(p, e); err != nil {
 		return nil, err
 	}
 	outs := make([]*Tensor, len(p.g.Outputs))
-	for i, v := range p.g.Outputs {
-		outs[i] = e.get(v)
+	for i := range p.g.Outputs {
+		outs[i] = e.read(&p.outRefs[i])
 	}
 	s.leave(p, e, p.g.Outputs)
 	return outs, nil
@@ -561,18 +902,14 @@ func (s *Session) callFunction(p *plan, ins []*Tensor) ([]*Tensor, error) {
 // runGraph runs subgraph plan p with its inputs bound to ins, reading outer
 // values from parent.
 func (s *Session) runGraph(p *plan, parent *env, ins []*Tensor) ([]*Tensor, error) {
-	e := &env{vals: make(map[*graph.Value]*Tensor, len(p.steps)+len(ins)), plan: p, parent: parent}
-	for i, v := range p.g.Inputs {
-		if i < len(ins) && ins[i] != nil {
-			e.vals[v] = ins[i]
-		}
-	}
+	e := newEnv(p, parent)
+	e.bindInputs(ins)
 	if err := s.exec(p, e); err != nil {
 		return nil, err
 	}
 	outs := make([]*Tensor, len(p.g.Outputs))
 	for i, v := range p.g.Outputs {
-		outs[i] = e.get(v)
+		outs[i] = e.read(&p.outRefs[i])
 		if outs[i] == nil {
 			return nil, fmt.Errorf("subgraph %q: output %q was not computed", p.g.Name, v.Name)
 		}
@@ -612,7 +949,7 @@ func (e *NodeError) Unwrap() error { return e.Err }
 type Call struct {
 	Node  *graph.Node
 	Opset int64
-	attrs map[string]*graph.Attr
+	attrs attrList
 	opts  *Options
 	sess  *Session
 	step  *step
@@ -624,11 +961,11 @@ type Call struct {
 }
 
 // Attr returns the attribute name, or nil.
-func (c *Call) Attr(name string) *graph.Attr { return c.attrs[name] }
+func (c *Call) Attr(name string) *graph.Attr { return c.attrs.attr(name) }
 
 // Int returns an int attribute or def.
 func (c *Call) Int(name string, def int64) int64 {
-	if a := c.attrs[name]; a != nil {
+	if a := c.attrs.attr(name); a != nil {
 		return a.Int()
 	}
 	return def
@@ -636,7 +973,7 @@ func (c *Call) Int(name string, def int64) int64 {
 
 // Float returns a float attribute or def.
 func (c *Call) Float(name string, def float32) float32 {
-	if a := c.attrs[name]; a != nil {
+	if a := c.attrs.attr(name); a != nil {
 		return a.Float()
 	}
 	return def
@@ -644,15 +981,15 @@ func (c *Call) Float(name string, def float32) float32 {
 
 // String returns a string attribute or def.
 func (c *Call) String(name, def string) string {
-	if a := c.attrs[name]; a != nil {
-		return a.String()
+	if na := c.attrs.get(name); na != nil {
+		return na.s
 	}
 	return def
 }
 
 // Ints returns an ints attribute, or nil.
 func (c *Call) Ints(name string) []int64 {
-	if a := c.attrs[name]; a != nil {
+	if a := c.attrs.attr(name); a != nil {
 		return a.Ints()
 	}
 	return nil
@@ -671,7 +1008,7 @@ func (c *Call) HasOutput(i int) bool {
 
 // runSub runs the subgraph held by attribute name.
 func (c *Call) runSub(name string, ins []*Tensor) ([]*Tensor, error) {
-	a := c.attrs[name]
+	a := c.attrs.attr(name)
 	if a == nil || a.Graph == nil {
 		return nil, fmt.Errorf("attribute %s is not a graph", name)
 	}

@@ -41,6 +41,9 @@ type Tensor struct {
 	// seq is set for a sequence value (ONNX sequence type): DType is its
 	// element type, Shape is nil and data is nil.
 	seq []*Tensor
+	// frozen marks a tensor the session keeps from run to run (a constant
+	// or a cached output): nobody may change it and runs never recycle it.
+	frozen bool
 }
 
 // NewSequence makes a sequence value of tensors of element type dt (the
@@ -90,15 +93,32 @@ func New(dt graph.DataType, shape ...int) *Tensor {
 	default:
 		panic(fmt.Sprintf("kernels: New: unsupported element type %v", dt))
 	}
-	return &Tensor{DType: dt, Shape: slices.Clone(shape), data: d}
+	return newTensor(dt, shape, d)
+}
+
+// tensorBox is a Tensor with room for a small shape: one allocation.
+type tensorBox struct {
+	t    Tensor
+	dims [4]int
+}
+
+// newTensor makes a tensor of a copy of shape and data.
+func newTensor(dt graph.DataType, shape []int, data any) *Tensor {
+	if shape != nil && len(shape) <= len(tensorBox{}.dims) {
+		b := &tensorBox{t: Tensor{DType: dt, data: data}}
+		n := copy(b.dims[:], shape)
+		b.t.Shape = b.dims[:n:n]
+		return &b.t
+	}
+	return &Tensor{DType: dt, Shape: slices.Clone(shape), data: data}
 }
 
 // FromSlice wraps data (not copied) as a tensor of the given shape.
 func FromSlice[T Elem](shape []int, data []T) *Tensor {
 	if shapeSize(shape) != len(data) {
-		panic(fmt.Sprintf("kernels: FromSlice: %d elements for shape %v", len(data), shape))
+		panic(fmt.Sprintf("kernels: FromSlice: %d elements for shape %v", len(data), slices.Clone(shape)))
 	}
-	return &Tensor{DType: dtypeOf[T](), Shape: slices.Clone(shape), data: data}
+	return newTensor(dtypeOf[T](), shape, data)
 }
 
 // Scalar makes a rank-0 tensor.
@@ -171,9 +191,9 @@ func shapeString(s []int) string {
 // Reshaped returns a view of t with another shape of the same size.
 func (t *Tensor) Reshaped(shape ...int) *Tensor {
 	if shapeSize(shape) != t.Len() {
-		panic(fmt.Sprintf("kernels: Reshaped %v to %v", t.Shape, shape))
+		panic(fmt.Sprintf("kernels: Reshaped %v to %v", t.Shape, slices.Clone(shape)))
 	}
-	return &Tensor{DType: t.DType, Shape: slices.Clone(shape), data: t.data}
+	return newTensor(t.DType, shape, t.data)
 }
 
 // Clone copies t's elements.
@@ -345,7 +365,7 @@ func shapeSize(s []int) int {
 	n := 1
 	for _, d := range s {
 		if d < 0 {
-			panic(fmt.Sprintf("kernels: negative dimension in %v", s))
+			panic(fmt.Sprintf("kernels: negative dimension in %v", slices.Clone(s)))
 		}
 		n *= d
 	}
