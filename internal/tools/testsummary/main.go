@@ -23,7 +23,7 @@ type event struct {
 
 // countLine matches the lines in which a test reports its own counts (the
 // conformance suites): they are printed even when the test passes.
-var countLine = regexp.MustCompile(`\d+ passed, \d+ failed, \d+ skipped|: skipped \d+ \(`)
+var countLine = regexp.MustCompile(`\d+ passed, \d+ failed, \d+ skipped|: skipped \d+ \(|: skipped for `)
 
 func main() {
 	out := map[string][]string{}
