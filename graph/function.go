@@ -1,6 +1,10 @@
 package graph
 
-import "github.com/onnxpe/onnxpe/internal/onnxpb"
+import (
+	"google.golang.org/protobuf/proto"
+
+	"github.com/onnxpe/onnxpe/internal/onnxpb"
+)
 
 // Function is a model-local function: nodes calling (Domain, Name,
 // Overload) run Body with the call's inputs bound to Body.Inputs.
@@ -27,4 +31,15 @@ func (f *Function) Opsets() []Opset {
 		out = append(out, Opset{o.GetDomain(), o.GetVersion()})
 	}
 	return out
+}
+
+// SetOpsetVersion makes the body import a domain at a version.
+func (f *Function) SetOpsetVersion(domain string, version int64) {
+	for _, o := range f.shell.OpsetImport {
+		if sameDomain(o.GetDomain(), domain) {
+			o.Version = proto.Int64(version)
+			return
+		}
+	}
+	f.shell.OpsetImport = append(f.shell.OpsetImport, &onnxpb.OperatorSetIdProto{Domain: proto.String(domain), Version: proto.Int64(version)})
 }

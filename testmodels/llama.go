@@ -25,6 +25,10 @@ type LlamaConfig struct {
 	// MaxPositions is the number of rows of stored cos/sin tables
 	// (RopeCacheTable and the fused forms); default 128.
 	MaxPositions int
+	// RotateHalfFunction writes rotate_half as a model-local function
+	// (domain onnxpe.test) whose split point is an attribute reference,
+	// as function-based exporters do.
+	RotateHalfFunction bool
 }
 
 // RopeForm is how a Llama build expresses its rotary embedding.
@@ -114,6 +118,9 @@ func Llama(cfg LlamaConfig) *graph.Model {
 		panic("testmodels: the standard RotaryEmbedding needs opset 23")
 	}
 	opsets := []graph.Opset{{Domain: "", Version: cfg.Opset}}
+	if cfg.RotateHalfFunction {
+		opsets = append(opsets, graph.Opset{Domain: "onnxpe.test", Version: 1})
+	}
 	if cfg.RoPE == RopeFusedMS {
 		opsets = append(opsets, graph.Opset{Domain: "com.microsoft", Version: 1})
 	}
@@ -199,7 +206,26 @@ func Llama(cfg LlamaConfig) *graph.Model {
 	mask := b.op("Mul", nil, b.op("Sub", nil, b.scalar("one", 1), lower), b.scalar("neg_big", -1e9))
 
 	half := hd / 2
+	if cfg.RotateHalfFunction {
+		f := m.AddFunction("onnxpe.test", "RotateHalf", "half")
+		f.SetOpsetVersion("", cfg.Opset)
+		body := f.Body
+		x := body.AddInput("x", nil)
+		ints := func(v ...int64) *graph.Value {
+			return body.Op("Constant", nil, 1, graph.IntsAttr("value_ints", v...))[0]
+		}
+		h := body.Op("Constant", nil, 1, graph.RefAttr("value_ints", "half", graph.AttrInts))[0]
+		ax := ints(-1)
+		x1 := body.Op("Slice", []*graph.Value{x, ints(0), h, ax}, 1)[0]
+		x2 := body.Op("Slice", []*graph.Value{x, h, ints(math.MaxInt64), ax}, 1)[0]
+		body.AddOutput(body.Op("Concat", []*graph.Value{body.Op("Neg", []*graph.Value{x2}, 1)[0], x1}, 1, graph.IntAttr("axis", -1))[0])
+	}
 	rotateHalf := func(t *graph.Value, l int) *graph.Value {
+		if cfg.RotateHalfFunction {
+			n := g.NewNode("RotateHalf", "onnxpe.test", []*graph.Value{t}, 1, graph.IntsAttr("half", half))
+			g.Append(n)
+			return n.Output(0)
+		}
 		x1 := b.op("Slice", nil, t, b.i64(fmt.Sprintf("l%d_s0", l), 0), b.i64(fmt.Sprintf("l%d_e0", l), half), b.i64(fmt.Sprintf("l%d_ax", l), -1))
 		x2 := b.op("Slice", nil, t, b.i64(fmt.Sprintf("l%d_s1", l), half), b.i64(fmt.Sprintf("l%d_e1", l), math.MaxInt64), b.i64(fmt.Sprintf("l%d_ax2", l), -1))
 		return b.op("Concat", []*graph.Attr{graph.IntAttr("axis", -1)}, b.op("Neg", nil, x2), x1)

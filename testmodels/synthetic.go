@@ -63,9 +63,10 @@ func Synthetics() []Synthetic {
 	}
 	return []Synthetic{
 		llamaVariant("llama_opset18", "Llama, computed half-split RoPE, opset 18 (ReduceMean axes as an input)", func(c *LlamaConfig) { c.Opset = 18 }),
-		llamaVariant("llama_cache_shared", "Llama, stored cos/sin tables gathered by position_ids and shared by all 3 layers, opset 20", func(c *LlamaConfig) {
-			c.Opset, c.RoPE, c.Layers = 20, RopeCacheTable, 3
+		llamaVariant("llama_cache_shared", "Llama, stored cos/sin tables gathered by position_ids and shared by both layers, opset 20", func(c *LlamaConfig) {
+			c.Opset, c.RoPE = 20, RopeCacheTable
 		}),
+		llamaVariant("llama_local_function", "Llama whose rotate_half is a model-local function with an attribute reference (onnxscript-style export)", func(c *LlamaConfig) { c.RotateHalfFunction = true }),
 		llamaVariant("llama_fused_ms", "Llama with com.microsoft RotaryEmbedding nodes", func(c *LlamaConfig) { c.RoPE = RopeFusedMS }),
 		llamaVariant("llama_fused_onnx", "Llama with the standard RotaryEmbedding (opset 23)", func(c *LlamaConfig) { c.Opset, c.RoPE = 23, RopeFusedONNX }),
 		{Name: "sinusoidal_if", Note: "[sin|cos] table: an If takes rows of a stored table when the sequence fits, else computes them", Build: SinusoidalIf,
