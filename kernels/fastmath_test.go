@@ -26,7 +26,7 @@ func ulpDiff(got float32, want float64) int64 {
 	return d
 }
 
-// TestFastMathULP checks expf, tanhf and sigmoidf against math's float64
+// TestFastMathULP checks expf, tanhf, sigmoidf, erff and the Gelus against math's float64
 // functions rounded to float32 over every 331st float32 (both signs, the
 // whole range): at most 1 ulp.
 func TestFastMathULP(t *testing.T) {
@@ -39,6 +39,8 @@ func TestFastMathULP(t *testing.T) {
 		{"tanh", tanhf, math.Tanh},
 		{"sigmoid", sigmoidf, sigmoid},
 		{"geluTanh", geluTanhf, geluTanh},
+		{"erf", erff, math.Erf},
+		{"geluErf", geluErff, geluErf},
 	}
 	for _, f := range funcs {
 		var worst int64
@@ -53,7 +55,7 @@ func TestFastMathULP(t *testing.T) {
 				n++
 			}
 		}
-		for _, x := range []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 0, 88.72, 88.73, -87.4, -103.9, -104} {
+		for _, x := range []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 0, 88.72, 88.73, -87.4, -103.9, -104, 0x1p-12, -0x1p-12, 3.9, 4, 10.5, -10.5, -14.5, -15, 1e-30} {
 			if d := ulpDiff(float32(f.fast(float64(x))), f.ref(float64(x))); d > worst {
 				worst, at = d, x
 			}
@@ -75,4 +77,24 @@ func TestWiden(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestExpVec checks that the vector exponential (AVX-512 where the CPU has
+// it) gives expf's bits, specials and the saturation bounds included.
+func TestExpVec(t *testing.T) {
+	var s []float64
+	for b := uint32(0); b < 0x7f800000; b += 4099 {
+		x := float64(math.Float32frombits(b))
+		s = append(s, x, -x, x*1e-3, -x*1e-3)
+	}
+	s = append(s, math.Inf(1), math.Inf(-1), math.NaN(), 700, -700, 700.0001, -700.0001, 709, -745, 1e300, -1e300)
+	d := make([]float64, len(s))
+	expN(d, s)
+	for i, x := range s {
+		w := expf(x)
+		if math.Float64bits(d[i]) != math.Float64bits(w) && !(math.IsNaN(w) && math.IsNaN(d[i])) {
+			t.Fatalf("exp(%g): vector %g, expf %g", x, d[i], w)
+		}
+	}
+	t.Logf("%d values, vector path did %d", len(s), expVec(make([]float64, len(s)), s))
 }

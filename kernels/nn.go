@@ -87,6 +87,7 @@ func rowMax(x []float32) float32 {
 // [r0, r1): the max, then e^(x-max) stored and summed in one pass, then
 // the scaling.
 func softmaxFast32(dst, src []float32, r0, r1, d int) {
+	var buf [vecChunk]float64 // the exponentials of a chunk of a row
 	for r := r0; r < r1; r++ {
 		x := src[r*d : r*d+d]
 		y := dst[r*d : r*d+d]
@@ -99,10 +100,17 @@ func softmaxFast32(dst, src []float32, r0, r1, d int) {
 		}
 		m64 := float64(m)
 		var s float64
-		for j, v := range x {
-			e := expf(widen(v) - m64)
-			y[j] = float32(e)
-			s += e
+		for lo := 0; lo < d; lo += vecChunk {
+			xx := x[lo:min(lo+vecChunk, d)]
+			yy, b := y[lo:lo+len(xx)], buf[:len(xx)]
+			for j, v := range xx {
+				b[j] = widen(v) - m64
+			}
+			expN(b, b)
+			for j, e := range b {
+				yy[j] = float32(e)
+				s += e
+			}
 		}
 		inv := float32(1 / s)
 		for j := range y {

@@ -120,7 +120,9 @@ func sigmoid(x float64) float64 {
 	return e / (1 + e)
 }
 
-func geluErf(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) }
+// geluErf is x·Φ(x), written with erfc so that negative x do not lose
+// their digits to the cancellation in 1 + erf(x/√2).
+func geluErf(x float64) float64 { return 0.5 * x * math.Erfc(-x/math.Sqrt2) }
 
 func geluTanh(x float64) float64 {
 	return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x)))
