@@ -47,12 +47,23 @@ func ConstantNodeValue(n *Node) (*Tensor, error) {
 	if len(n.Attrs) != 1 {
 		return nil, fmt.Errorf("graph: Constant node %v has %d attributes, want 1", n, len(n.Attrs))
 	}
-	a := n.Attrs[0]
-	name := n.Output(0).Name
-	switch a.Name() {
+	t, err := ConstantFromAttr(n.Attrs[0].Name(), n.Attrs[0], n.Output(0).Name)
+	if err != nil {
+		return nil, fmt.Errorf("graph: Constant node %v: %w", n, err)
+	}
+	return t, nil
+}
+
+// ConstantFromAttr is the tensor named name that a Constant node's
+// attribute kind (value, value_float, value_floats, value_int, value_ints,
+// value_string, value_strings, sparse_value) with value a stands for.
+// Executors call it after resolving an attribute reference inside a
+// function body, so a may carry the calling node's attribute name.
+func ConstantFromAttr(kind string, a *Attr, name string) (*Tensor, error) {
+	switch kind {
 	case "value":
 		if a.Tensor == nil {
-			return nil, fmt.Errorf("graph: Constant node %v: value is not a tensor", n)
+			return nil, fmt.Errorf("value is not a tensor")
 		}
 		return a.Tensor, nil
 	case "value_float":
@@ -70,7 +81,7 @@ func ConstantNodeValue(n *Node) (*Tensor, error) {
 	case "sparse_value":
 		return densify(name, a.pb.GetSparseTensor())
 	}
-	return nil, fmt.Errorf("graph: Constant node %v: unknown attribute %q", n, a.Name())
+	return nil, fmt.Errorf("unknown attribute %q", kind)
 }
 
 func stringTensor(name string, dims []int64, s [][]byte) *Tensor {

@@ -44,6 +44,17 @@ type caseResult struct {
 	ops    []string
 }
 
+// inconsistentShapes lists cases whose test data contradicts the input
+// shapes their model declares: ONNX 1.12 generated the CastLike bfloat16
+// cases with a one-element "like" input but declares it [3, 4]. The
+// executor checks declared shapes, so these cases run with the check off.
+var inconsistentShapes = map[string]bool{
+	"test_castlike_BFLOAT16_to_FLOAT":          true,
+	"test_castlike_BFLOAT16_to_FLOAT_expanded": true,
+	"test_castlike_FLOAT_to_BFLOAT16":          true,
+	"test_castlike_FLOAT_to_BFLOAT16_expanded": true,
+}
+
 func TestConformance(t *testing.T) {
 	if _, err := os.Stat(conformanceDir); err != nil {
 		t.Fatalf("conformance data not found at %s: %v", conformanceDir, err)
@@ -144,7 +155,11 @@ func runModelCase(path, dir string, rtol, atol float64, wholeModel bool) (r case
 			}
 		}
 	}
-	s, err := NewSession(m, Options{})
+	opts := Options{}
+	if inconsistentShapes[filepath.Base(dir)] {
+		opts.IgnoreDeclaredShapes = true
+	}
+	s, err := NewSession(m, opts)
 	if err != nil {
 		if errors.Is(err, ErrUnsupportedType) {
 			r.status, r.reason = "skip", "element type in a constant"

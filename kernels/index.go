@@ -245,26 +245,12 @@ func constantOfShape(c *Call, in []*Tensor) ([]*Tensor, error) {
 
 func constant(c *Call, in []*Tensor) ([]*Tensor, error) {
 	for _, na := range c.attrs {
-		a := na.a
-		switch na.name {
-		case "value":
-			t, err := FromGraph(a.Tensor)
-			return []*Tensor{t}, err
-		case "value_float":
-			return []*Tensor{Scalar(a.Float())}, nil
-		case "value_floats":
-			f := slices.Clone(a.Floats())
-			return []*Tensor{FromSlice([]int{len(f)}, f)}, nil
-		case "value_int":
-			return []*Tensor{Scalar(a.Int())}, nil
-		case "value_ints":
-			v := slices.Clone(a.Ints())
-			return []*Tensor{FromSlice([]int{len(v)}, v)}, nil
-		case "value_string", "value_strings":
-			return nil, fmt.Errorf("string constants: %w", ErrUnsupportedType)
-		case "sparse_value":
-			return nil, fmt.Errorf("sparse constants: %w", ErrUnsupportedType)
+		gt, err := graph.ConstantFromAttr(na.name, na.a, c.Node.Output(0).Name)
+		if err != nil {
+			return nil, err
 		}
+		t, err := FromGraph(gt)
+		return []*Tensor{t}, err
 	}
 	return nil, fmt.Errorf("Constant has no value attribute")
 }
