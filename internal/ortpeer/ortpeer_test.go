@@ -106,3 +106,49 @@ func TestSyntheticModelsRunInORT(t *testing.T) {
 		})
 	}
 }
+
+// TestGeluAgainstORT checks Gelu (opset 20), the one listed op that ONNX's
+// backend tests of the shared data (opsets up to 17) do not cover, against
+// ONNX Runtime in both of its forms.
+func TestGeluAgainstORT(t *testing.T) {
+	requireORT(t)
+	for _, approx := range []string{"none", "tanh"} {
+		m := graph.NewModel(9, "t", graph.Opset{Version: 20})
+		x := m.Graph.AddInput("x", graph.TensorType(graph.Float, graph.Dims(4, 256)))
+		y := m.Graph.Op("Gelu", []*graph.Value{x}, 1, graph.StringAttr("approximate", approx))[0]
+		y.Type = graph.TensorType(graph.Float, graph.Dims(4, 256))
+		m.Graph.AddOutput(y)
+		p := filepath.Join(t.TempDir(), "gelu.onnx")
+		if err := m.Save(p, graph.SaveOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		v := make([]float32, 4*256)
+		for i := range v {
+			v[i] = float32(i-512) / 64 // -8 .. 8
+		}
+		in := map[string]*kernels.Tensor{"x": kernels.FromSlice([]int{4, 256}, v)}
+		ours, err := kernels.NewSession(m, kernels.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := ours.Run(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := ortpeer.NewSession(p, m, ortpeer.Options{Threads: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Run(in, want)
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := got[y.Name].Float64s(), want[y.Name].Float64s()
+		for i := range a {
+			if math.Abs(a[i]-b[i]) > 1e-6+1e-6*math.Abs(a[i]) {
+				t.Fatalf("approximate=%s: x=%v: ORT %v, onnxpe %v", approx, v[i], a[i], b[i])
+			}
+		}
+	}
+}
