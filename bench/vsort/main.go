@@ -50,11 +50,7 @@ func main() {
 		}
 		var cells []string
 		for _, threads := range []int{1, all} {
-			ours, err := timeOurs(j, threads, *runs)
-			if err != nil {
-				fail(fmt.Errorf("%s: %w", j.name, err))
-			}
-			peer, err := timeORT(j, threads, *runs)
+			ours, peer, err := timePair(j, threads, *runs)
 			if err != nil {
 				fail(fmt.Errorf("%s: %w", j.name, err))
 			}
@@ -133,46 +129,57 @@ func median(ds []time.Duration) time.Duration {
 	return ds[len(ds)/2]
 }
 
-func timeOurs(j job, threads, runs int) (time.Duration, error) {
+// timePair times onnxpe and ONNX Runtime on the same job, alternating
+// blocks of a few runs of each so that both see the same machine (the
+// second vCPU here is shared with other work) while each keeps its caches
+// warm within a block, after a warm-up; it returns both medians.
+func timePair(j job, threads, runs int) (ours, peer time.Duration, err error) {
 	s, err := kernels.NewSession(j.m, kernels.Options{Threads: threads})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return timeIt(runs, func() error { _, err := s.Run(j.in); return err })
-}
-
-func timeORT(j job, threads, runs int) (time.Duration, error) {
-	s, err := ortpeer.NewSession(j.path, j.m, ortpeer.Options{Threads: threads, Level: "all"})
+	p, err := ortpeer.NewSession(j.path, j.m, ortpeer.Options{Threads: threads, Level: "all"})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	defer s.Close()
-	ours, err := kernels.NewSession(j.m, kernels.Options{})
+	defer p.Close()
+	like, err := s.Run(j.in)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	like, err := ours.Run(j.in)
-	if err != nil {
-		return 0, err
-	}
-	return timeIt(runs, func() error { _, err := s.Run(j.in, like); return err })
-}
-
-// timeIt runs f a few times to warm up, then runs times, and returns the
-// median duration.
-func timeIt(runs int, f func() error) (time.Duration, error) {
+	runOurs := func() error { _, err := s.Run(j.in); return err }
+	runPeer := func() error { _, err := p.Run(j.in, like); return err }
 	for i := 0; i < 3; i++ {
-		if err := f(); err != nil {
-			return 0, err
+		if err := runOurs(); err != nil {
+			return 0, 0, err
+		}
+		if err := runPeer(); err != nil {
+			return 0, 0, err
 		}
 	}
-	ds := make([]time.Duration, runs)
-	for i := range ds {
-		t0 := time.Now()
-		if err := f(); err != nil {
-			return 0, err
+	const block = 5
+	var a, b []time.Duration
+	for len(a) < runs {
+		for i := 0; i < block; i++ {
+			d, err := timed(runOurs)
+			if err != nil {
+				return 0, 0, err
+			}
+			a = append(a, d)
 		}
-		ds[i] = time.Since(t0)
+		for i := 0; i < block; i++ {
+			d, err := timed(runPeer)
+			if err != nil {
+				return 0, 0, err
+			}
+			b = append(b, d)
+		}
 	}
-	return median(ds), nil
+	return median(a), median(b), nil
+}
+
+func timed(f func() error) (time.Duration, error) {
+	t0 := time.Now()
+	err := f()
+	return time.Since(t0), err
 }
