@@ -3,6 +3,7 @@ package testmodels
 import (
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 
 	"github.com/onnxpe/onnxpe/graph"
 )
@@ -201,4 +202,16 @@ func SinusoidalLoop() *graph.Model {
 	pe := g.Op("Loop", []*graph.Value{seq, g.AddInitializer(tT)}, 1, graph.GraphAttr("body", body))[0]
 	g.AddOutput(encoderHead(g, ids, pe, rand.New(rand.NewPCG(5, 6))))
 	return m
+}
+
+// ExternalDataModel writes the default Llama into dir as model.onnx with
+// every tensor of 1 KiB or more in the side file model.onnx.data (the form
+// of models over 2 GiB), and returns the model's path.
+func ExternalDataModel(dir string) (string, error) {
+	m := Llama(DefaultLlama)
+	p := filepath.Join(dir, "model.onnx")
+	if err := m.Save(p, graph.SaveOptions{External: graph.ExternalizeLarge}); err != nil {
+		return "", err
+	}
+	return p, nil
 }

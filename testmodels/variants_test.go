@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/testmodels"
 )
@@ -49,5 +50,46 @@ func TestLlamaVariantsAgree(t *testing.T) {
 	}
 	if n < 5 {
 		t.Fatalf("only %d Llama variants", n)
+	}
+}
+
+// TestExternalDataModelRuns loads the external-data Llama (weights read
+// lazily from the side file) and checks it computes what the inline one does.
+func TestExternalDataModelRuns(t *testing.T) {
+	p, err := testmodels.ExternalDataModel(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := graph.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext := 0
+	for _, v := range m.Graph.Initializers {
+		if v.Const.IsExternal() {
+			ext++
+		}
+	}
+	if ext < 10 {
+		t.Fatalf("only %d external initializers", ext)
+	}
+	ids := kernels.FromSlice([]int{1, 4}, []int64{3, 1, 4, 1})
+	pos := kernels.FromSlice([]int{1, 4}, []int64{0, 1, 2, 3})
+	run := func(m *graph.Model) []float64 {
+		s, err := kernels.NewSession(m, kernels.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := s.Run(map[string]*kernels.Tensor{"input_ids": ids, "position_ids": pos})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out[m.Graph.Outputs[0].Name].Float64s()
+	}
+	a, b := run(m), run(testmodels.Llama(testmodels.DefaultLlama))
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("logit %d: %v from external data, %v inline", i, a[i], b[i])
+		}
 	}
 }

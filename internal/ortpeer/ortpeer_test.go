@@ -152,3 +152,45 @@ func TestGeluAgainstORT(t *testing.T) {
 		}
 	}
 }
+
+// TestExternalDataModelInORT runs the external-data Llama in ONNX Runtime,
+// which reads the side file we wrote.
+func TestExternalDataModelInORT(t *testing.T) {
+	requireORT(t)
+	p, err := testmodels.ExternalDataModel(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := graph.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := map[string]*kernels.Tensor{
+		"input_ids":    kernels.FromSlice([]int{1, 4}, []int64{3, 1, 4, 1}),
+		"position_ids": kernels.FromSlice([]int{1, 4}, []int64{0, 1, 2, 3}),
+	}
+	ours, err := kernels.NewSession(m, kernels.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ours.Run(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ortpeer.NewSession(p, m, ortpeer.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.Run(in, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := m.Graph.Outputs[0].Name
+	a, b := got[name].Float64s(), want[name].Float64s()
+	for i := range a {
+		if math.Abs(a[i]-b[i]) > 1e-5 {
+			t.Fatalf("logit %d: ORT %v, onnxpe %v", i, a[i], b[i])
+		}
+	}
+}
