@@ -29,6 +29,9 @@ func binRun[T Num](op binOp, d, a, b []T, ia, ib int) {
 	}
 	_ = a[ia*(n-1)]
 	_ = b[ib*(n-1)]
+	if d32, ok := any(d).([]float32); ok && binVec32(op, d32, any(a).([]float32), any(b).([]float32), ia, ib) {
+		return
+	}
 	switch op {
 	case opAdd:
 		if ia == 1 && ib == 1 {
@@ -206,6 +209,14 @@ func binaryT[T Num](c *Call, op binOp, a, b *Tensor) (*Tensor, error) {
 			binRun(op, d, x, y, 1, 0)
 		case len(x) == 1 && len(y) == n:
 			binRun(op, d, x, y, 0, 1)
+		case len(x) == n && isRowOf(b.Shape, shape):
+			for r := 0; r < n; r += len(y) {
+				binRun(op, d[r:r+len(y)], x[r:], y, 1, 1)
+			}
+		case len(y) == n && isRowOf(a.Shape, shape):
+			for r := 0; r < n; r += len(x) {
+				binRun(op, d[r:r+len(x)], x, y[r:], 1, 1)
+			}
 		default:
 			var bc bcast
 			bc.init(shape, a.Shape, b.Shape)
@@ -226,6 +237,16 @@ func binaryT[T Num](c *Call, op binOp, a, b *Tensor) (*Tensor, error) {
 		})
 	})
 	return out, nil
+}
+
+// isRowOf reports whether an operand of shape s, broadcast to out, repeats
+// one contiguous block of out's trailing elements (a bias row): s without
+// its leading 1s is a non-empty suffix of out.
+func isRowOf(s, out []int) bool {
+	for len(s) > 0 && s[0] == 1 {
+		s = s[1:]
+	}
+	return len(s) > 0 && len(s) <= len(out) && equalShape(s, out[len(out)-len(s):]) && shapeSize(s) > 0
 }
 
 // powScalar computes d = x^e for the exponents exporters write (1, 2,

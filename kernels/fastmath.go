@@ -197,6 +197,19 @@ var erfcMid = func() (m [erfcTabN]float64) {
 
 const erfcTabN = 21 // y up to 10.5; erfc(10.5) < 1e-49
 
+// erfVecTab is erfcTab by coefficient, for the vector erf: c[k][i] =
+// erfcTab[i][k], padded to three vectors of 8 (permute tables).
+type erfVecTab struct{ c [11][24]float64 }
+
+var erfcVec = func() (v erfVecTab) {
+	for i := range erfcTab {
+		for k, c := range erfcTab[i] {
+			v.c[k][i] = c
+		}
+	}
+	return
+}()
+
 // erfcPos is erfc(y) for y >= 0 in float64 with a relative error near
 // 1e-12 (for float32 results). Beyond 10.5 h is taken at 10.5, which
 // changes nothing in float32 since erfc(y) then underflows float32.
@@ -268,6 +281,8 @@ func selectNeg(x, neg, pos float64) float64 {
 
 func geluErfSlice(d, s []float32) {
 	d = d[:len(s)]
+	i := geluErfVec(d, s)
+	d, s = d[i:], s[i:]
 	var buf [vecChunk]float64
 	for lo := 0; lo < len(s); lo += vecChunk {
 		ss := s[lo:min(lo+vecChunk, len(s))]
@@ -285,6 +300,8 @@ func geluErfSlice(d, s []float32) {
 
 func erfSlice(d, s []float32) {
 	d = d[:len(s)]
+	i := erfVec(d, s)
+	d, s = d[i:], s[i:]
 	var buf [vecChunk]float64
 	for lo := 0; lo < len(s); lo += vecChunk {
 		ss := s[lo:min(lo+vecChunk, len(s))]

@@ -98,3 +98,39 @@ func TestExpVec(t *testing.T) {
 	}
 	t.Logf("%d values, vector path did %d", len(s), expVec(make([]float64, len(s)), s))
 }
+
+// TestErfVec checks that the vector erf and Gelu (AVX-512 where the CPU
+// has it) give the bits of the scalar forms over a sweep of float32
+// values (both signs), specials and interval edges included.
+func TestErfVec(t *testing.T) {
+	var s []float32
+	for b := uint32(0); b < 0x7f800000; b += 1031 {
+		x := math.Float32frombits(b)
+		s = append(s, x, -x)
+	}
+	for i := 0; i <= 4*erfcTabN+8; i++ { // the table's interval edges, and around them
+		x := float32(i) * 0.25
+		s = append(s, x, -x, math.Nextafter32(x, 0), math.Nextafter32(x, 100), -math.Nextafter32(x, 100))
+	}
+	s = append(s, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 0x1p-12, -0x1p-12,
+		math.Nextafter32(0x1p-12, 0), 0, float32(math.Copysign(0, -1)), 1e-45, -1e-45, 3.4e38, -3.4e38)
+	s = append(s, 1, 2, 3) // a tail the vector form leaves to the scalar one
+	d := make([]float32, len(s))
+	for _, f := range []struct {
+		name  string
+		slice func(d, s []float32)
+		one   func(float64) float64
+	}{
+		{"erf", erfSlice, erff},
+		{"geluErf", geluErfSlice, geluErff},
+	} {
+		f.slice(d, s)
+		for i, v := range s {
+			w := float32(f.one(float64(v)))
+			if math.Float32bits(d[i]) != math.Float32bits(w) && !(w != w && d[i] != d[i]) {
+				t.Fatalf("%s(%g): slice %g, scalar %g", f.name, v, d[i], w)
+			}
+		}
+	}
+	t.Logf("%d values, vector path did %d", len(s), erfVec(d, s))
+}

@@ -585,3 +585,42 @@ func TestGeluOpset20(t *testing.T) {
 		}
 	}
 }
+
+// TestLogSoftmaxAgainstReference checks LogSoftmax (the contiguous fast
+// path for the last axis, the general one for others) against float64
+// math.Exp and math.Log: within 1 ulp of the correctly rounded result.
+func TestLogSoftmaxAgainstReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, tc := range []struct {
+		shape []int
+		axis  int64
+	}{{[]int{3, 4, 5}, -1}, {[]int{3, 4, 5}, 1}, {[]int{2, 12, 64}, -1}, {[]int{2, 300}, -1}, {[]int{5, 9}, 0}} {
+		x := randF32(rng, tc.shape...)
+		for i, v := range Data[float32](x) {
+			Data[float32](x)[i] = v * 10
+		}
+		o := mustOp(t, "", "LogSoftmax", 13, []*graph.Attr{graph.IntAttr("axis", tc.axis)}, x)
+		a, _ := normAxis(tc.axis, len(tc.shape))
+		outer, d, inner := shapeSize(x.Shape[:a]), x.Shape[a], shapeSize(x.Shape[a+1:])
+		xs, os := x.Float64s(), Data[float32](o)
+		for p := range outer {
+			for q := range inner {
+				m := math.Inf(-1)
+				for j := range d {
+					m = math.Max(m, xs[(p*d+j)*inner+q])
+				}
+				var s float64
+				for j := range d {
+					s += math.Exp(xs[(p*d+j)*inner+q] - m)
+				}
+				for j := range d {
+					idx := (p*d+j)*inner + q
+					want := xs[idx] - m - math.Log(s)
+					if d := ulpDiff(os[idx], want); d > 1 {
+						t.Fatalf("%v axis %d: element %d got %v want %v (%d ulp)", tc.shape, tc.axis, idx, os[idx], want, d)
+					}
+				}
+			}
+		}
+	}
+}

@@ -85,8 +85,8 @@ func rowMax(x []float32) float32 {
 
 // softmaxFast32 is the contiguous float32 case (inner == 1) for rows
 // [r0, r1): the max, then e^(x-max) stored and summed in one pass, then
-// the scaling.
-func softmaxFast32(dst, src []float32, r0, r1, d int) {
+// the scaling (log: x - max - log(sum), the exponentials only summed).
+func softmaxFast32(dst, src []float32, r0, r1, d int, log bool) {
 	var buf [vecChunk]float64 // the exponentials of a chunk of a row
 	for r := r0; r < r1; r++ {
 		x := src[r*d : r*d+d]
@@ -95,7 +95,7 @@ func softmaxFast32(dst, src []float32, r0, r1, d int) {
 		if math.IsInf(float64(m), 0) {
 			// -Inf rows (fully masked) and +Inf entries: the general path
 			// gives NaN or the limit as math.Exp does.
-			softmaxT(y, x, 1, d, 1, false)
+			softmaxT(y, x, 1, d, 1, log)
 			continue
 		}
 		m64 := float64(m)
@@ -107,10 +107,23 @@ func softmaxFast32(dst, src []float32, r0, r1, d int) {
 				b[j] = widen(v) - m64
 			}
 			expN(b, b)
+			if log {
+				for _, e := range b {
+					s += e
+				}
+				continue
+			}
 			for j, e := range b {
 				yy[j] = float32(e)
 				s += e
 			}
+		}
+		if log {
+			ls := math.Log(s)
+			for j, v := range x {
+				y[j] = float32(float64(v) - m64 - ls)
+			}
+			continue
 		}
 		inv := float32(1 / s)
 		for j := range y {
@@ -148,9 +161,9 @@ func softmaxKernel(log bool) Kernel {
 		out := c.alloc(x.DType, x.Shape...)
 		switch x.DType {
 		case graph.Float:
-			if inner == 1 && !log {
+			if inner == 1 {
 				y, s := Data[float32](out), Data[float32](x)
-				parallelFor(c, outer, outer*d*unaryCost, func(r0, r1 int) { softmaxFast32(y, s, r0, r1, d) })
+				parallelFor(c, outer, outer*d*unaryCost, func(r0, r1 int) { softmaxFast32(y, s, r0, r1, d, log) })
 			} else {
 				softmaxT(Data[float32](out), Data[float32](x), outer, d, inner, log)
 			}
@@ -222,6 +235,63 @@ func layerNormT[T Float](y, x, scale, bias []T, r0, r1, d int, eps float64, simp
 	}
 }
 
+// layerNorm32 is layerNormT for float32 written for speed: the sums over
+// eight float64 lanes (AVX-512) or four accumulators (the order of a
+// float64 sum of float32 values moves the statistics by about 1e-16, far
+// below float32 resolution), and the output pass vectorised with
+// layerNormT's operations.
+func layerNorm32(y, x, scale, bias []float32, r0, r1, d int, eps float64, simplified bool, mean, inv []float64) {
+	for r := r0; r < r1; r++ {
+		xr := x[r*d : r*d+d]
+		yr := y[r*d : r*d+d]
+		s1, s2, j := lnStatsVec(xr)
+		var a0, a1, a2, a3, q0, q1, q2, q3 float64
+		for ; j+4 <= len(xr); j += 4 {
+			v := xr[j : j+4 : j+4]
+			f0, f1, f2, f3 := float64(v[0]), float64(v[1]), float64(v[2]), float64(v[3])
+			a0, a1, a2, a3 = a0+f0, a1+f1, a2+f2, a3+f3
+			q0, q1, q2, q3 = q0+f0*f0, q1+f1*f1, q2+f2*f2, q3+f3*f3
+		}
+		for ; j < len(xr); j++ {
+			f := float64(xr[j])
+			a0 += f
+			q0 += f * f
+		}
+		s1 += (a0 + a1) + (a2 + a3)
+		s2 += (q0 + q1) + (q2 + q3)
+		mu, vr := 0.0, s2/float64(d)
+		if !simplified {
+			mu = s1 / float64(d)
+			vr = max(vr-mu*mu, 0)
+		}
+		is := 1 / math.Sqrt(vr+eps)
+		if mean != nil {
+			mean[r] = mu
+		}
+		if inv != nil {
+			inv[r] = is
+		}
+		var sr, br []float32
+		if scale != nil {
+			sr = scale[(r*d)%len(scale):][:d]
+		}
+		if bias != nil {
+			br = bias[(r*d)%len(bias):][:d]
+		}
+		j = lnRowVec(yr, xr, sr, br, mu, is)
+		for ; j < len(xr); j++ {
+			o := (float64(xr[j]) - mu) * is
+			if sr != nil {
+				o *= float64(sr[j])
+			}
+			if br != nil {
+				o += float64(br[j])
+			}
+			yr[j] = float32(o)
+		}
+	}
+}
+
 // normalize runs (Simplified)LayerNormalization over the dims from axis.
 // It returns Y and the per-row mean and inverse std dev (stat shape: X's
 // shape with the normalised dims set to 1).
@@ -261,7 +331,7 @@ func normalize(c *Call, x, scale, bias *Tensor, axis int, eps float64, simplifie
 	switch x.DType {
 	case graph.Float:
 		yd, xd, sd, bd := Data[float32](y), Data[float32](x), dataOrNil[float32](scale), dataOrNil[float32](bias)
-		parallelFor(c, rows, work, func(r0, r1 int) { layerNormT(yd, xd, sd, bd, r0, r1, d, eps, simplified, mv, iv) })
+		parallelFor(c, rows, work, func(r0, r1 int) { layerNorm32(yd, xd, sd, bd, r0, r1, d, eps, simplified, mv, iv) })
 	case graph.Double:
 		yd, xd, sd, bd := Data[float64](y), Data[float64](x), dataOrNil[float64](scale), dataOrNil[float64](bias)
 		parallelFor(c, rows, work, func(r0, r1 int) { layerNormT(yd, xd, sd, bd, r0, r1, d, eps, simplified, mv, iv) })

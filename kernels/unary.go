@@ -112,6 +112,17 @@ func reluT[T Num](v T) T {
 	return v
 }
 
+// reluSlice sets d[i] = reluT(s[i]) (AVX-512 where available).
+func reluSlice(d, s []float32) {
+	if reluVec32(d, s) {
+		return
+	}
+	d = d[:len(s)]
+	for i, v := range s {
+		d[i] = reluT(v)
+	}
+}
+
 func sigmoid(x float64) float64 {
 	if x >= 0 {
 		return 1 / (1 + math.Exp(-x))
@@ -171,7 +182,17 @@ func init() {
 	reg("Abs", 6, 0, numUnary(absT[float32], absT[float64], absT[int64], absT[int32], absT[int8], absT[uint8]))
 	reg("Neg", 6, 0, numUnary(negT[float32], negT[float64], negT[int64], negT[int32], negT[int8], negT[uint8]))
 	reg("Sign", 9, 0, numUnary(signT[float32], signT[float64], signT[int64], signT[int32], signT[int8], signT[uint8]))
-	reg("Relu", 6, 0, numUnary(reluT[float32], reluT[float64], reluT[int64], reluT[int32], reluT[int8], reluT[uint8]))
+	relu := numUnary(reluT[float32], reluT[float64], reluT[int64], reluT[int32], reluT[int8], reluT[uint8])
+	reg("Relu", 6, 0, func(c *Call, in []*Tensor) ([]*Tensor, error) {
+		x := in[0]
+		if x.DType != graph.Float {
+			return relu(c, in)
+		}
+		out := c.alloc(x.DType, x.Shape...)
+		d, s := Data[float32](out), Data[float32](x)
+		parallelFor(c, len(s), len(s), func(lo, hi int) { reluSlice(d[lo:hi], s[lo:hi]) })
+		return []*Tensor{out}, nil
+	})
 	Register("", "Identity", 1, 0, identity, Native)
 	reg("IsNaN", 9, 0, predicate(math.IsNaN))
 	reg("IsInf", 10, 0, func(c *Call, in []*Tensor) ([]*Tensor, error) {
