@@ -129,53 +129,59 @@ func median(ds []time.Duration) time.Duration {
 	return ds[len(ds)/2]
 }
 
-// timePair times onnxpe and ONNX Runtime on the same job, alternating
-// blocks of a few runs of each so that both see the same machine (the
-// second vCPU here is shared with other work) while each keeps its caches
-// warm within a block, after a warm-up; it returns both medians.
+// timePair times onnxpe and ONNX Runtime on the same job in alternating
+// rounds, so that both see the same machine (the second vCPU here is shared
+// with other work). In each round, each side runs a warm-up and a block of
+// timed runs. ONNX Runtime's session is opened for its block and closed
+// after it: its intra-op threads spin-wait between runs and would otherwise
+// take the second core from onnxpe's block. It returns both medians.
 func timePair(j job, threads, runs int) (ours, peer time.Duration, err error) {
 	s, err := kernels.NewSession(j.m, kernels.Options{Threads: threads})
 	if err != nil {
 		return 0, 0, err
 	}
-	p, err := ortpeer.NewSession(j.path, j.m, ortpeer.Options{Threads: threads, Level: "all"})
-	if err != nil {
-		return 0, 0, err
-	}
-	defer p.Close()
 	like, err := s.Run(j.in)
 	if err != nil {
 		return 0, 0, err
 	}
-	runOurs := func() error { _, err := s.Run(j.in); return err }
-	runPeer := func() error { _, err := p.Run(j.in, like); return err }
-	for i := 0; i < 3; i++ {
-		if err := runOurs(); err != nil {
-			return 0, 0, err
-		}
-		if err := runPeer(); err != nil {
-			return 0, 0, err
-		}
-	}
-	const block = 5
+	const block = 10
 	var a, b []time.Duration
 	for len(a) < runs {
-		for i := 0; i < block; i++ {
-			d, err := timed(runOurs)
-			if err != nil {
-				return 0, 0, err
-			}
-			a = append(a, d)
+		d, err := timeBlock(block, func() error { _, err := s.Run(j.in); return err })
+		if err != nil {
+			return 0, 0, err
 		}
-		for i := 0; i < block; i++ {
-			d, err := timed(runPeer)
-			if err != nil {
-				return 0, 0, err
-			}
-			b = append(b, d)
+		a = append(a, d...)
+		p, err := ortpeer.NewSession(j.path, j.m, ortpeer.Options{Threads: threads, Level: "all"})
+		if err != nil {
+			return 0, 0, err
 		}
+		d, err = timeBlock(block, func() error { _, err := p.Run(j.in, like); return err })
+		p.Close()
+		if err != nil {
+			return 0, 0, err
+		}
+		b = append(b, d...)
 	}
 	return median(a), median(b), nil
+}
+
+// timeBlock runs f three times to warm up, then n timed times.
+func timeBlock(n int, f func() error) ([]time.Duration, error) {
+	for i := 0; i < 3; i++ {
+		if err := f(); err != nil {
+			return nil, err
+		}
+	}
+	ds := make([]time.Duration, n)
+	for i := range ds {
+		d, err := timed(f)
+		if err != nil {
+			return nil, err
+		}
+		ds[i] = d
+	}
+	return ds, nil
 }
 
 func timed(f func() error) (time.Duration, error) {
