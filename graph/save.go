@@ -72,7 +72,24 @@ func (m *Model) save(path string, opts SaveOptions) error {
 			err = fmt.Errorf("the model is %d bytes inline, over the 2 GiB limit of the format: keep large tensors external", len(data))
 		}
 	case ExternalizeLarge:
-		data, err = m.saveExternalized(dir, filepath.Base(abs), opts)
+		var side *staged
+		data, side, err = m.saveExternalized(dir, filepath.Base(abs), opts)
+		if err == nil {
+			// Both files are complete before either is renamed into place.
+			model, err := stage(abs, func(w io.Writer) error {
+				_, err := w.Write(data)
+				return err
+			})
+			if err != nil {
+				side.abort()
+				return err
+			}
+			if err := side.commit(); err != nil {
+				model.abort()
+				return err
+			}
+			return model.commit()
+		}
 	default:
 		err = fmt.Errorf("graph: unknown external mode %d", opts.External)
 	}
@@ -133,7 +150,7 @@ func sameDir(a, b string) (bool, error) {
 	return ra == rb, nil
 }
 
-func (m *Model) saveExternalized(dir, base string, opts SaveOptions) ([]byte, error) {
+func (m *Model) saveExternalized(dir, base string, opts SaveOptions) ([]byte, *staged, error) {
 	threshold := opts.Threshold
 	if threshold <= 0 {
 		threshold = DefaultExternalThreshold
@@ -143,10 +160,10 @@ func (m *Model) saveExternalized(dir, base string, opts SaveOptions) ([]byte, er
 		loc = base + ".data"
 	}
 	if _, err := resolveLocationName(loc); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var data []byte
-	err := writeAtomic(filepath.Join(dir, loc), func(w io.Writer) error {
+	side, err := stage(filepath.Join(dir, loc), func(w io.Writer) error {
 		var off int64
 		var err error
 		data, err = m.encode(func(t *Tensor) (*onnxpb.TensorProto, error) {
@@ -191,7 +208,7 @@ func (m *Model) saveExternalized(dir, base string, opts SaveOptions) ([]byte, er
 		})
 		return err
 	})
-	return data, err
+	return data, side, err
 }
 
 // resolveLocationName checks a side-file name we are asked to write.
@@ -234,13 +251,17 @@ func (m *Model) eachTensor(f func(*Tensor)) {
 	}
 }
 
-// writeAtomic writes a file through a temporary file in the same folder,
-// renamed into place only once everything was written and synced.
-func writeAtomic(path string, write func(io.Writer) error) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+// staged is a file written completely to a temporary name in its folder,
+// waiting to be renamed into place.
+type staged struct {
+	tmp, path string
+}
+
+// stage writes a temporary file beside path and syncs it.
+func stage(path string, write func(io.Writer) error) (st *staged, err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -249,16 +270,36 @@ func writeAtomic(path string, write func(io.Writer) error) (err error) {
 		}
 	}()
 	if err = write(tmp); err != nil {
-		return err
+		return nil, err
 	}
 	if err = tmp.Sync(); err != nil {
-		return err
+		return nil, err
 	}
 	if err = tmp.Close(); err != nil {
-		return err
+		return nil, err
 	}
 	if err = os.Chmod(tmp.Name(), 0o644); err != nil {
+		return nil, err
+	}
+	return &staged{tmp: tmp.Name(), path: path}, nil
+}
+
+func (s *staged) commit() error {
+	if err := os.Rename(s.tmp, s.path); err != nil {
+		os.Remove(s.tmp)
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	return nil
+}
+
+func (s *staged) abort() { os.Remove(s.tmp) }
+
+// writeAtomic writes a file through a temporary file in the same folder,
+// renamed into place only once everything was written and synced.
+func writeAtomic(path string, write func(io.Writer) error) error {
+	st, err := stage(path, write)
+	if err != nil {
+		return err
+	}
+	return st.commit()
 }
