@@ -453,26 +453,26 @@ func (t *Tensor) Float64s() ([]float64, error) {
 	return nil, fmt.Errorf("tensor %q: %v is not numeric", t.Name(), dt)
 }
 
-// Int64s decodes an integer or bool tensor to int64 values.
+// Int64s decodes an integer or bool tensor to int64 values (uint64 values
+// past 2^63 wrap, as a C cast would).
 func (t *Tensor) Int64s() ([]int64, error) {
 	dt := t.DataType()
 	if !dt.IsInt() && dt != Bool {
 		return nil, fmt.Errorf("tensor %q: %v is not an integer type", t.Name(), dt)
 	}
-	if dt == Int64 {
-		d, err := t.Data()
-		if err != nil {
-			return nil, err
-		}
-		return d.([]int64), nil
-	}
-	f, err := t.Float64s()
+	d, err := t.Data()
 	if err != nil {
 		return nil, err
 	}
-	if dt == Uint64 {
-		d, _ := t.Data()
-		return convert(d.([]uint64), func(x uint64) int64 { return int64(x) }), nil
+	switch v := d.(type) {
+	case []int64:
+		return v, nil
+	case []uint64:
+		return convert(v, func(x uint64) int64 { return int64(x) }), nil
+	}
+	f, err := t.Float64s() // every other integer type fits a float64 exactly
+	if err != nil {
+		return nil, err
 	}
 	return convert(f, func(x float64) int64 { return int64(x) }), nil
 }
