@@ -12,6 +12,7 @@ import (
 
 	"github.com/onnxpe/onnxpe/internal/conformance"
 	"github.com/onnxpe/onnxpe/internal/onnxpb"
+	"github.com/onnxpe/onnxpe/testmodels"
 )
 
 func gatherModel(t *testing.T) string {
@@ -116,7 +117,8 @@ func TestBadInputExits2WithOneLine(t *testing.T) {
 
 func TestConvertRoundTripAndStorage(t *testing.T) {
 	dir := t.TempDir()
-	src, err := os.ReadFile(gatherModel(t))
+	// A corpus model: it has weights to move out and back.
+	src, err := os.ReadFile(filepath.Join(testmodels.Dir(), "models", "rope_llama", "model.onnx"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,10 +141,12 @@ func TestConvertRoundTripAndStorage(t *testing.T) {
 		t.Fatalf("--external-data with --inline: exit %d %s", code, e)
 	}
 	ext := filepath.Join(dir, "ext.onnx")
-	if code, _, e := runCLI(t, "convert", in, "-o", ext, "--external-data", "--threshold", "0"); code != 0 {
-		t.Fatalf("--external-data: %d %s", code, e)
+	code, js, e := runCLI(t, "convert", in, "-o", ext, "--external-data", "--threshold", "0", "--json")
+	var cr ConvertReport
+	if code != 0 || json.Unmarshal([]byte(js), &cr) != nil || len(cr.ExternalFiles) != 1 || cr.ExternalFiles[0] != "ext.onnx.data" || cr.ExternalBytes < 100_000 {
+		t.Fatalf("--external-data --json: %d %q %s", code, js, e)
 	}
-	code, js, _ := runCLI(t, "inspect", ext, "--json")
+	code, js, _ = runCLI(t, "inspect", ext, "--json")
 	var r InspectReport
 	json.Unmarshal([]byte(js), &r)
 	if code != 0 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -18,6 +19,16 @@ type convertOptions struct {
 	Threshold int64
 	Location  string
 	InPlace   bool
+	JSON      bool
+}
+
+// ConvertReport is the JSON form of `onnxpe convert`.
+type ConvertReport struct {
+	Input         string   `json:"input"`
+	Output        string   `json:"output"`
+	Bytes         int64    `json:"bytes"`
+	ExternalFiles []string `json:"external_files,omitempty"`
+	ExternalBytes int64    `json:"external_bytes"`
 }
 
 // NewCmdConvert builds `onnxpe convert`.
@@ -55,6 +66,7 @@ unless --in-place is given.
 	f.Int64Var(&opts.Threshold, "threshold", graph.DefaultExternalThreshold, "with --external-data: smallest tensor, in bytes, to move out")
 	f.StringVar(&opts.Location, "location", "", "with --external-data: side file name (default OUT.data)")
 	f.BoolVar(&opts.InPlace, "in-place", false, "allow OUT to be the input file")
+	f.BoolVar(&opts.JSON, "json", false, "print what was written as JSON")
 	return cmd
 }
 
@@ -117,6 +129,21 @@ func convertRun(opts *convertOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "wrote %s (%s)\n", opts.Out, humanBytes(fi.Size()))
+	r := ConvertReport{Input: opts.In, Output: opts.Out, Bytes: fi.Size()}
+	// Describe the result as saved: reload it (weights are not read).
+	saved, err := loadModel(opts.Out)
+	if err != nil {
+		return fmt.Errorf("the saved model does not load: %w", err)
+	}
+	in := Inspect(opts.Out, saved).Initializers
+	r.ExternalFiles, r.ExternalBytes = in.ExternalFiles, in.ExternalBytes
+	if opts.JSON {
+		return writeJSON(opts.IO, r)
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "wrote %s (%s", opts.Out, humanBytes(r.Bytes))
+	if len(r.ExternalFiles) > 0 {
+		fmt.Fprintf(opts.IO.ErrOut, ", %s of external data in %s", humanBytes(r.ExternalBytes), strings.Join(r.ExternalFiles, ", "))
+	}
+	fmt.Fprintln(opts.IO.ErrOut, ")")
 	return nil
 }
