@@ -2,6 +2,7 @@ package graph_test
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/onnxpe/onnxpe/graph"
@@ -29,5 +30,36 @@ func FuzzLoad(f *testing.F) {
 		}
 		m.Graph.TopoSort()
 		m.Graph.EliminateDeadCode()
+	})
+}
+
+// FuzzDecodeTensor feeds the test-data tensor decoder arbitrary bytes: an
+// error or a tensor whose elements decode, never a panic.
+func FuzzDecodeTensor(f *testing.F) {
+	for i, p := range corpus(f) {
+		if i%16 != 0 {
+			continue
+		}
+		dir := filepath.Join(filepath.Dir(p), "test_data_set_0")
+		files, _ := filepath.Glob(filepath.Join(dir, "*.pb"))
+		for _, tf := range files {
+			if b, err := os.ReadFile(tf); err == nil {
+				f.Add(b)
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tt, err := graph.DecodeTensor(data)
+		if err != nil {
+			return
+		}
+		if tt.DataType() != graph.String {
+			if _, err := tt.Data(); err != nil && tt.DataType().Known() {
+				t.Fatalf("a decoded tensor of %v does not yield its elements: %v", tt.DataType(), err)
+			}
+		}
+		if _, err := graph.EncodeTensor(tt); err != nil {
+			t.Fatal(err)
+		}
 	})
 }

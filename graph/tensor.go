@@ -213,6 +213,9 @@ func (t *Tensor) RawBytes() ([]byte, error) {
 	if t.DataType() == String {
 		return nil, fmt.Errorf("tensor %q: string tensors have no raw form", t.Name())
 	}
+	if t.pb.Segment != nil {
+		return nil, fmt.Errorf("tensor %q: holds one segment of a larger tensor, which onnxpe does not assemble", t.Name())
+	}
 	if t.ext != nil {
 		return t.ext.read()
 	}

@@ -21,6 +21,10 @@ func DecodeTensor(data []byte) (*Tensor, error) {
 	if tp.GetDataLocation() == onnxpb.TensorProto_EXTERNAL || len(tp.ExternalData) > 0 {
 		return nil, fmt.Errorf("tensor %q: external data is not supported in a standalone tensor file", tp.GetName())
 	}
+	if tp.Segment != nil {
+		// Also what a SequenceProto file looks like when read as a tensor.
+		return nil, fmt.Errorf("tensor %q: a segment of a larger tensor (or not a TensorProto at all)", tp.GetName())
+	}
 	t := &Tensor{pb: tp}
 	if err := t.check(); err != nil {
 		return nil, fmt.Errorf("tensor %q: %w", tp.GetName(), err)
