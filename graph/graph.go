@@ -84,7 +84,11 @@ func (v *Value) Producer() *Node { return v.producer }
 func (v *Value) OutputIndex() int { return v.index }
 
 // Uses lists the node inputs that read v, in the order they were added.
-func (v *Value) Uses() []Use { return v.uses }
+// The slice is a copy: edits made while walking it do not disturb it.
+func (v *Value) Uses() []Use { return slices.Clone(v.uses) }
+
+// NumUses is the number of node inputs that read v.
+func (v *Value) NumUses() int { return len(v.uses) }
 
 // Consumers lists the distinct nodes that read v.
 func (v *Value) Consumers() []*Node {
