@@ -77,8 +77,15 @@ func TestGoldenReports(t *testing.T) {
 	// No stale files for models that are gone.
 	files, _ := filepath.Glob("testdata/*.json")
 	for _, f := range files {
-		if _, ok := want[filepath.Base(f[:len(f)-len(".json")])]; !ok {
-			t.Errorf("%s: no model of that name", f)
+		if _, ok := want[filepath.Base(f[:len(f)-len(".json")])]; ok {
+			continue
 		}
+		if *update {
+			if err := os.Remove(f); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		t.Errorf("%s: no model of that name (go test ./golden -update removes it)", f)
 	}
 }

@@ -8,10 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/onnxpe/onnxpe/internal/conformance"
-	"github.com/onnxpe/onnxpe/internal/onnxpb"
 	"github.com/onnxpe/onnxpe/testmodels"
 )
 
@@ -52,24 +49,6 @@ func TestInspectHuman(t *testing.T) {
 	}
 }
 
-// writeExternalModel writes a model whose only tensor lives at loc.
-func writeExternalModel(t *testing.T, dir, loc string) string {
-	mp := &onnxpb.ModelProto{IrVersion: proto.Int64(8), Graph: &onnxpb.GraphProto{
-		Initializer: []*onnxpb.TensorProto{{
-			Name: proto.String("w"), DataType: proto.Int32(1), Dims: []int64{2},
-			DataLocation: onnxpb.TensorProto_EXTERNAL.Enum(),
-			ExternalData: []*onnxpb.StringStringEntryProto{{Key: proto.String("location"), Value: proto.String(loc)}},
-		}},
-		Output: []*onnxpb.ValueInfoProto{{Name: proto.String("w")}},
-	}}
-	b, _ := proto.Marshal(mp)
-	p := filepath.Join(dir, "ext.onnx")
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func TestBadInputExits2WithOneLine(t *testing.T) {
 	dir := t.TempDir()
 	good, err := os.ReadFile(gatherModel(t))
@@ -84,7 +63,14 @@ func TestBadInputExits2WithOneLine(t *testing.T) {
 		noise[i] = byte(i*7919 + i*i*31)
 	}
 	os.WriteFile(random, noise, 0o644)
-	passwd := writeExternalModel(t, dir, "../../etc/passwd")
+	// testdata/escape.onnx: one tensor whose external data location is
+	// ../../etc/passwd.
+	passwd := filepath.Join(dir, "escape.onnx")
+	esc, err := os.ReadFile(filepath.Join("testdata", "escape.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(passwd, esc, 0o644)
 
 	for _, c := range []struct {
 		args []string

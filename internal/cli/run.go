@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 )
 
@@ -139,14 +140,8 @@ func runRun(opts *runOptions) error {
 		r.Outputs = append(r.Outputs, statsOf(v.Name, outs[v.Name]))
 	}
 	if opts.Outputs != "" {
-		if err := os.MkdirAll(opts.Outputs, 0o755); err != nil {
-			return badInput("%v", err)
-		}
-		for i, v := range m.Graph.Outputs {
-			p := filepath.Join(opts.Outputs, fmt.Sprintf("output_%d.pb", i))
-			if err := kernels.WriteTensorFile(p, v.Name, outs[v.Name]); err != nil {
-				return badInput("%s: %v", p, err)
-			}
+		if err := writeOutputs(opts.Outputs, m.Graph.Outputs, outs); err != nil {
+			return badInput("%s: %v", opts.Outputs, err)
 		}
 		r.Written = opts.Outputs
 	}
@@ -161,6 +156,33 @@ func runRun(opts *runOptions) error {
 	tw.Flush()
 	if r.Written != "" {
 		fmt.Fprintf(opts.IO.ErrOut, "wrote %d outputs to %s\n", len(r.Outputs), r.Written)
+	}
+	return nil
+}
+
+// writeOutputs writes output_N.pb files into dir: all of them are written
+// into a temporary folder inside dir first and moved into place only when
+// every one was written, so a failure leaves none.
+func writeOutputs(dir string, vals []*graph.Value, outs map[string]*kernels.Tensor) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(dir, ".onnxpe-outputs-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	for i, v := range vals {
+		name := fmt.Sprintf("output_%d.pb", i)
+		if err := kernels.WriteTensorFile(filepath.Join(tmp, name), v.Name, outs[v.Name]); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	for i := range vals {
+		name := fmt.Sprintf("output_%d.pb", i)
+		if err := os.Rename(filepath.Join(tmp, name), filepath.Join(dir, name)); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -170,7 +170,7 @@ func againstORT(t *testing.T, s *ortpeer.Session, m *graph.Model, in map[string]
 		}
 		for i := range a {
 			switch d := math.Abs(a[i] - b[i]); {
-			case math.IsNaN(a[i]) && math.IsNaN(b[i]):
+			case a[i] == b[i], math.IsNaN(a[i]) && math.IsNaN(b[i]): // equal, equal infinities, or both NaN
 			case math.IsNaN(d) || math.IsInf(d, 0):
 				return math.Inf(1) // a NaN or an infinity on one side only
 			default:
