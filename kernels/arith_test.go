@@ -53,7 +53,7 @@ func TestBinRunFloat32(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("vector path took %d of %d runs", vec, 70*4*3)
+	requireVector(t, "binary ops", vec, 70*4*3)
 }
 
 // TestIsRowOf checks the bias-row test of binaryT's broadcast fast path.
@@ -108,7 +108,7 @@ func TestLayerNorm32(t *testing.T) {
 					}
 				}
 				for r := range rows {
-					if math.Abs(m1[r]-m2[r]) > 1e-12*(1+math.Abs(m2[r])) || math.Abs(i1[r]-i2[r]) > 1e-12*i2[r] {
+					if !(math.Abs(m1[r]-m2[r]) <= 1e-12*(1+math.Abs(m2[r]))) || !(math.Abs(i1[r]-i2[r]) <= 1e-12*i2[r]) {
 						t.Fatalf("d %d row %d: stats %g %g, generic %g %g", d, r, m1[r], i1[r], m2[r], i2[r])
 					}
 				}

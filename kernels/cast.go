@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"math/bits"
 
 	"github.com/x448/float16"
 
@@ -82,7 +83,7 @@ func fromFloat64(t *Tensor, v []float64) {
 		}
 	case []graph.BF16:
 		for i, x := range v {
-			d[i] = graph.BF16FromFloat32(float32(x))
+			d[i] = graph.BF16FromFloat32(roundTo32For16(x))
 		}
 	case []int64:
 		for i, x := range v {
@@ -131,11 +132,11 @@ func fromInt64(t *Tensor, v []int64) {
 		}
 	case []float16.Float16:
 		for i, x := range v {
-			d[i] = f32to16(roundTo32For16(float64(x)))
+			d[i] = f32to16(intTo32For16(x))
 		}
 	case []graph.BF16:
 		for i, x := range v {
-			d[i] = graph.BF16FromFloat32(float32(x))
+			d[i] = graph.BF16FromFloat32(intTo32For16(x))
 		}
 	case []int64:
 		copy(d, v)
@@ -158,8 +159,10 @@ func fromInt64(t *Tensor, v []int64) {
 	}
 }
 
-// roundTo32For16 narrows x to float32 so that a later float32->float16
-// rounding gives the float16 nearest to x (the low bit is made sticky).
+// roundTo32For16 narrows x to float32 so that a later float32->float16 or
+// float32->bfloat16 rounding gives the half nearest to x: it rounds to odd
+// (truncates and makes the low bit sticky when inexact), which is exact
+// for any later rounding to 2 or more fewer significand bits.
 func roundTo32For16(x float64) float32 {
 	f := float32(x)
 	if float64(f) == x || math.IsInf(x, 0) || math.IsNaN(x) || math.IsInf(float64(f), 0) {
@@ -170,6 +173,28 @@ func roundTo32For16(x float64) float32 {
 		u--
 	}
 	return math.Float32frombits(u | 1)
+}
+
+// intTo32For16 is roundTo32For16 of an integer, rounding to odd straight
+// from the int64 (float64(x) would round a first time above 2^53).
+func intTo32For16(x int64) float32 {
+	u := uint64(x)
+	if x < 0 {
+		u = -u
+	}
+	if n := bits.Len64(u); n > 24 {
+		sh := n - 24
+		m := u >> sh
+		if u&(1<<sh-1) != 0 {
+			m |= 1
+		}
+		f := float32(math.Ldexp(float64(m), sh))
+		if x < 0 {
+			f = -f
+		}
+		return f
+	}
+	return float32(x)
 }
 
 func dtypeAttr(c *Call, name string) (graph.DataType, error) {

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -14,6 +15,14 @@ import (
 )
 
 const conformanceDir = "../../shared/conformance"
+
+var update = flag.Bool("update", false, "rewrite testdata/conformance_skips.txt")
+
+// skipsFile lists the conformance cases that are skipped (folder/case, one
+// a line): TestConformance fails when the set changes, so a new skip is
+// noticed and a fixed one is recorded (go test -run TestConformance
+// -update rewrites it).
+const skipsFile = "testdata/conformance_skips.txt"
 
 // listedOps are the ops this package claims (issue 3): every case that
 // uses only these must pass, and each of them that appears in some case
@@ -61,6 +70,7 @@ func TestConformance(t *testing.T) {
 	}
 	passedByOp := map[string]int{}
 	seenOp := map[string]bool{}
+	var skipped []string
 	for _, folder := range []string{"onnx-node", "onnx-simple", "ort-rotary"} {
 		dir := filepath.Join(conformanceDir, folder)
 		entries, err := os.ReadDir(dir)
@@ -89,6 +99,7 @@ func TestConformance(t *testing.T) {
 			default:
 				skip++
 				skips[r.reason] = append(skips[r.reason], e.Name())
+				skipped = append(skipped, folder+"/"+e.Name())
 			}
 		}
 		reasons := make([]string, 0, len(skips))
@@ -101,6 +112,7 @@ func TestConformance(t *testing.T) {
 		}
 		t.Logf("%s: %d passed, %d failed, %d skipped", folder, pass, fail, skip)
 	}
+	checkSkips(t, skipped)
 	for _, op := range listedOps {
 		switch {
 		case !seenOp[op]:
@@ -109,6 +121,43 @@ func TestConformance(t *testing.T) {
 			t.Errorf("op %s: no passing conformance case", op)
 		}
 	}
+}
+
+// checkSkips compares the skipped cases with skipsFile (or rewrites it
+// with -update).
+func checkSkips(t *testing.T, skipped []string) {
+	t.Helper()
+	sort.Strings(skipped)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(skipsFile), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(skipsFile, []byte(strings.Join(skipped, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	b, err := os.ReadFile(skipsFile)
+	if err != nil {
+		t.Fatalf("%v (run go test -run TestConformance -update to make it)", err)
+	}
+	want := map[string]bool{}
+	for _, l := range strings.Fields(string(b)) {
+		want[l] = true
+	}
+	got := map[string]bool{}
+	for _, c := range skipped {
+		got[c] = true
+		if !want[c] {
+			t.Errorf("conformance case %s is newly skipped (a regression, or refresh %s with -update if intended)", c, skipsFile)
+		}
+	}
+	for c := range want {
+		if !got[c] {
+			t.Errorf("conformance case %s is no longer skipped: refresh %s with go test -run TestConformance -update", c, skipsFile)
+		}
+	}
+	t.Logf("%d cases skipped, as %s lists", len(skipped), skipsFile)
 }
 
 func runCase(dir string) caseResult {
@@ -176,7 +225,9 @@ func runModelCase(path, dir string, rtol, atol float64, wholeModel bool) (r case
 	for _, set := range sets {
 		ins := map[string]*Tensor{}
 		files, _ := filepath.Glob(filepath.Join(set, "input_*.pb"))
-		inputs := nonConstInputs(m.Graph)
+		// The ONNX generator writes one file per graph input, in order
+		// (initializers that are inputs included).
+		inputs := m.Graph.Inputs
 		for i := range files {
 			if i >= len(inputs) {
 				break
@@ -226,7 +277,7 @@ func runModelCase(path, dir string, rtol, atol float64, wholeModel bool) (r case
 func TestTestModels(t *testing.T) {
 	dirs, _ := filepath.Glob("../testmodels/models/*")
 	if len(dirs) == 0 {
-		t.Skip("no testmodels yet")
+		t.Fatal("no models in ../testmodels/models (the test data of this test)")
 	}
 	counts := map[string]int{}
 	for _, dir := range dirs {
@@ -269,10 +320,6 @@ func opsetFor(m *graph.Model, domain string) int64 {
 	return 1
 }
 
-// nonConstInputs lists the graph inputs that test data feeds (all inputs;
-// the ONNX generator writes one file per input in order).
-func nonConstInputs(g *graph.Graph) []*graph.Value { return g.Inputs }
-
 // compareTensors checks |got-want| <= atol + rtol*|want| elementwise (NaN
 // matches NaN, infinities must match exactly) and equal types and shapes.
 func compareTensors(got, want *Tensor, rtol, atol float64) string {
@@ -309,7 +356,8 @@ func compareTensors(got, want *Tensor, rtol, atol float64) string {
 			}
 			continue
 		}
-		if math.Abs(a-b) > atol+rtol*math.Abs(b) {
+		// Written so that a NaN got against a finite want fails.
+		if !(math.Abs(a-b) <= atol+rtol*math.Abs(b)) {
 			return fmt.Sprintf("element %d: got %v, want %v (|diff| %.3g)", i, a, b, math.Abs(a-b))
 		}
 	}

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/onnxpe/onnxpe/graph"
@@ -42,6 +43,38 @@ func stack(ts []*Tensor) (*Tensor, error) {
 	return out, nil
 }
 
+// emptyScan is the scan output of no iterations: a tensor with 0 on the
+// scan axis (first) and the element type and sizes the body declares for
+// v, its per-iteration value (unknown sizes are 0; float32 when the type
+// is unknown).
+func emptyScan(v *graph.Value) *Tensor {
+	dt := graph.Float
+	shape := []int{0}
+	if v != nil && v.Type != nil && v.Type.IsTensor() {
+		if et := v.Type.ElemType(); Supported(et) {
+			dt = et
+		}
+		if dims, ok := v.Type.Shape(); ok {
+			for _, d := range dims {
+				n := 0
+				if d.Known && d.Value > 0 && d.Value <= math.MaxInt32 {
+					n = int(d.Value)
+				}
+				shape = append(shape, n)
+			}
+		}
+	}
+	return New(dt, shape...)
+}
+
+// bodyOutput is output i of the graph attribute body, or nil.
+func bodyOutput(c *Call, i int) *graph.Value {
+	if a := c.Attr("body"); a != nil && a.Graph != nil && i < len(a.Graph.Outputs) {
+		return a.Graph.Outputs[i]
+	}
+	return nil
+}
+
 func loopOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 	maxTrip := int64(-1)
 	if t := optIn(in, 0); t != nil {
@@ -58,7 +91,11 @@ func loopOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 		return nil, fmt.Errorf("%d loop-carried values but %d outputs", nState, c.NumOutputs())
 	}
 	scans := make([][]*Tensor, nScan)
+	limit := c.maxLoopIterations()
 	for i := int64(0); (maxTrip < 0 || i < maxTrip) && cond; i++ {
+		if i >= limit {
+			return nil, fmt.Errorf("loop runs more than %d iterations (Options.MaxLoopIterations)", limit)
+		}
 		args := append([]*Tensor{Scalar(i), Scalar(cond)}, state...)
 		outs, err := c.runSub("body", args)
 		if err != nil {
@@ -72,18 +109,11 @@ func loopOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 		for j := range nScan {
 			scans[j] = append(scans[j], outs[1+nState+j])
 		}
-		if maxTrip < 0 && i > 1<<31 {
-			return nil, fmt.Errorf("loop did not terminate")
-		}
 	}
 	res := slices.Clone(state)
 	for j := range nScan {
 		if len(scans[j]) == 0 {
-			dt := graph.Float
-			if ty := c.Node.Output(nState + j).Type; ty != nil && Supported(ty.ElemType()) {
-				dt = ty.ElemType()
-			}
-			res = append(res, New(dt, 0))
+			res = append(res, emptyScan(bodyOutput(c, 1+nState+j)))
 			continue
 		}
 		s, err := stack(scans[j])
@@ -160,9 +190,15 @@ func scanOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 		if outDirs != nil && outDirs[j] == 1 {
 			slices.Reverse(ts)
 		}
-		s, err := stack(ts)
-		if err != nil {
-			return nil, err
+		var s *Tensor
+		if len(ts) == 0 {
+			// A zero-length scan: empty outputs, 0 on the scan axis.
+			s = emptyScan(bodyOutput(c, n+j))
+		} else {
+			var err error
+			if s, err = stack(ts); err != nil {
+				return nil, err
+			}
 		}
 		if outAxes != nil {
 			ax, err := normAxis(outAxes[j], len(s.Shape))

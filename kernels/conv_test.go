@@ -44,7 +44,7 @@ func TestConvGemm(t *testing.T) {
 			convT(want, x, w, b, tc.n, tc.cin, tc.cout, tc.group, tc.in, tc.ks, out, tc.st, tc.dil, tc.pads[:sp], true)
 			convGemm(nil, got, x, w, b, tc.n, tc.cin, tc.cout, tc.group, tc.in, tc.ks, out, tc.st, tc.dil, tc.pads[:sp])
 			for j := range want {
-				if d := math.Abs(float64(got[j] - want[j])); d > 1e-5+1e-5*math.Abs(float64(want[j])) {
+				if d := math.Abs(float64(got[j] - want[j])); !(d <= 1e-5+1e-5*math.Abs(float64(want[j]))) {
 					t.Fatalf("element %d: got %v, want %v", j, got[j], want[j])
 				}
 			}

@@ -6,9 +6,27 @@
 // It exists so that other packages can evaluate models and subgraphs
 // numerically: passes probe candidate subgraphs, verify runs an original and
 // a rewritten model side by side, codegen computes golden vectors. Kernels
-// favour clarity and exactness (float16 and bfloat16 are computed in float32
-// and rounded once per op, as ONNX Runtime does; Options.Accumulate64 sums
-// in float64) over raw speed, although MatMul-like ops are blocked.
+// favour clarity and exactness (Options.Accumulate64 sums in float64) over
+// raw speed, although MatMul-like ops are blocked.
+//
+// Float16 and bfloat16 are computed per op in float32, as ONNX Runtime
+// does: a kernel that is not Native sees float32 copies of its half
+// inputs, and its float32 outputs of the op's type T (the type of input 0,
+// of input 1 for Where; not the float32 statistics of the normalisations)
+// are rounded to T at the end of the op. A kernel that computes in float32
+// has so rounded twice (its float32 result, then to T), exactly as ONNX
+// Runtime's float32-computing kernels do. Results computed in float64 are
+// rounded to T once: Cast and CastLike from float64 and from integers,
+// ALiBiBias, the normalisation statistics, and the
+// element functions computed in float64 (their float32 result is rounded
+// to odd, so that its rounding to T is that of the float64 value).
+// LayerNormalization's Y, accumulated in float64, is rounded to float32 and
+// then to T.
+//
+// A kernel panic is a defect of this package: Run returns it as an error
+// wrapping ErrInternal (Options.PanicStacks or ONNXPE_DEBUG=1 prints its
+// stack), also when it happens on a worker goroutine. Sizes a model
+// computes are bounded (Options.MaxTensorBytes, Options.MaxLoopIterations).
 //
 // A Session packs the constant weights of its matrix products once,
 // recycles freed intermediates through a per-session buffer pool, counts

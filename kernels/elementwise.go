@@ -176,8 +176,27 @@ func intRem[T Num](x, y T) T {
 	panic("kernels: intRem of a float")
 }
 
+// hasZero reports whether an element of x is zero.
+func hasZero[T Num](x []T) bool {
+	for _, v := range x {
+		if v == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // binaryT applies op with broadcasting.
 func binaryT[T Num](c *Call, op binOp, a, b *Tensor) (*Tensor, error) {
+	switch any(*new(T)).(type) {
+	case float32, float64:
+	default:
+		// Go panics on an integer division by zero; ONNX leaves it
+		// undefined: the node fails.
+		if (op == opDiv || op == opMod || op == opFmod) && hasZero(Data[T](b)) {
+			return nil, fmt.Errorf("integer division by zero (a divisor of %v is 0)", b)
+		}
+	}
 	var sbuf [bcastRank]int
 	shape := sbuf[:0]
 	if r := max(len(a.Shape), len(b.Shape)); r <= bcastRank {

@@ -155,7 +155,8 @@ func rotaryMS(c *Call, in []*Tensor) ([]*Tensor, error) {
 
 // t5Bucket is T5's relative position bucket (Hugging Face
 // _relative_position_bucket) of relative position rel = key - query, with
-// the logarithm computed in float32 as PyTorch does.
+// the logarithm computed in float32 as PyTorch does. checkT5Buckets must
+// accept numBuckets, maxDistance and bidirectional.
 func t5Bucket(rel int64, numBuckets, maxDistance int64, bidirectional bool) int64 {
 	var ret int64
 	n := rel
@@ -180,6 +181,29 @@ func t5Bucket(rel int64, numBuckets, maxDistance int64, bidirectional bool) int6
 	return ret + min(large, numBuckets-1)
 }
 
+// checkT5Buckets reports an error unless t5Bucket is defined for the
+// arguments: each direction needs an exact range (num_buckets/2 of its
+// buckets, at least 1) and max_distance beyond it (the logarithmic
+// buckets divide by log(max_distance/exact)).
+func checkT5Buckets(numBuckets, maxDistance int64, bidirectional bool) error {
+	per := numBuckets
+	if bidirectional {
+		per /= 2
+	}
+	exact := per / 2
+	if exact < 1 {
+		need := 2
+		if bidirectional {
+			need = 4
+		}
+		return fmt.Errorf("bias_table has %d buckets, need at least %d", numBuckets, need)
+	}
+	if maxDistance <= exact {
+		return fmt.Errorf("max_distance %d must be more than the %d exactly bucketed positions", maxDistance, exact)
+	}
+	return nil
+}
+
 // relativePositionBias is com.microsoft RelativePositionBias: bias_table
 // (num_buckets, num_heads), query_length and key_length (int64 scalars) ->
 // (1, num_heads, q, k) with out[h,i,j] = table[bucket(j-i), h].
@@ -195,8 +219,14 @@ func relativePositionBias(c *Call, in []*Tensor) ([]*Tensor, error) {
 	nb, nh := table.Shape[0], table.Shape[1]
 	maxDist := c.Int("max_distance", 128)
 	bi := c.Int("is_bidirectional", 0) == 1
-	if maxDist <= int64(nb)/4 && maxDist <= 0 {
-		return nil, fmt.Errorf("max_distance %d", maxDist)
+	if err := checkT5Buckets(int64(nb), maxDist, bi); err != nil {
+		return nil, err
+	}
+	if err := c.checkSize(table.DType, []int64{int64(nh), q, k}); err != nil {
+		return nil, err
+	}
+	if err := c.checkSize(graph.Int64, []int64{2, q + k + 1}); err != nil {
+		return nil, err
 	}
 	idx := make([]int, 0, int64(nh)*q*k)
 	buckets := make([]int, 2*k+2*q+1)
@@ -251,6 +281,10 @@ func alibiBias(c *Call, in []*Tensor) ([]*Tensor, error) {
 		return nil, fmt.Errorf("query_length %d, key_length %d (need 0 <= q <= k)", q, k)
 	}
 	sym := c.Int("symmetric", 0) == 1
+	// The float64 values and the output.
+	if err := c.checkSize(graph.Double, []int64{int64(sl.Shape[0]), q, k}); err != nil {
+		return nil, err
+	}
 	s := sl.Float64s()
 	nh := len(s)
 	v := make([]float64, 0, int64(nh)*q*k)
@@ -353,7 +387,8 @@ func skipLayerNorm(simplified bool) Kernel {
 			return nil, err
 		}
 		eps := float64(c.Float("epsilon", 1e-12))
-		y, mean, inv, err := normalize(c, s, gamma, beta, len(s.Shape)-1, eps, simplified, true)
+		// mean and inv_std_var are float32 (ONNX Runtime's type U).
+		y, mean, inv, err := normalize(c, s, gamma, beta, len(s.Shape)-1, eps, simplified, graph.Float)
 		if err != nil {
 			return nil, err
 		}
@@ -369,7 +404,11 @@ func simplifiedLayerNorm(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	y, _, inv, err := normalize(c, x, optIn(in, 1), nil, axis, float64(c.Float("epsilon", 1e-5)), true, c.NumOutputs() > 1)
+	u, err := stashType(c)
+	if err != nil {
+		return nil, err
+	}
+	y, _, inv, err := normalize(c, x, optIn(in, 1), nil, axis, float64(c.Float("epsilon", 1e-5)), true, u)
 	if err != nil {
 		return nil, err
 	}

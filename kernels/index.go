@@ -223,7 +223,8 @@ func scatterND(c *Call, in []*Tensor) ([]*Tensor, error) {
 }
 
 func constantOfShape(c *Call, in []*Tensor) ([]*Tensor, error) {
-	shape := toInts(in[0].Int64s())
+	dims := in[0].Int64s()
+	shape := toInts(dims)
 	for _, d := range shape {
 		if d < 0 {
 			return nil, fmt.Errorf("negative dimension in %v", shape)
@@ -240,6 +241,9 @@ func constantOfShape(c *Call, in []*Tensor) ([]*Tensor, error) {
 		}
 		val = v
 	}
+	if err := c.checkSize(val.DType, dims); err != nil {
+		return nil, err
+	}
 	return []*Tensor{expandT(view(val, nil), shape).Clone()}, nil
 }
 
@@ -255,8 +259,14 @@ func constant(c *Call, in []*Tensor) ([]*Tensor, error) {
 	return nil, fmt.Errorf("Constant has no value attribute")
 }
 
+// rangeCount is the number of elements of Range(start, limit, delta),
+// delta nonzero (NaN for NaN operands).
+func rangeCount(start, limit, delta float64) float64 {
+	return math.Max(math.Ceil((limit-start)/delta), 0)
+}
+
 func rangeT[T Num](start, limit, delta T) *Tensor {
-	n := int(math.Max(math.Ceil((float64(limit)-float64(start))/float64(delta)), 0))
+	n := int(rangeCount(float64(start), float64(limit), float64(delta)))
 	d := make([]T, n)
 	v := start
 	for i := range d {
@@ -271,6 +281,16 @@ func rangeOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if s.Len() != 1 || l.Len() != 1 || d.Len() != 1 {
 		return nil, fmt.Errorf("start, limit and delta must be scalars")
 	}
+	if s.DType != l.DType || s.DType != d.DType {
+		return nil, fmt.Errorf("start, limit and delta differ in type: %v, %v, %v", s.DType, l.DType, d.DType)
+	}
+	// Checked before the count is computed (which divides by delta).
+	if d.Float64s()[0] == 0 {
+		return nil, fmt.Errorf("delta is 0")
+	}
+	if err := c.checkCount(s.DType, rangeCount(s.Float64s()[0], l.Float64s()[0], d.Float64s()[0])); err != nil {
+		return nil, err
+	}
 	var o *Tensor
 	switch s.DType {
 	case graph.Float:
@@ -283,9 +303,6 @@ func rangeOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 		o = rangeT(Data[int32](s)[0], Data[int32](l)[0], Data[int32](d)[0])
 	default:
 		return nil, fmt.Errorf("%v: %w", s.DType, ErrUnsupportedType)
-	}
-	if d.Len() == 1 && d.Float64s()[0] == 0 {
-		return nil, fmt.Errorf("delta is 0")
 	}
 	return []*Tensor{o}, nil
 }

@@ -1,9 +1,13 @@
 package kernels
 
 import (
+	"archive/zip"
+	bin "encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -81,11 +85,20 @@ func isDir(p string) bool {
 }
 
 func readNPZInputs(path string, m *graph.Model) (map[string]*Tensor, error) {
-	r, err := npz.Open(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	r, err := openNPZ(f, fi.Size())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	defer r.Close()
+	limit := npzLimit(fi.Size())
 	keys := map[string]string{}
 	for _, k := range r.Keys() {
 		keys[strings.TrimSuffix(k, ".npy")] = k
@@ -97,7 +110,7 @@ func readNPZInputs(path string, m *graph.Model) (map[string]*Tensor, error) {
 			return nil, fmt.Errorf("%s: no array named %q (has %s)", path, v.Name, strings.Join(sortedKeys(keys), ", "))
 		}
 		delete(keys, v.Name)
-		t, err := readNPZArray(r, k)
+		t, err := readNPZArray(r, k, limit)
 		if err != nil {
 			return nil, fmt.Errorf("%s: array %q: %w", path, v.Name, err)
 		}
@@ -118,7 +131,78 @@ func sortedKeys(m map[string]string) []string {
 	return ks
 }
 
-func readNPZArray(r *npz.Reader, key string) (*Tensor, error) {
+// openNPZ opens an .npz archive of size bytes read from ra. The NumPy
+// parser allocates the header length an array claims, so each array's
+// header is checked first; a panic of the parser on a malformed file is
+// an error.
+func openNPZ(ra io.ReaderAt, size int64) (r *npz.Reader, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r, err = nil, fmt.Errorf("malformed .npz archive (%v)", p)
+		}
+	}()
+	z, err := zip.NewReader(ra, size)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range z.File {
+		if err := checkNPYHeader(f); err != nil {
+			return nil, fmt.Errorf("array %q: %w", f.Name, err)
+		}
+	}
+	return npz.NewReader(ra, size)
+}
+
+// maxNPYHeader bounds the header of a .npy array (NumPy writes a few
+// hundred bytes).
+const maxNPYHeader = 1 << 16
+
+// checkNPYHeader reads the fixed start of the .npy file f and checks the
+// header length it gives.
+func checkNPYHeader(f *zip.File) error {
+	rc, err := f.Open()
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	var b [12]byte
+	if _, err := io.ReadFull(rc, b[:10]); err != nil {
+		return fmt.Errorf("not a .npy array: %w", err)
+	}
+	if string(b[:6]) != "\x93NUMPY" {
+		return fmt.Errorf("not a .npy array")
+	}
+	var n int64
+	switch b[6] {
+	case 1:
+		n = int64(bin.LittleEndian.Uint16(b[8:10]))
+	case 2, 3:
+		if _, err := io.ReadFull(rc, b[10:12]); err != nil {
+			return fmt.Errorf("not a .npy array: %w", err)
+		}
+		n = int64(bin.LittleEndian.Uint32(b[8:12]))
+	default:
+		return fmt.Errorf(".npy version %d is not supported", b[6])
+	}
+	if n > maxNPYHeader {
+		return fmt.Errorf(".npy header of %d bytes", n)
+	}
+	return nil
+}
+
+// npzLimit bounds the bytes of the arrays of an .npz file of size bytes:
+// deflate expands at most about 1032 times.
+func npzLimit(size int64) int64 { return 1032*size + 1<<16 }
+
+// readNPZArray reads array key of r, of at most limit bytes. The file is
+// outside input: a header that does not fit its data, or a parser panic
+// on malformed data, is an error.
+func readNPZArray(r *npz.Reader, key string, limit int64) (t *Tensor, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			t, err = nil, fmt.Errorf("malformed array (%v)", p)
+		}
+	}()
 	h := r.Header(key)
 	if h == nil {
 		return nil, fmt.Errorf("no header")
@@ -127,11 +211,32 @@ func readNPZArray(r *npz.Reader, key string) (*Tensor, error) {
 		return nil, fmt.Errorf("Fortran-ordered arrays are not supported")
 	}
 	shape := append([]int{}, h.Descr.Shape...)
+	n := int64(1)
+	for _, d := range shape {
+		if d < 0 {
+			return nil, fmt.Errorf("negative dimension in shape %v", shape)
+		}
+		if d > 0 && n > limit/int64(d) {
+			return nil, fmt.Errorf("shape %v is larger than the file can hold", shape)
+		}
+		n *= int64(d)
+	}
+	if n*8 > limit {
+		return nil, fmt.Errorf("shape %v is larger than the file can hold", shape)
+	}
 	kind := strings.TrimLeft(strings.Trim(h.Descr.Type, `'"`), "<|=")
 	if strings.Contains(h.Descr.Type, ">") {
 		return nil, fmt.Errorf("big-endian arrays are not supported")
 	}
-	read := func(ptr any) error { return r.Read(key, ptr) }
+	read := func(ptr any) error {
+		if err := r.Read(key, ptr); err != nil {
+			return err
+		}
+		if got := reflect.ValueOf(ptr).Elem().Len(); int64(got) != n {
+			return fmt.Errorf("%d elements for shape %v", got, shape)
+		}
+		return nil
+	}
 	switch kind {
 	case "f4":
 		var d []float32

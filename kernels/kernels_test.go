@@ -123,7 +123,7 @@ func TestMatMulAgainstReference(t *testing.T) {
 					if acc64 {
 						tol = 0x1p-24*math.Abs(want[i]) + 1e-30
 					}
-					if math.Abs(g[i]-want[i]) > tol {
+					if !(math.Abs(g[i]-want[i]) <= tol) {
 						t.Fatalf("element %d: got %v, want %v (tol %.3g)", i, g[i], want[i], tol)
 					}
 				}
@@ -155,7 +155,7 @@ func TestMatMulNumpyRanks(t *testing.T) {
 					for p := range 3 {
 						s += xd[b0*6+i*3+p] * yd[b1*6+p*2+j]
 					}
-					if got := od[((b0*3+b1)*2+i)*2+j]; math.Abs(got-s) > 1e-5 {
+					if got := od[((b0*3+b1)*2+i)*2+j]; !(math.Abs(got-s) <= 1e-5) {
 						t.Fatalf("[%d,%d,%d,%d] = %v, want %v", b0, b1, i, j, got, s)
 					}
 				}
@@ -189,7 +189,7 @@ func TestSoftmaxAgainstReference(t *testing.T) {
 					idx := (p*d+j)*inner + q
 					want := math.Exp(xs[idx]-m) / s
 					// a few float32 roundings: 4 ulps relative
-					if math.Abs(os[idx]-want) > 4*0x1p-24*want+1e-30 {
+					if !(math.Abs(os[idx]-want) <= 4*0x1p-24*want+1e-30) {
 						t.Fatalf("axis %d: element %d got %v want %v", axis, idx, os[idx], want)
 					}
 				}
@@ -201,6 +201,9 @@ func TestSoftmaxAgainstReference(t *testing.T) {
 func TestSoftmaxOpset11Flattens(t *testing.T) {
 	x := FromSlice([]int{2, 2}, []float32{0, 0, 0, 0})
 	o := mustOp(t, "", "Softmax", 11, []*graph.Attr{graph.IntAttr("axis", 0)}, x)
+	if !equalShape(o.Shape, []int{2, 2}) || o.DType != graph.Float {
+		t.Fatalf("got %v, want float32[2,2]", o)
+	}
 	for _, v := range Data[float32](o) {
 		if v != 0.25 {
 			t.Fatalf("opset 11 axis 0 must normalise over all 4 elements: %v", Data[float32](o))
@@ -294,7 +297,7 @@ func TestEinsumAgainstReference(t *testing.T) {
 				t.Fatalf("shape %v, want %v", o.Shape, shape)
 			}
 			for i, g := range o.Float64s() {
-				if math.Abs(g-want[i]) > 1e-5*(1+math.Abs(want[i])) {
+				if !(math.Abs(g-want[i]) <= 1e-5*(1+math.Abs(want[i]))) {
 					t.Fatalf("element %d: got %v want %v", i, g, want[i])
 				}
 			}
@@ -313,25 +316,49 @@ func TestEinsumAgainstReference(t *testing.T) {
 }
 
 func TestCastRounding(t *testing.T) {
-	// float64 -> float16: ties go to even, and no double rounding through
-	// float32 (1 + 2^-11 + 2^-40 is just above a tie: rounds up).
-	in := FromSlice([]int{4}, []float64{1 + 0x1p-11, 1 + 3*0x1p-11, 1 + 0x1p-11 + 0x1p-40, 65520})
-	o := mustOp(t, "", "Cast", 19, []*graph.Attr{graph.IntAttr("to", int64(graph.Float16))}, in)
-	want := []float32{1, 1 + 4*0x1p-11, 1 + 2*0x1p-11, float32(math.Inf(1))}
-	for i, v := range Data[float16.Float16](o) {
-		if v.Float32() != want[i] {
-			t.Errorf("float16 element %d: got %v want %v", i, v.Float32(), want[i])
-		}
-	}
-	// float32 -> bfloat16: round to nearest even.
-	f := FromSlice([]int{2}, []float32{1 + 0x1p-8, 1 + 3*0x1p-8})
-	o = mustOp(t, "", "Cast", 19, []*graph.Attr{graph.IntAttr("to", int64(graph.BFloat16))}, f)
-	if got := Data[graph.BF16](o); got[0].Float32() != 1 || got[1].Float32() != 1+4*0x1p-8 {
-		t.Errorf("bfloat16: got %v %v", got[0].Float32(), got[1].Float32())
+	// Each case rounds once: no double rounding through float32 (a value
+	// just above a tie of the half type must round up).
+	for _, tc := range []struct {
+		name string
+		in   *Tensor
+		to   graph.DataType
+		want []float32
+	}{
+		// float64 -> float16: ties go to even; 1 + 2^-11 + 2^-40 is just
+		// above a tie.
+		{"double->float16", FromSlice([]int{4}, []float64{1 + 0x1p-11, 1 + 3*0x1p-11, 1 + 0x1p-11 + 0x1p-40, 65520}),
+			graph.Float16, []float32{1, 1 + 4*0x1p-11, 1 + 2*0x1p-11, float32(math.Inf(1))}},
+		// float32 -> bfloat16: round to nearest even.
+		{"float->bfloat16", FromSlice([]int{2}, []float32{1 + 0x1p-8, 1 + 3*0x1p-8}),
+			graph.BFloat16, []float32{1, 1 + 4*0x1p-8}},
+		// float64 -> bfloat16: 1 + 2^-8 + 2^-40 is just above a tie.
+		{"double->bfloat16", FromSlice([]int{4}, []float64{1 + 0x1p-8, 1 + 0x1p-8 + 0x1p-40, -(1 + 0x1p-8 + 0x1p-40), 1 + 3*0x1p-8}),
+			graph.BFloat16, []float32{1, 1.0078125, -1.0078125, 1 + 4*0x1p-8}},
+		// int64 -> bfloat16: 2^24 + 2^16 + 1 is just above the tie
+		// 2^24 + 2^16 (float32 would round it to the tie first, and
+		// float64 does the same to 2^62 + 2^54 + 1).
+		{"int64->bfloat16", FromSlice([]int{5}, []int64{16842753, 16842752, -16842753, 16908289, 1<<62 + 1<<54 + 1}),
+			graph.BFloat16, []float32{16908288, 16777216, -16908288, 16908288, 0x1p62 + 0x1p55}},
+		// int64 -> float16: 2049 and 2051 are ties (to even), 2^40
+		// overflows.
+		{"int64->float16", FromSlice([]int{3}, []int64{2049, 2051, 1 << 40}),
+			graph.Float16, []float32{2048, 2052, float32(math.Inf(1))}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := mustOp(t, "", "Cast", 19, []*graph.Attr{graph.IntAttr("to", int64(tc.to))}, tc.in)
+			if o.DType != tc.to || !equalShape(o.Shape, tc.in.Shape) {
+				t.Fatalf("got %v, want %v%v", o, tc.to, tc.in.Shape)
+			}
+			for i, v := range o.Float64s() {
+				if v != float64(tc.want[i]) {
+					t.Errorf("element %d: got %v want %v", i, v, tc.want[i])
+				}
+			}
+		})
 	}
 	// float -> int truncates toward zero; int -> bool is nonzero.
-	o = mustOp(t, "", "Cast", 19, []*graph.Attr{graph.IntAttr("to", int64(graph.Int32))}, FromSlice([]int{2}, []float32{-2.7, 2.7}))
-	if d := Data[int32](o); d[0] != -2 || d[1] != 2 {
+	o := mustOp(t, "", "Cast", 19, []*graph.Attr{graph.IntAttr("to", int64(graph.Int32))}, FromSlice([]int{2}, []float32{-2.7, 2.7}))
+	if d := Data[int32](o); len(d) != 2 || d[0] != -2 || d[1] != 2 {
 		t.Errorf("float->int32: %v", d)
 	}
 }
@@ -400,6 +427,9 @@ func TestALiBiBias(t *testing.T) {
 	slopes := FromSlice([]int{2}, []float32{0.5, 0.25})
 	o := mustOp(t, DomainOnnxpe, "ALiBiBias", 17, nil, slopes, Scalar(int64(2)), Scalar(int64(3)))
 	want := []float32{-1, -0.5, 0, -1, -0.5, 0, -0.5, -0.25, 0, -0.5, -0.25, 0}
+	if !equalShape(o.Shape, []int{1, 2, 2, 3}) || o.DType != graph.Float {
+		t.Fatalf("causal: got %v, want float32[1,2,2,3]", o)
+	}
 	for i, v := range Data[float32](o) {
 		if v != want[i] {
 			t.Fatalf("causal: %v, want %v", Data[float32](o), want)
@@ -408,6 +438,9 @@ func TestALiBiBias(t *testing.T) {
 	o = mustOp(t, DomainOnnxpe, "ALiBiBias", 17, []*graph.Attr{graph.IntAttr("symmetric", 1)}, slopes, Scalar(int64(2)), Scalar(int64(3)))
 	// queries at positions 1 and 2
 	want = []float32{-0.5, 0, -0.5, -1, -0.5, 0, -0.25, 0, -0.25, -0.5, -0.25, 0}
+	if !equalShape(o.Shape, []int{1, 2, 2, 3}) || o.DType != graph.Float {
+		t.Fatalf("symmetric: got %v, want float32[1,2,2,3]", o)
+	}
 	for i, v := range Data[float32](o) {
 		if v != want[i] {
 			t.Fatalf("symmetric: %v, want %v", Data[float32](o), want)
@@ -579,7 +612,7 @@ func TestGeluOpset20(t *testing.T) {
 		o := mustOp(t, "", "Gelu", 20, []*graph.Attr{graph.StringAttr("approximate", tc.approx)}, x)
 		for i, v := range x.Float64s() {
 			want := tc.f(v)
-			if got := o.Float64s()[i]; math.Abs(got-want) > 2*0x1p-24*math.Abs(want)+1e-12 {
+			if got := o.Float64s()[i]; !(math.Abs(got-want) <= 2*0x1p-24*math.Abs(want)+1e-12) {
 				t.Errorf("%s: gelu(%v) = %v, want %v", tc.approx, v, got, want)
 			}
 		}

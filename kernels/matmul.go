@@ -2,8 +2,8 @@ package kernels
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
-	"sync"
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels/gemm"
@@ -15,35 +15,32 @@ import (
 //
 // This is the single entry point of float32 matrix products in the
 // package; it calls the blocked, vectorised GEMM of kernels/gemm.
-func sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	gemm.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+func sgemm(e gemm.Exec, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	e.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
-// parallelRows splits [0,m) into chunks run on gemm.Threads() goroutines
-// (the session's Threads during a run) when the work (multiply-adds) is
-// large enough to pay for goroutines.
-func parallelRows(m, work int, f func(i0, i1 int)) {
-	p := gemm.Threads()
+// mm is how c's matrix products run: on the session's Threads (each call
+// carries its own limit, so sessions with different limits can run at
+// the same time).
+func (c *Call) mm() gemm.Exec { return gemm.Exec{Threads: c.threads()} }
+
+// parallelRows splits [0,m) into chunks run on e's goroutines when the
+// work (multiply-adds) is large enough to pay for goroutines.
+func parallelRows(e gemm.Exec, m, work int, f func(i0, i1 int)) {
+	p := e.Threads
+	if p <= 0 {
+		p = runtime.GOMAXPROCS(0)
+	}
 	if p == 1 || work < 1<<17 || m < 2 {
 		f(0, m)
 		return
 	}
-	p = min(p, m)
-	var wg sync.WaitGroup
-	chunk := (m + p - 1) / p
-	for i0 := 0; i0 < m; i0 += chunk {
-		wg.Add(1)
-		go func(i0, i1 int) {
-			defer wg.Done()
-			f(i0, i1)
-		}(i0, min(i0+chunk, m))
-	}
-	wg.Wait()
+	fanOut(min(p, m), m, f)
 }
 
 // gemmT is the generic product (float64, integers, and float32 with
 // float64 accumulation when acc is float64-typed through acc64).
-func gemmT[T Num](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int, acc64 bool) {
+func gemmT[T Num](e gemm.Exec, transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int, acc64 bool) {
 	at := func(i, p int) T {
 		if transA {
 			return a[p*lda+i]
@@ -56,7 +53,7 @@ func gemmT[T Num](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b [
 		}
 		return b[p*ldb+j]
 	}
-	parallelRows(m, m*n*k, func(i0, i1 int) {
+	parallelRows(e, m, m*n*k, func(i0, i1 int) {
 		for i := i0; i < i1; i++ {
 			for j := range n {
 				var r T
@@ -83,24 +80,24 @@ func gemmT[T Num](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b [
 }
 
 // gemmAny dispatches on the element type of the slices.
-func gemmAny(dt graph.DataType, transA, transB bool, m, n, k int, alpha float64, a any, lda int, b any, ldb int, beta float64, c any, ldc int, acc64 bool) error {
+func gemmAny(e gemm.Exec, dt graph.DataType, transA, transB bool, m, n, k int, alpha float64, a any, lda int, b any, ldb int, beta float64, c any, ldc int, acc64 bool) error {
 	switch dt {
 	case graph.Float:
 		if acc64 {
-			gemmT(transA, transB, m, n, k, float32(alpha), a.([]float32), lda, b.([]float32), ldb, float32(beta), c.([]float32), ldc, true)
+			gemmT(e, transA, transB, m, n, k, float32(alpha), a.([]float32), lda, b.([]float32), ldb, float32(beta), c.([]float32), ldc, true)
 		} else {
-			sgemm(transA, transB, m, n, k, float32(alpha), a.([]float32), lda, b.([]float32), ldb, float32(beta), c.([]float32), ldc)
+			sgemm(e, transA, transB, m, n, k, float32(alpha), a.([]float32), lda, b.([]float32), ldb, float32(beta), c.([]float32), ldc)
 		}
 	case graph.Double:
-		gemm.Dgemm(transA, transB, m, n, k, alpha, a.([]float64), lda, b.([]float64), ldb, beta, c.([]float64), ldc)
+		e.Dgemm(transA, transB, m, n, k, alpha, a.([]float64), lda, b.([]float64), ldb, beta, c.([]float64), ldc)
 	case graph.Int64:
-		gemmT(transA, transB, m, n, k, int64(alpha), a.([]int64), lda, b.([]int64), ldb, int64(beta), c.([]int64), ldc, false)
+		gemmT(e, transA, transB, m, n, k, int64(alpha), a.([]int64), lda, b.([]int64), ldb, int64(beta), c.([]int64), ldc, false)
 	case graph.Int32:
-		gemmT(transA, transB, m, n, k, int32(alpha), a.([]int32), lda, b.([]int32), ldb, int32(beta), c.([]int32), ldc, false)
+		gemmT(e, transA, transB, m, n, k, int32(alpha), a.([]int32), lda, b.([]int32), ldb, int32(beta), c.([]int32), ldc, false)
 	case graph.Uint8:
-		gemmT(transA, transB, m, n, k, uint8(alpha), a.([]uint8), lda, b.([]uint8), ldb, uint8(beta), c.([]uint8), ldc, false)
+		gemmT(e, transA, transB, m, n, k, uint8(alpha), a.([]uint8), lda, b.([]uint8), ldb, uint8(beta), c.([]uint8), ldc, false)
 	case graph.Int8:
-		gemmT(transA, transB, m, n, k, int8(alpha), a.([]int8), lda, b.([]int8), ldb, int8(beta), c.([]int8), ldc, false)
+		gemmT(e, transA, transB, m, n, k, int8(alpha), a.([]int8), lda, b.([]int8), ldb, int8(beta), c.([]int8), ldc, false)
 	default:
 		return fmt.Errorf("%v: %w", dt, ErrUnsupportedType)
 	}
@@ -159,10 +156,10 @@ func batchedMatMul(c *Call, a, b *Tensor, transA, transB bool, alpha float64) (*
 	if shapeSize(b.Shape[:rb-2]) == 1 && !transA && shapeSize(a.Shape[:ra-2]) == shapeSize(batch) {
 		nb := shapeSize(batch)
 		if pb := c.packed(b, k, n); pb != nil {
-			gemm.SgemmPacked(nb*m, n, k, float32(alpha), Data[float32](a), lda, pb, 0, Data[float32](out), n)
+			c.mm().SgemmPacked(nb*m, n, k, float32(alpha), Data[float32](a), lda, pb, 0, Data[float32](out), n)
 			return out, nil
 		}
-		return out, gemmAny(a.DType, false, transB, nb*m, n, k, alpha, a.data, lda, b.data, ldb, 0, out.data, n, acc64)
+		return out, gemmAny(c.mm(), a.DType, false, transB, nb*m, n, k, alpha, a.data, lda, b.data, ldb, 0, out.data, n, acc64)
 	}
 	if a.DType == graph.Float && !acc64 {
 		// One strided batched call: gemm spreads small matrices over the
@@ -171,13 +168,14 @@ func batchedMatMul(c *Call, a, b *Tensor, transA, transB bool, alpha float64) (*
 		// Small batches stay on this goroutine: SgemmStrided spreads any
 		// batch over the threads.
 		if sA, sB, ok := batchStrides(batch, abatch, bbatch, sa, sb); ok && shapeSize(batch)*m*n*k >= 1<<19 {
-			gemm.SgemmStrided(shapeSize(batch), transA, transB, m, n, k, float32(alpha), Data[float32](a), lda, sA,
+			c.mm().SgemmStrided(shapeSize(batch), transA, transB, m, n, k, float32(alpha), Data[float32](a), lda, sA,
 				Data[float32](b), ldb, sB, 0, Data[float32](out), n, m*n)
 			return out, nil
 		}
 	}
 	abatch, bbatch := a.Shape[:ra-2], b.Shape[:rb-2]
 	var ferr error
+	e := c.mm()
 	newBcast(batch, abatch, bbatch).each(func(o int, offs, inc []int, cnt int) {
 		for i := range cnt {
 			if ferr != nil {
@@ -186,7 +184,7 @@ func batchedMatMul(c *Call, a, b *Tensor, transA, transB bool, alpha float64) (*
 			ao := (offs[0] + i*inc[0]) * sa
 			bo := (offs[1] + i*inc[1]) * sb
 			co := (o + i) * m * n
-			ferr = gemmAny(a.DType, transA, transB, m, n, k, alpha, sub(a.data, ao, sa), lda, sub(b.data, bo, sb), ldb, 0, sub(out.data, co, m*n), n, acc64)
+			ferr = gemmAny(e, a.DType, transA, transB, m, n, k, alpha, sub(a.data, ao, sa), lda, sub(b.data, bo, sb), ldb, 0, sub(out.data, co, m*n), n, acc64)
 		}
 	})
 	return out, ferr
@@ -283,10 +281,10 @@ func gemmOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 		return nil, fmt.Errorf("C type %v differs from A %v", out.DType, a.DType)
 	}
 	if pb := c.packed(b, k, n); pb != nil && !ta {
-		gemm.SgemmPacked(m, n, k, float32(alpha), Data[float32](a), a.Shape[1], pb, float32(beta), Data[float32](out), n)
+		c.mm().SgemmPacked(m, n, k, float32(alpha), Data[float32](a), a.Shape[1], pb, float32(beta), Data[float32](out), n)
 		return []*Tensor{out}, nil
 	}
-	err := gemmAny(a.DType, ta, tb, m, n, k, alpha, a.data, a.Shape[1], b.data, b.Shape[1], beta, out.data, n, c.Acc64())
+	err := gemmAny(c.mm(), a.DType, ta, tb, m, n, k, alpha, a.data, a.Shape[1], b.data, b.Shape[1], beta, out.data, n, c.Acc64())
 	return []*Tensor{out}, err
 }
 

@@ -140,6 +140,9 @@ func TestRunsAreRepeatable(t *testing.T) {
 					t.Fatal(err)
 				}
 				for name, w := range want {
+					if g := got[name]; g == nil || g.String() != w.String() {
+						t.Fatalf("run %d: output %s is %v, a fresh session's %v", run, name, g, w)
+					}
 					if fmt.Sprint(got[name].Float64s()) != fmt.Sprint(w.Float64s()) {
 						t.Fatalf("run %d: output %s differs from a fresh session's", run, name)
 					}
@@ -150,13 +153,13 @@ func TestRunsAreRepeatable(t *testing.T) {
 			first, _ := s.Run(c.in)
 			snap := map[string]string{}
 			for name, o := range first {
-				snap[name] = fmt.Sprint(o.Float64s())
+				snap[name] = o.String() + fmt.Sprint(o.Float64s())
 			}
 			if _, err := s.Run(c.in); err != nil {
 				t.Fatal(err)
 			}
 			for name, o := range first {
-				if fmt.Sprint(o.Float64s()) != snap[name] {
+				if o.String()+fmt.Sprint(o.Float64s()) != snap[name] {
 					t.Fatalf("output %s of an earlier run changed", name)
 				}
 			}

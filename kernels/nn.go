@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/onnxpe/onnxpe/graph"
-	"github.com/onnxpe/onnxpe/kernels/gemm"
 )
 
 // softmaxRows computes softmax (or log-softmax) over rows of length d whose
@@ -293,9 +292,11 @@ func layerNorm32(y, x, scale, bias []float32, r0, r1, d int, eps float64, simpli
 }
 
 // normalize runs (Simplified)LayerNormalization over the dims from axis.
-// It returns Y and the per-row mean and inverse std dev (stat shape: X's
-// shape with the normalised dims set to 1).
-func normalize(c *Call, x, scale, bias *Tensor, axis int, eps float64, simplified bool, stats bool) (y, mean, inv *Tensor, err error) {
+// It returns Y and, when statType is not 0, the per-row mean and inverse
+// std dev of that type (stat shape: X's shape with the normalised dims
+// set to 1).
+func normalize(c *Call, x, scale, bias *Tensor, axis int, eps float64, simplified bool, statType graph.DataType) (y, mean, inv *Tensor, err error) {
+	stats := statType != 0
 	rows := shapeSize(x.Shape[:axis])
 	d := shapeSize(x.Shape[axis:])
 	norm := x.Shape[axis:]
@@ -343,7 +344,7 @@ func normalize(c *Call, x, scale, bias *Tensor, axis int, eps float64, simplifie
 		for i := axis; i < len(sshape); i++ {
 			sshape[i] = 1
 		}
-		mean, inv = New(x.DType, sshape...), New(x.DType, sshape...)
+		mean, inv = New(statType, sshape...), New(statType, sshape...)
 		fromFloat64(mean, mv)
 		fromFloat64(inv, iv)
 	}
@@ -364,13 +365,31 @@ func optIn(in []*Tensor, i int) *Tensor {
 	return nil
 }
 
+// stashType is the type U of the Mean and InvStdDev outputs of a
+// normalisation (attribute stash_type, float32 by default), or 0 when the
+// node does not use them.
+func stashType(c *Call) (graph.DataType, error) {
+	if c.NumOutputs() < 2 {
+		return 0, nil
+	}
+	u := graph.DataType(c.Int("stash_type", int64(graph.Float)))
+	if !isFloatType(u) {
+		return 0, fmt.Errorf("stash_type %v: %w", u, ErrUnsupportedType)
+	}
+	return u, nil
+}
+
 func layerNorm(c *Call, in []*Tensor) ([]*Tensor, error) {
 	x := in[0]
 	axis, err := normAxis(c.Int("axis", -1), len(x.Shape))
 	if err != nil {
 		return nil, err
 	}
-	y, mean, inv, err := normalize(c, x, optIn(in, 1), optIn(in, 2), axis, float64(c.Float("epsilon", 1e-5)), false, c.NumOutputs() > 1)
+	u, err := stashType(c)
+	if err != nil {
+		return nil, err
+	}
+	y, mean, inv, err := normalize(c, x, optIn(in, 1), optIn(in, 2), axis, float64(c.Float("epsilon", 1e-5)), false, u)
 	if err != nil {
 		return nil, err
 	}
@@ -395,11 +414,13 @@ func clip(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if c.Opset < 11 {
 		lo, hi = float64(c.Float("min", float32(math.Inf(-1)))), float64(c.Float("max", float32(math.Inf(1))))
 	} else {
-		if t := optIn(in, 1); t != nil {
-			lo = t.Float64s()[0]
-		}
-		if t := optIn(in, 2); t != nil {
-			hi = t.Float64s()[0]
+		for i, p := range []*float64{&lo, &hi} {
+			if t := optIn(in, 1+i); t != nil {
+				if t.Len() != 1 || t.DType != x.DType {
+					return nil, fmt.Errorf("%s must be a one-element %v tensor, got %v", []string{"min", "max"}[i], x.DType, t)
+				}
+				*p = t.Float64s()[0]
+			}
 		}
 	}
 	var o *Tensor
@@ -430,12 +451,7 @@ func clampF(v, lo, hi float64) float64 { return math.Max(lo, math.Min(v, hi)) }
 // skipped for 1x1 kernels with unit strides and no padding, where the
 // image itself is that matrix).
 func convGemm(c *Call, y, x, w, b []float32, n, cin, cout, group int, in, ks, out, strides, dil, padBegin []int) {
-	sp := len(in)
-	pad3 := func(v []int, fill int) [3]int {
-		r := [3]int{fill, fill, fill}
-		copy(r[3-sp:], v)
-		return r
-	}
+	e := c.mm()
 	I, K, O := pad3(in, 1), pad3(ks, 1), pad3(out, 1)
 	S, D, P := pad3(strides, 1), pad3(dil, 1), pad3(padBegin, 0)
 	cpg, opg := cin/group, cout/group
@@ -460,7 +476,7 @@ func convGemm(c *Call, y, x, w, b []float32, n, cin, cout, group int, in, ks, ou
 				if kdim == 0 {
 					clear(yg)
 				} else {
-					gemm.Sgemm(false, false, opg, osz, kdim, 1, wg, kdim, src, osz, 0, yg, osz)
+					e.Sgemm(false, false, opg, osz, kdim, 1, wg, kdim, src, osz, 0, yg, osz)
 				}
 			}
 			if b != nil {
@@ -474,6 +490,14 @@ func convGemm(c *Call, y, x, w, b []float32, n, cin, cout, group int, in, ks, ou
 			}
 		}
 	}
+}
+
+// pad3 pads a spatial shape (or per-axis attribute) of 1 to 3 axes to 3-D
+// with leading fills.
+func pad3(v []int, fill int) [3]int {
+	r := [3]int{fill, fill, fill}
+	copy(r[3-len(v):], v)
+	return r
 }
 
 // im2col fills col (cpg*ksz rows of osz) with the input element each
@@ -529,13 +553,6 @@ func im2col(col, x []float32, cpg int, I, K, O, S, D, P [3]int) {
 
 // convT is a direct N-D convolution (N = 1, 2 or 3) in NC[D]HW layout.
 func convT[T Float](y, x, w, b []T, n, cin, cout, group int, in, ks, out, strides, dil, padBegin []int, acc64 bool) {
-	sp := len(in)
-	// pad the spatial shape to 3-D
-	pad3 := func(v []int, fill int) [3]int {
-		r := [3]int{fill, fill, fill}
-		copy(r[3-sp:], v)
-		return r
-	}
 	I, K, O := pad3(in, 1), pad3(ks, 1), pad3(out, 1)
 	S, D, P := pad3(strides, 1), pad3(dil, 1), pad3(padBegin, 0)
 	cpg, opg := cin/group, cout/group
@@ -618,15 +635,25 @@ func conv(c *Call, in []*Tensor) ([]*Tensor, error) {
 		return v
 	}
 	strides, dil := ones(), ones()
-	if s := c.Ints("strides"); s != nil {
-		strides = toInts(s)
-	}
-	if d := c.Ints("dilations"); d != nil {
-		dil = toInts(d)
-	}
 	pads := make([]int, 2*sp)
-	if p := c.Ints("pads"); p != nil {
-		pads = toInts(p)
+	for _, a := range []struct {
+		name string
+		dst  []int
+		min  int64
+	}{{"strides", strides, 1}, {"dilations", dil, 1}, {"pads", pads, 0}} {
+		v := c.Ints(a.name)
+		if v == nil {
+			continue
+		}
+		if len(v) != len(a.dst) {
+			return nil, fmt.Errorf("%s %v: want %d values for %d spatial axes", a.name, v, len(a.dst), sp)
+		}
+		for i, x := range v {
+			if x < a.min || x > math.MaxInt32 {
+				return nil, fmt.Errorf("%s %v: each must be in [%d, 2^31)", a.name, v, a.min)
+			}
+			a.dst[i] = int(x)
+		}
 	}
 	inS := x.Shape[2:]
 	out := make([]int, sp)

@@ -3,6 +3,8 @@ package kernels
 import (
 	"fmt"
 	"slices"
+
+	"github.com/onnxpe/onnxpe/graph"
 )
 
 // padSource maps output coordinate o of a padded axis (dim d, pad before
@@ -65,11 +67,13 @@ func pad(c *Call, in []*Tensor) ([]*Tensor, error) {
 		full = toInts(pads)
 	}
 	shape := slices.Clone(x.Shape)
+	dims := make([]int64, r)
 	for i := range r {
-		shape[i] += full[i] + full[i+r]
-		if shape[i] < 0 {
+		d := int64(x.Shape[i]) + int64(full[i]) + int64(full[i+r])
+		if d < 0 {
 			return nil, fmt.Errorf("pads %v make dimension %d negative", pads, i)
 		}
+		shape[i], dims[i] = int(d), d
 		if mode != "constant" && x.Shape[i] == 0 && shape[i] > 0 {
 			return nil, fmt.Errorf("%s padding of an empty dimension", mode)
 		}
@@ -78,6 +82,13 @@ func pad(c *Call, in []*Tensor) ([]*Tensor, error) {
 	case "constant", "edge", "reflect", "wrap":
 	default:
 		return nil, fmt.Errorf("mode %q", mode)
+	}
+	// The output, and the source index of each of its elements.
+	if err := c.checkSize(x.DType, dims); err != nil {
+		return nil, err
+	}
+	if err := c.checkSize(graph.Int64, dims); err != nil {
+		return nil, err
 	}
 	// source index per output element (-1: the constant)
 	n := shapeSize(shape)

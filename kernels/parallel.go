@@ -1,7 +1,9 @@
 package kernels
 
 import (
+	"fmt"
 	"runtime"
+	"runtime/debug"
 	"sync"
 )
 
@@ -30,16 +32,56 @@ func parallelFor(c *Call, n, work int, f func(lo, hi int)) {
 		return
 	}
 	p = min(p, n, max(work/(parallelMin/2), 2))
-	var wg sync.WaitGroup
+	fanOut(p, n, f)
+}
+
+// workerPanic is a panic of a worker goroutine raised again on the
+// goroutine that started it, with the worker's stack.
+type workerPanic struct {
+	val   any
+	stack []byte
+}
+
+func (w workerPanic) String() string { return fmt.Sprint(w.val) }
+
+// fanOut splits [0,n) into p contiguous chunks, runs f on chunks 1..p-1
+// on new goroutines and on chunk 0 on the calling one, and returns when
+// all have ended. A panic in any of them is raised again on the calling
+// goroutine (where the session recovers it into an error of the node); a
+// panic on a worker goroutine would end the process.
+func fanOut(p, n int, f func(lo, hi int)) {
+	if p <= 1 {
+		f(0, n)
+		return
+	}
+	var j struct {
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		perr any
+	}
 	for t := 1; t < p; t++ {
-		wg.Add(1)
+		j.wg.Add(1)
 		go func(lo, hi int) {
-			defer wg.Done()
+			defer j.wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					j.mu.Lock()
+					if j.perr == nil {
+						j.perr = workerPanic{r, debug.Stack()}
+					}
+					j.mu.Unlock()
+				}
+			}()
 			f(lo, hi)
 		}(t*n/p, (t+1)*n/p)
 	}
-	f(0, n/p)
-	wg.Wait()
+	func() {
+		defer j.wg.Wait() // also when f panics here: no worker outlives the kernel
+		f(0, n/p)
+	}()
+	if j.perr != nil {
+		panic(j.perr)
+	}
 }
 
 // serial reports whether parallelFor(c, n, work, ...) would run on the

@@ -133,13 +133,30 @@ func reduceRows[T Num](op redOp, dst, src []T, r int, acc64 bool) {
 	}
 }
 
+// fromF64 converts the identity v of an empty reduction to T: for
+// integers, -Inf is T's lowest value (ReduceMax of nothing) and +Inf its
+// highest (ReduceMin), as the ONNX spec says.
 func fromF64[T Num](v float64) T {
-	switch any(*new(T)).(type) {
+	var lo, hi T
+	switch any(lo).(type) {
 	case float32, float64:
 		return T(v)
+	case int64:
+		lo, hi = T(any(int64(math.MinInt64)).(int64)), T(any(int64(math.MaxInt64)).(int64))
+	case int32:
+		lo, hi = T(any(int32(math.MinInt32)).(int32)), T(any(int32(math.MaxInt32)).(int32))
+	case int8:
+		lo, hi = T(any(int8(math.MinInt8)).(int8)), T(any(int8(math.MaxInt8)).(int8))
+	case uint8:
+		lo, hi = 0, T(any(uint8(math.MaxUint8)).(uint8))
 	}
-	if math.IsInf(v, 0) || math.IsNaN(v) {
+	switch {
+	case math.IsNaN(v):
 		return 0
+	case math.IsInf(v, -1):
+		return lo
+	case math.IsInf(v, 1):
+		return hi
 	}
 	return T(v)
 }

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-
-	"github.com/onnxpe/onnxpe/graph"
 )
 
 // ErrUnsupportedOp is wrapped by errors about ops (or op versions) that
@@ -15,6 +13,11 @@ var ErrUnsupportedOp = errors.New("unsupported op")
 // ErrUnsupportedType is wrapped by errors about element types a kernel
 // does not handle.
 var ErrUnsupportedType = errors.New("unsupported element type")
+
+// ErrInternal is wrapped by the error of a node whose kernel panicked (a
+// defect of this package, not of the model): the error names the node, op
+// and input shapes; Options.PanicStacks or ONNXPE_DEBUG=1 prints the stack.
+var ErrInternal = errors.New("internal error in a kernel")
 
 // Kernel computes a node's outputs from its inputs (nil for absent
 // optional inputs). It must not change its inputs; it may return an input
@@ -106,28 +109,3 @@ func Ops() []string {
 
 // reg registers a kernel for every opset from since on (ONNX domain).
 func reg(op string, since, until int64, fn Kernel) { Register("", op, since, until, fn, 0) }
-
-// byType dispatches on the element type of input which.
-func byType(which int, m map[graph.DataType]Kernel) Kernel {
-	return func(c *Call, in []*Tensor) ([]*Tensor, error) {
-		if which >= len(in) || in[which] == nil {
-			return nil, fmt.Errorf("input %d is missing", which)
-		}
-		f, ok := m[in[which].DType]
-		if !ok {
-			return nil, fmt.Errorf("input %d: %v: %w", which, in[which].DType, ErrUnsupportedType)
-		}
-		return f(c, in)
-	}
-}
-
-// floatK dispatches between float32 and float64 instances.
-func floatK(f32, f64 Kernel) Kernel {
-	return byType(0, map[graph.DataType]Kernel{graph.Float: f32, graph.Double: f64})
-}
-
-// numK dispatches between the numeric instances.
-func numK(f32, f64, i64, i32, i8, u8 Kernel) Kernel {
-	return byType(0, map[graph.DataType]Kernel{graph.Float: f32, graph.Double: f64,
-		graph.Int64: i64, graph.Int32: i32, graph.Int8: i8, graph.Uint8: u8})
-}

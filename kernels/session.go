@@ -2,12 +2,12 @@ package kernels
 
 import (
 	"fmt"
+	"os"
 	"runtime/debug"
 	"slices"
 	"strings"
 
 	"github.com/onnxpe/onnxpe/graph"
-	"github.com/onnxpe/onnxpe/kernels/gemm"
 )
 
 // Options configure a Session.
@@ -24,6 +24,21 @@ type Options struct {
 	// shape the model declares (rank or a fixed size). Only for test data
 	// known to be inconsistent with its model.
 	IgnoreDeclaredShapes bool
+	// MaxTensorBytes bounds one tensor whose size a kernel computes from
+	// values of the model (Tile, Expand, ConstantOfShape, Range, Pad,
+	// RelativePositionBias, ALiBiBias): a larger one is an error of the
+	// node (wrapping ErrTooLarge), raised before anything is allocated.
+	// 0 means DefaultMaxTensorBytes (16 GiB); it is never above
+	// graph.MaxTensorBytes.
+	MaxTensorBytes int64
+	// MaxLoopIterations bounds the iterations of one run of a Loop node
+	// (a loop that would run more is an error): 0 means
+	// DefaultMaxLoopIterations (2^24).
+	MaxLoopIterations int64
+	// PanicStacks prints the stack of a kernel panic to standard error
+	// when the session turns it into an error wrapping ErrInternal (the
+	// environment variable ONNXPE_DEBUG=1 does the same).
+	PanicStacks bool
 }
 
 // Session runs one model. It converts the model's constants once; Run may
@@ -43,6 +58,9 @@ type Session struct {
 	stats      RunStats // of the last run
 	// wide maps float16/bfloat16 constants to their float32 copies.
 	wide map[*Tensor]*Tensor
+	// compiling holds the model-local functions being compiled (a
+	// function that calls itself is refused).
+	compiling map[*graph.Function]bool
 }
 
 // plan is a graph compiled for execution: its steps in topological order,
@@ -92,6 +110,8 @@ type step struct {
 	in     []ref
 	outs   []int     // slot of each output (-1: unnamed)
 	ins    []*Tensor // the inputs of the running step
+	kins   []*Tensor // the inputs the kernel sees (float16/bfloat16 widened)
+	half   halfRule  // where the kernel's type T is (for widening)
 	call   Call
 	// wide holds float32 copies of the step's float16/bfloat16 constant
 	// inputs (for kernels that are not Native), by input index.
@@ -277,6 +297,9 @@ func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets
 	for _, n := range order {
 		st := &step{node: n, opset: s.opsetOf(n.Domain, os), attrs: resolveAttrs(n, refs)}
 		if f := s.model.Function(n.Domain, n.OpType, n.Overload); f != nil {
+			if s.compiling[f] {
+				return nil, fmt.Errorf("node %q: function %s.%s calls itself (directly or through other functions): recursion is not supported", n.Name, f.Domain, f.Name)
+			}
 			callRefs := map[string]*graph.Attr{}
 			for _, a := range f.AttrDefaults {
 				callRefs[a.Name()] = a
@@ -288,7 +311,12 @@ func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets
 			for _, o := range f.Opsets() {
 				fos[normDomain(o.Domain)] = o.Version
 			}
+			if s.compiling == nil {
+				s.compiling = map[*graph.Function]bool{}
+			}
+			s.compiling[f] = true
 			body, err := s.compile(f.Body, callRefs, fos, nil)
+			delete(s.compiling, f)
 			if err != nil {
 				return nil, fmt.Errorf("function %s.%s called by node %q: %w", f.Domain, f.Name, n.Name, err)
 			}
@@ -299,6 +327,7 @@ func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets
 				return nil, fmt.Errorf("node %q: %s opset %d: %w", n.Name, opName(n), st.opset, ErrUnsupportedOp)
 			}
 			st.entry = e
+			st.half = halfRules[opName(n)]
 		}
 		for _, a := range n.Attrs {
 			var gs []*graph.Graph
@@ -619,8 +648,6 @@ func (s *Session) Run(inputs map[string]*Tensor) (map[string]*Tensor, error) {
 	tr.reset()
 	s.spare, s.tr = nil, tr
 	defer func() { s.tr, s.spare = nil, tr }()
-	prev := gemm.SetThreads(s.opts.Threads)
-	defer gemm.SetThreads(prev)
 	for i, v := range g.Inputs {
 		t, ok := inputs[v.Name]
 		if !ok || t == nil {
@@ -650,12 +677,30 @@ func (s *Session) Run(inputs map[string]*Tensor) (map[string]*Tensor, error) {
 		if t == nil {
 			return nil, fmt.Errorf("output %q was not computed", v.Name)
 		}
+		if s.shared(t) {
+			// A constant or a cached output (or a view of a constant):
+			// the caller gets a copy, which it may change.
+			t = t.Clone()
+		}
 		out[v.Name] = t
 	}
 	s.pool.trim(2 * tr.peak)
 	s.stats = RunStats{PeakLiveBytes: tr.peak, RequiredBytes: tr.required(), ConstBytes: s.constBytes,
 		InputBytes: tr.inBytes, PackedBytes: s.packed, PoolBytes: s.pool.bytes, Steps: tr.step}
 	return out, nil
+}
+
+// shared reports whether t is, or is a view of, storage the session keeps
+// from run to run.
+func (s *Session) shared(t *Tensor) bool {
+	if t.IsSequence() {
+		return false
+	}
+	if t.frozen {
+		return true
+	}
+	k, _, _ := storageKey(t)
+	return k != 0 && s.constKeys[k]
 }
 
 func hasInput(g *graph.Graph, name string) bool {
@@ -735,10 +780,12 @@ func (s *Session) exec(p *plan, e *env) error {
 				return err
 			}
 			if !m.keep(ins, outs) {
-				// Too large to cache: release it like any output.
+				// Too large to cache: release it like any output, but
+				// an input the kernel returned (Identity, a Cast to the
+				// same type) stays frozen.
 				m.kind = memoNone
 				for _, t := range outs {
-					if t != nil {
+					if t != nil && !slices.Contains(ins, t) {
 						t.frozen = false
 					}
 				}
@@ -844,15 +891,52 @@ func (s *Session) leave(p *plan, e *env, outs []*graph.Value) {
 	}
 }
 
+// halfRule says where a kernel that is not Native has its type T, the
+// type whose float16/bfloat16 the executor widens to float32 and rounds
+// the kernel's float32 outputs back to: the type of input in, for the
+// outputs in outs (bit i for output i; 0 means all). Ops missing from
+// halfRules have T at input 0 for all outputs.
+type halfRule struct {
+	in   int
+	outs uint64
+}
+
+func (r halfRule) isT(i int) bool { return r.outs == 0 || i < 64 && r.outs&(1<<i) != 0 }
+
+// halfRules are the ops (by opName) whose T is not input 0 or not every
+// output's type.
+var halfRules = map[string]halfRule{
+	"Where": {in: 1},
+	// Mean and InvStdDev have type U (stash_type, float32 by default).
+	"LayerNormalization":                             {outs: 1},
+	"SimplifiedLayerNormalization":                   {outs: 1},
+	"com.microsoft.SimplifiedLayerNormalization":     {outs: 1},
+	"com.microsoft.SkipLayerNormalization":           {outs: 1 | 1<<3},
+	"com.microsoft.SkipSimplifiedLayerNormalization": {outs: 1 | 1<<3},
+}
+
+// debugPanics reports whether ONNXPE_DEBUG=1 asks for kernel panic stacks.
+var debugPanics = os.Getenv("ONNXPE_DEBUG") == "1"
+
 // callKernel runs one node: a model-local function body or a kernel, with
-// float16/bfloat16 widening for kernels that are not Native.
+// float16/bfloat16 widening for kernels that are not Native. A kernel
+// panic becomes an error wrapping ErrInternal.
 func (s *Session) callKernel(c *Call, st *step, ins []*Tensor) (outs []*Tensor, err error) {
 	n := c.Node
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%v\n%s", r, debug.Stack())
+			stack := debug.Stack()
+			if wp, ok := r.(workerPanic); ok {
+				r, stack = wp.val, wp.stack
+			}
+			err = fmt.Errorf("%w: %s", ErrInternal, strings.Join(strings.Fields(fmt.Sprint(r)), " "))
+			if s.opts.PanicStacks || debugPanics {
+				fmt.Fprintf(os.Stderr, "onnxpe: panic in node %q (%s): %v\n%s\n", n.Name, opName(n), r, stack)
+			}
 		}
 		if err != nil {
+			// ins are the step's inputs as the model has them (the
+			// kernel saw widened copies in st.kins).
 			err = &NodeError{Node: n.Name, Op: opName(n), Opset: c.Opset, Inputs: shapesOf(ins), Err: err}
 		}
 	}()
@@ -860,21 +944,34 @@ func (s *Session) callKernel(c *Call, st *step, ins []*Tensor) (outs []*Tensor, 
 		return s.callFunction(st.fn, ins)
 	}
 	var half graph.DataType
+	kins := ins
 	if st.entry.flags&Native == 0 {
+		if i := st.half.in; i < len(ins) && ins[i] != nil && !ins[i].IsSequence() && isHalf(ins[i].DType) {
+			half = ins[i].DType
+		}
+		copied := false
 		for i, t := range ins {
-			if t != nil && !t.IsSequence() && isHalf(t.DType) {
-				if half == 0 {
-					half = t.DType
-				}
-				if st.wide != nil && st.wide[i] != nil && i < len(st.in) && st.in[i].k == t {
-					ins[i] = st.wide[i]
-				} else {
-					ins[i] = castC(c, t, graph.Float)
-				}
+			if t == nil || t.IsSequence() || !isHalf(t.DType) {
+				continue
+			}
+			if !copied {
+				// The widened inputs go to a copy: ins stay the model's
+				// values (for errors, and for the memo of the step).
+				kins, copied = append(st.kins[:0], ins...), true
+				st.kins = kins
+			}
+			if st.wide != nil && st.wide[i] != nil && i < len(st.in) && st.in[i].k == t {
+				kins[i] = st.wide[i]
+			} else {
+				kins[i] = castC(c, t, graph.Float)
 			}
 		}
+		if copied {
+			defer clear(kins) // outside the loop: an open-coded defer
+		}
 	}
-	outs, err = st.entry.fn(c, ins)
+	c.half = half
+	outs, err = st.entry.fn(c, kins)
 	if err != nil {
 		return nil, err
 	}
@@ -887,13 +984,8 @@ func (s *Session) callKernel(c *Call, st *step, ins []*Tensor) (outs []*Tensor, 
 	}
 	if half != 0 {
 		for i, t := range outs {
-			if t == nil || t.DType != graph.Float || t.IsSequence() {
+			if t == nil || t.DType != graph.Float || t.IsSequence() || !st.half.isT(i) {
 				continue
-			}
-			if i < len(n.Outputs()) {
-				if ty := n.Output(i).Type; ty != nil && ty.ElemType() == graph.Float {
-					continue // declared float32 (e.g. a statistics output)
-				}
 			}
 			outs[i] = castC(c, t, half)
 		}
@@ -974,6 +1066,10 @@ type Call struct {
 	// buffers alloc handed out during this call.
 	tr     *tracker
 	allocs []*Tensor
+	// half is the float16/bfloat16 type the executor rounds this call's
+	// float32 outputs to (0: none); kernels computing in float64 then
+	// round to float32 with roundTo32For16, so that there is one rounding.
+	half graph.DataType
 }
 
 // Attr returns the attribute name, or nil.

@@ -105,8 +105,9 @@ func flatten(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if a < 0 {
 		a += int64(r)
 	}
-	outer := shapeSize(x.Shape[:a])
-	return []*Tensor{view(x, []int{outer, x.Len() / max(outer, 1)})}, nil
+	// Both products of the dimensions, not Len()/outer: an empty input
+	// ([0, 3, 4], axis 1) flattens to [0, 12].
+	return []*Tensor{view(x, []int{shapeSize(x.Shape[:a]), shapeSize(x.Shape[a:])})}, nil
 }
 
 func squeeze(c *Call, in []*Tensor) ([]*Tensor, error) {
@@ -333,15 +334,19 @@ func sliceOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 			e += dim
 		}
 		var n int64
-		if step > 0 {
+		switch {
+		case dim == 0:
+			// An empty axis stays empty (clamping to [0, dim-1] below
+			// would select one element that is not there).
+		case step > 0:
 			s, e = clamp(s, 0, dim), clamp(e, 0, dim)
 			if e > s {
-				n = (e - s + step - 1) / step
+				n = (e-s-1)/step + 1 // no overflow for a huge step
 			}
-		} else {
+		default:
 			s, e = clamp(s, 0, dim-1), clamp(e, -1, dim-1)
 			if s > e {
-				n = (s - e - step - 1) / -step
+				n = (s-e-1)/-step + 1
 			}
 		}
 		shape[a] = int(n)
@@ -361,8 +366,17 @@ func clamp(v, lo, hi int64) int64 { return max(lo, min(v, hi)) }
 
 func expand(c *Call, in []*Tensor) ([]*Tensor, error) {
 	x := in[0]
-	shape, err := broadcastShape(x.Shape, toInts(in[1].Int64s()))
+	want := in[1].Int64s()
+	for _, d := range want {
+		if d < 0 {
+			return nil, fmt.Errorf("negative dimension in shape %v", want)
+		}
+	}
+	shape, err := broadcastShape(x.Shape, toInts(want))
 	if err != nil {
+		return nil, err
+	}
+	if err := c.checkShape(x.DType, shape); err != nil {
 		return nil, err
 	}
 	return []*Tensor{expandC(c, x, shape)}, nil
@@ -374,13 +388,20 @@ func tile(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if len(reps) != len(x.Shape) {
 		return nil, fmt.Errorf("repeats %v for rank %d", reps, len(x.Shape))
 	}
-	st := stridesOf(x.Shape)
-	var vshape, vstr []int
-	out := make([]int, len(reps))
+	dims := make([]int64, 0, 2*len(reps))
 	for i, r := range reps {
 		if r < 0 {
 			return nil, fmt.Errorf("negative repeat %d", r)
 		}
+		dims = append(dims, r, int64(x.Shape[i]))
+	}
+	if err := c.checkSize(x.DType, dims); err != nil {
+		return nil, err
+	}
+	st := stridesOf(x.Shape)
+	var vshape, vstr []int
+	out := make([]int, len(reps))
+	for i, r := range reps {
 		vshape = append(vshape, int(r), x.Shape[i])
 		vstr = append(vstr, 0, st[i])
 		out[i] = int(r) * x.Shape[i]

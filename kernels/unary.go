@@ -30,6 +30,13 @@ func floatUnary32(f32 func(d, s []float32), f func(float64) float64) Kernel {
 					f32(d[lo:hi], s[lo:hi])
 					return
 				}
+				if c != nil && c.half != 0 {
+					// Rounded to float16/bfloat16 next: round once.
+					for i := lo; i < hi; i++ {
+						d[i] = roundTo32For16(f(widen(s[i])))
+					}
+					return
+				}
 				for i := lo; i < hi; i++ {
 					d[i] = float32(f(widen(s[i])))
 				}

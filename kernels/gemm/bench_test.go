@@ -18,15 +18,14 @@ var benchSizes = []struct {
 
 // benchPaths runs f for each available path with 1 thread and with
 // GOMAXPROCS threads, as sub-benchmarks named path/threads=N.
-func benchPaths(b *testing.B, f func(b *testing.B)) {
+func benchPaths(b *testing.B, f func(b *testing.B, e Exec)) {
 	for _, ar := range archs {
 		for _, nt := range []int{1, runtime.GOMAXPROCS(0)} {
 			b.Run(fmt.Sprintf("%s/threads=%d", ar.name, nt), func(b *testing.B) {
 				prev := active
 				active = ar
-				prevT := SetThreads(nt)
-				defer func() { active = prev; SetThreads(prevT) }()
-				f(b)
+				defer func() { active = prev }()
+				f(b, Exec{Threads: nt})
 			})
 			if runtime.GOMAXPROCS(0) == 1 {
 				break
@@ -44,10 +43,10 @@ func BenchmarkSgemm(b *testing.B) {
 	for _, sz := range benchSizes {
 		a, bm, c := randSlice(r, sz.m*sz.k), randSlice(r, sz.k*sz.n), randSlice(r, sz.m*sz.n)
 		b.Run(sz.name, func(b *testing.B) {
-			benchPaths(b, func(b *testing.B) {
+			benchPaths(b, func(b *testing.B, e Exec) {
 				b.ReportAllocs()
 				for b.Loop() {
-					Sgemm(false, false, sz.m, sz.n, sz.k, 1, a, sz.k, bm, sz.n, 0, c, sz.n)
+					e.Sgemm(false, false, sz.m, sz.n, sz.k, 1, a, sz.k, bm, sz.n, 0, c, sz.n)
 				}
 				reportGFLOPS(b, sz.m, sz.n, sz.k)
 			})
@@ -62,11 +61,11 @@ func BenchmarkSgemmPacked(b *testing.B) {
 	for _, sz := range benchSizes {
 		a, bm, c := randSlice(r, sz.m*sz.k), randSlice(r, sz.k*sz.n), randSlice(r, sz.m*sz.n)
 		b.Run(sz.name, func(b *testing.B) {
-			benchPaths(b, func(b *testing.B) {
+			benchPaths(b, func(b *testing.B, e Exec) {
 				pb := PackB(true, sz.k, sz.n, bm, sz.k)
 				b.ReportAllocs()
 				for b.Loop() {
-					SgemmPacked(sz.m, sz.n, sz.k, 1, a, sz.k, pb, 0, c, sz.n)
+					e.SgemmPacked(sz.m, sz.n, sz.k, 1, a, sz.k, pb, 0, c, sz.n)
 				}
 				reportGFLOPS(b, sz.m, sz.n, sz.k)
 			})
@@ -85,11 +84,10 @@ func BenchmarkDgemm(b *testing.B) {
 		}
 		for _, nt := range []int{1, runtime.GOMAXPROCS(0)} {
 			b.Run(fmt.Sprintf("%s/threads=%d", sz.name, nt), func(b *testing.B) {
-				prev := SetThreads(nt)
-				defer SetThreads(prev)
+				e := Exec{Threads: nt}
 				b.ReportAllocs()
 				for b.Loop() {
-					Dgemm(false, false, sz.m, sz.n, sz.k, 1, a, sz.k, bm, sz.n, 0, c, sz.n)
+					e.Dgemm(false, false, sz.m, sz.n, sz.k, 1, a, sz.k, bm, sz.n, 0, c, sz.n)
 				}
 				reportGFLOPS(b, sz.m, sz.n, sz.k)
 			})

@@ -9,6 +9,11 @@ const dgemmKC = 128
 // the goroutines), meant for float64 models and float64-accumulating
 // reference runs, not for speed.
 func Dgemm(transA, transB bool, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
+	Exec{}.Dgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// Dgemm is the package-level Dgemm on e's goroutines.
+func (e Exec) Dgemm(transA, transB bool, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
 	checkDims(m, n, k)
 	checkMat("A", len(a), transA, m, k, lda)
 	checkMat("B", len(b), transB, k, n, ldb)
@@ -20,7 +25,7 @@ func Dgemm(transA, transB bool, m, n, k int, alpha float64, a []float64, lda int
 	if k == 0 || alpha == 0 {
 		return
 	}
-	nt := Threads()
+	nt := e.threads()
 	if m*n*k < minParallelWork {
 		nt = 1
 	}

@@ -10,7 +10,7 @@ import (
 func TestDgemm(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 0))
 	for _, threads := range []int{1, runtime.GOMAXPROCS(0)} {
-		prev := SetThreads(threads)
+		e := Exec{Threads: threads}
 		for _, s := range shapes() {
 			lda := max(1, map[bool]int{false: s.k, true: s.m}[s.transA]+s.pad)
 			ldb := max(1, map[bool]int{false: s.n, true: s.k}[s.transB]+s.pad)
@@ -29,7 +29,7 @@ func TestDgemm(t *testing.T) {
 				}
 			}
 			orig := append([]float64(nil), c...)
-			Dgemm(s.transA, s.transB, s.m, s.n, s.k, float64(s.alpha), a, lda, b, ldb, float64(s.beta), c, ldc)
+			e.Dgemm(s.transA, s.transB, s.m, s.n, s.k, float64(s.alpha), a, lda, b, ldb, float64(s.beta), c, ldc)
 			for i := 0; i < s.m; i++ {
 				for j := 0; j < ldc && (j < s.n || i < s.m-1); j++ {
 					got := c[i*ldc+j]
@@ -67,6 +67,5 @@ func TestDgemm(t *testing.T) {
 				}
 			}
 		}
-		SetThreads(prev)
 	}
 }

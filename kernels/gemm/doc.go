@@ -10,9 +10,11 @@
 // AVX2+FMA (up to 6x16), chosen at run time by CPU feature; a portable pure
 // Go kernel is used elsewhere, under the build tag purego, or when the
 // environment variable ONNXPE_PUREGO=1 is set at start-up. Work is split
-// over GOMAXPROCS goroutines (SetThreads limits it, SetThreads(1) forces a
-// single thread); packing buffers come from pools, so a call allocates only
-// for its goroutines.
+// over GOMAXPROCS goroutines (the methods of Exec take a per-call limit,
+// Exec{Threads: 1} forces a single thread; there is no process-wide
+// setting); packing buffers come from pools, so a call allocates only for
+// its goroutines. A panic in a worker goroutine is raised again on the
+// calling goroutine.
 //
 // Results are not bit-identical across paths or thread counts' blockings:
 // the summation order over k differs (the kernels use FMA). Callers that

@@ -4,27 +4,20 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"sync/atomic"
 )
 
-// threads is the SetThreads limit; 0 means GOMAXPROCS.
-var threads atomic.Int64
-
-// SetThreads limits the goroutines one Sgemm, SgemmPacked, SgemmStrided
-// or Dgemm call uses to n; n <= 0 means GOMAXPROCS (the default), 1 forces
-// single-threaded calls. It returns the previous setting and is safe to
-// call concurrently with running multiplies (they pick it up at their start).
-func SetThreads(n int) (prev int) {
-	if n < 0 {
-		n = 0
-	}
-	return int(threads.Swap(int64(n)))
+// Exec says how to run multiplies: on at most Threads goroutines (0 or
+// less: GOMAXPROCS; 1: single-threaded). Each call takes its own Exec, so
+// callers with different limits can multiply concurrently; the zero Exec
+// (and the package-level functions) uses GOMAXPROCS.
+type Exec struct {
+	Threads int
 }
 
-// Threads reports how many goroutines a large multiply uses now.
-func Threads() int {
+// threads is the goroutine budget of e: Threads, at most GOMAXPROCS.
+func (e Exec) threads() int {
 	g := runtime.GOMAXPROCS(0)
-	if t := int(threads.Load()); t > 0 && t < g {
+	if t := e.Threads; t > 0 && t < g {
 		return t
 	}
 	return g
@@ -43,13 +36,18 @@ var minParallelWork = 1 << 19
 // It panics with a "gemm:" message if a dimension is negative, a stride is
 // smaller than its row length, or a slice is too short.
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	Exec{}.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// Sgemm is the package-level Sgemm on e's goroutines.
+func (e Exec) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	checkDims(m, n, k)
 	checkMat("A", len(a), transA, m, k, lda)
 	checkMat("B", len(b), transB, k, n, ldb)
 	checkMat("C", len(c), false, m, n, ldc)
 	p := problem{ar: active, m: m, n: n, k: k, transA: transA, a: a, lda: lda,
 		transB: transB, b: b, ldb: ldb, alpha: alpha, beta: beta, c: c, ldc: ldc}
-	p.run(Threads())
+	p.run(e.threads())
 }
 
 // SgemmStrided runs batch independent Sgemm calls; matrix i uses
@@ -58,6 +56,11 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 // matrices must not overlap. Small matrices are spread over the goroutines
 // one whole matrix at a time.
 func SgemmStrided(batch int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda, strideA int, b []float32, ldb, strideB int, beta float32, c []float32, ldc, strideC int) {
+	Exec{}.SgemmStrided(batch, transA, transB, m, n, k, alpha, a, lda, strideA, b, ldb, strideB, beta, c, ldc, strideC)
+}
+
+// SgemmStrided is the package-level SgemmStrided on e's goroutines.
+func (e Exec) SgemmStrided(batch int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda, strideA int, b []float32, ldb, strideB int, beta float32, c []float32, ldc, strideC int) {
 	checkDims(m, n, k)
 	if batch < 0 || strideA < 0 || strideB < 0 || strideC < 0 {
 		panic(fmt.Sprintf("gemm: negative batch or stride (batch %d, strides %d %d %d)", batch, strideA, strideB, strideC))
@@ -73,7 +76,7 @@ func SgemmStrided(batch int, transA, transB bool, m, n, k int, alpha float32, a 
 		panic(fmt.Sprintf("gemm: C stride %d overlaps a %dx%d matrix with row stride %d", strideC, m, n, ldc))
 	}
 	ar := active
-	nt := Threads()
+	nt := e.threads()
 	one := func(i, nt int) {
 		p := problem{ar: ar, m: m, n: n, k: k,
 			transA: transA, a: a[i*strideA:], lda: lda,
@@ -97,6 +100,11 @@ func SgemmStrided(batch int, transA, transB bool, m, n, k int, alpha float32, a 
 // SgemmPacked computes C = alpha*A*pb + beta*C like Sgemm with transA false,
 // where pb holds a k x n op(B) packed by PackB.
 func SgemmPacked(m, n, k int, alpha float32, a []float32, lda int, pb *PackedB, beta float32, c []float32, ldc int) {
+	Exec{}.SgemmPacked(m, n, k, alpha, a, lda, pb, beta, c, ldc)
+}
+
+// SgemmPacked is the package-level SgemmPacked on e's goroutines.
+func (e Exec) SgemmPacked(m, n, k int, alpha float32, a []float32, lda int, pb *PackedB, beta float32, c []float32, ldc int) {
 	checkDims(m, n, k)
 	if pb == nil || pb.k != k || pb.n != n {
 		panic(fmt.Sprintf("gemm: packed B does not match k=%d n=%d", k, n))
@@ -105,7 +113,7 @@ func SgemmPacked(m, n, k int, alpha float32, a []float32, lda int, pb *PackedB, 
 	checkMat("C", len(c), false, m, n, ldc)
 	p := problem{ar: pb.ar, m: m, n: n, k: k, a: a, lda: lda, pb: pb,
 		alpha: alpha, beta: beta, c: c, ldc: ldc}
-	p.run(Threads())
+	p.run(e.threads())
 }
 
 func checkDims(m, n, k int) {
@@ -376,18 +384,35 @@ func grid(nt, mPanels, nPanels, mr, nr, aCost, bCost int) (gm, gn int) {
 	return gm, gn
 }
 
-// parallel runs f(0..nt-1), f(0) on the calling goroutine.
+// parallel runs f(0..nt-1), f(0) on the calling goroutine. A panic in
+// any f is raised again on the calling goroutine once all have ended, so
+// the caller can recover it (a panic on another goroutine would end the
+// process).
 func parallel(nt int, f func(t int)) {
 	if nt == 1 {
 		f(0)
 		return
 	}
 	var wg sync.WaitGroup
+	var once sync.Once
+	var perr any
 	for t := 1; t < nt; t++ {
-		wg.Go(func() { f(t) })
+		wg.Go(func() {
+			defer func() {
+				if r := recover(); r != nil {
+					once.Do(func() { perr = r })
+				}
+			}()
+			f(t)
+		})
 	}
-	f(0)
-	wg.Wait()
+	func() {
+		defer wg.Wait() // also when f(0) panics: no worker outlives the call
+		f(0)
+	}()
+	if perr != nil {
+		panic(perr)
+	}
 }
 
 // scale sets C = beta*C (C = 0 when beta == 0, whatever C held).

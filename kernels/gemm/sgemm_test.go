@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -189,7 +190,7 @@ func newC(r *rand.Rand, s shape, ldc int) []float32 {
 func TestSgemm(t *testing.T) {
 	forEachPath(t, func(t *testing.T) {
 		for _, threads := range []int{1, runtime.GOMAXPROCS(0)} {
-			prev := SetThreads(threads)
+			e := Exec{Threads: threads}
 			r := rand.New(rand.NewPCG(1, uint64(threads)))
 			for _, s := range shapes() {
 				lda := max(1, map[bool]int{false: s.k, true: s.m}[s.transA]+s.pad)
@@ -200,10 +201,9 @@ func TestSgemm(t *testing.T) {
 				c := newC(r, s, ldc)
 				orig := append([]float32(nil), c...)
 				want, mag := ref(s.transA, s.transB, s.m, s.n, s.k, s.alpha, a, lda, b, ldb, s.beta, c, ldc)
-				Sgemm(s.transA, s.transB, s.m, s.n, s.k, s.alpha, a, lda, b, ldb, s.beta, c, ldc)
+				e.Sgemm(s.transA, s.transB, s.m, s.n, s.k, s.alpha, a, lda, b, ldb, s.beta, c, ldc)
 				checkC(t, s, c, ldc, want, mag, orig)
 			}
-			SetThreads(prev)
 		}
 	})
 }
@@ -211,7 +211,7 @@ func TestSgemm(t *testing.T) {
 func TestSgemmPacked(t *testing.T) {
 	forEachPath(t, func(t *testing.T) {
 		for _, threads := range []int{1, runtime.GOMAXPROCS(0)} {
-			prev := SetThreads(threads)
+			e := Exec{Threads: threads}
 			r := rand.New(rand.NewPCG(2, uint64(threads)))
 			for _, s := range shapes() {
 				s.transA = false
@@ -223,11 +223,10 @@ func TestSgemmPacked(t *testing.T) {
 					c := newC(r, s, ldc)
 					orig := append([]float32(nil), c...)
 					want, mag := ref(false, s.transB, s.m, s.n, s.k, s.alpha, a, lda, b, ldb, s.beta, c, ldc)
-					SgemmPacked(s.m, s.n, s.k, s.alpha, a, lda, pb, s.beta, c, ldc)
+					e.SgemmPacked(s.m, s.n, s.k, s.alpha, a, lda, pb, s.beta, c, ldc)
 					checkC(t, s, c, ldc, want, mag, orig)
 				}
 			}
-			SetThreads(prev)
 		}
 	})
 }
@@ -348,6 +347,31 @@ func TestGrid(t *testing.T) {
 	} {
 		if gm, gn := grid(tc.nt, tc.mp, tc.np, 12, 32, tc.aCost, tc.bCost); gm != tc.gm || gn != tc.gn {
 			t.Errorf("grid(%d, %d, %d, costs %d %d) = %d, %d; want %d, %d", tc.nt, tc.mp, tc.np, tc.aCost, tc.bCost, gm, gn, tc.gm, tc.gn)
+		}
+	}
+}
+
+// TestWorkerPanicReachesCaller: a panic in a worker goroutine is raised on
+// the calling goroutine (where a caller can recover it) after every
+// worker has ended, instead of ending the process.
+func TestWorkerPanicReachesCaller(t *testing.T) {
+	for _, bad := range []int{0, 3} {
+		var done atomic.Int32
+		func() {
+			defer func() {
+				if r := recover(); r != "boom" {
+					t.Errorf("worker %d: recovered %v, want boom", bad, r)
+				}
+			}()
+			parallel(4, func(i int) {
+				defer done.Add(1)
+				if i == bad {
+					panic("boom")
+				}
+			})
+		}()
+		if n := done.Load(); n != 4 {
+			t.Errorf("worker %d: %d of 4 workers ended before the panic reached the caller", bad, n)
 		}
 	}
 }
