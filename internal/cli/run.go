@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -129,11 +130,11 @@ func runRun(opts *runOptions) error {
 	}
 	sess, err := kernels.NewSession(m, ko)
 	if err != nil {
-		return badInput("%s: %v", opts.Model, err)
+		return runError(opts.Model, err)
 	}
 	outs, err := sess.Run(feeds)
 	if err != nil {
-		return badInput("%s: %v", opts.Model, err)
+		return runError(opts.Model, err)
 	}
 	r := &RunReport{Model: opts.Model}
 	for _, v := range m.Graph.Outputs {
@@ -185,4 +186,14 @@ func writeOutputs(dir string, vals []*graph.Value, outs map[string]*kernels.Tens
 		}
 	}
 	return nil
+}
+
+// runError classifies an executor error: a kernel's internal failure is a
+// bug in onnxpe (exit 3); anything else is about the model or its inputs
+// (an unsupported op, a shape that does not fit: exit 2).
+func runError(model string, err error) error {
+	if errors.Is(err, kernels.ErrInternal) {
+		return fmt.Errorf("%s: %w", model, err)
+	}
+	return badInput("%s: %v", model, err)
 }

@@ -134,3 +134,12 @@ func writeNPZ(t *testing.T, path string, ts map[string]*kernels.Tensor) {
 	}
 	f.Close()
 }
+
+func TestRunErrorExitCodes(t *testing.T) {
+	if code := exitCode(runError("m.onnx", fmt.Errorf("node %q: %w", "n", kernels.ErrInternal))); code != ExitInternal {
+		t.Errorf("a kernel's internal error exits %d, want %d", code, ExitInternal)
+	}
+	if code := exitCode(runError("m.onnx", fmt.Errorf("unsupported op"))); code != ExitBadInput {
+		t.Errorf("an unsupported op exits %d, want %d", code, ExitBadInput)
+	}
+}
