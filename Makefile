@@ -10,7 +10,7 @@ ORT_LIB   := $(ORT_DIR)/node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libo
 DEMO_MODEL := testmodels/models/rope_llama/model.onnx
 FUZZTIME  ?= 10s
 
-.PHONY: all build test test-go test-ort fuzz demo bench proto lint ort testmodels clean
+.PHONY: all build test test-go test-race test-ort fuzz demo bench proto lint ort testmodels clean
 
 all: build
 
@@ -18,10 +18,14 @@ build:
 	$(GO) build -o $(BIN) ./cmd/onnxpe
 
 ## test: the whole suite (lint, unit and conformance tests, fuzzing, ONNX Runtime differential tests)
-test: lint test-go fuzz test-ort
+test: lint test-go test-race fuzz test-ort
 
 test-go:
 	$(GO) test -json -count=1 ./... | $(GO) run ./internal/tools/testsummary
+
+## test-race: the executor, graph and CLI under the race detector (kernels/gemm's own suite takes minutes under it and is left out)
+test-race:
+	CGO_ENABLED=1 $(GO) test -race -count=1 ./kernels ./testmodels ./graph ./internal/cli
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./graph
