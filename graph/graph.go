@@ -271,7 +271,9 @@ func (v *Value) removeUse(n *Node, i int) {
 // nodes in subgraphs and subgraph outputs. If v is an output of its graph,
 // w takes its place there and, when w is a node output of the same graph
 // that is not already a graph output, w takes v's name (v is renamed) so
-// that the model's interface does not change.
+// that the model's interface does not change. When w cannot take the name
+// (an input or an initializer), the output is renamed; a rewrite that must
+// keep the interface puts an Identity in between.
 func (v *Value) ReplaceAllUsesWith(w *Value) {
 	if v == w {
 		return
