@@ -657,3 +657,58 @@ func TestLogSoftmaxAgainstReference(t *testing.T) {
 		}
 	}
 }
+
+// TestSoftmaxShortRowsBits: softmax over short rows computes several rows
+// per expN call; the results must have the bits of the row-at-a-time
+// computation (softmaxT-free rows done one per call, and the -Inf/+Inf
+// rows that take the general path), for softmax and log-softmax.
+func TestSoftmaxShortRowsBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, d := range []int{1, 2, 7, 8, 12, 16, 17, 31, 64, 100, 128, 129} {
+		rows := 3*vecChunk/d + 5
+		x := make([]float32, rows*d)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64() * 8)
+		}
+		x[min(2*d, len(x)-1)] = float32(math.Inf(1))
+		for j := range d { // a fully masked row
+			x[min(4, rows-1)*d+j] = float32(math.Inf(-1))
+		}
+		x[min(6, rows-1)*d] = float32(math.NaN())
+		for _, log := range []bool{false, true} {
+			got, want := make([]float32, len(x)), make([]float32, len(x))
+			softmaxFast32(got, x, 0, rows, d, log)
+			for r := range rows {
+				// One row a call: one expN call of d elements, as before
+				// rows were grouped.
+				y, xr := want[r*d:r*d+d], x[r*d:r*d+d]
+				m := rowMax(xr)
+				if math.IsInf(float64(m), 0) {
+					softmaxT(y, xr, 1, d, 1, log)
+					continue
+				}
+				b := make([]float64, d)
+				for j, v := range xr {
+					b[j] = float64(v) - float64(m)
+				}
+				expN(b, b)
+				var s float64
+				for _, e := range b {
+					s += e
+				}
+				for j, v := range xr {
+					if log {
+						y[j] = float32(float64(v) - float64(m) - math.Log(s))
+					} else {
+						y[j] = float32(b[j]) * float32(1/s)
+					}
+				}
+			}
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("d=%d log=%t: element %d = %v, want %v (same bits)", d, log, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}

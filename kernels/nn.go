@@ -86,6 +86,10 @@ func rowMax(x []float32) float32 {
 // [r0, r1): the max, then e^(x-max) stored and summed in one pass, then
 // the scaling (log: x - max - log(sum), the exponentials only summed).
 func softmaxFast32(dst, src []float32, r0, r1, d int, log bool) {
+	if 2*d <= vecChunk {
+		softmaxShort32(dst, src, r0, r1, d, log)
+		return
+	}
 	var buf [vecChunk]float64 // the exponentials of a chunk of a row
 	for r := r0; r < r1; r++ {
 		x := src[r*d : r*d+d]
@@ -127,6 +131,62 @@ func softmaxFast32(dst, src []float32, r0, r1, d int, log bool) {
 		inv := float32(1 / s)
 		for j := range y {
 			y[j] *= inv
+		}
+	}
+}
+
+// softmaxShort32 is softmaxFast32 for short rows (2*d <= vecChunk): the
+// exponentials of as many whole rows as fit in a chunk are computed by one
+// expN call (a call per row would leave most of each row to the scalar
+// tail). Each element and each row's sum are computed as softmaxFast32
+// computes them, so the results have the same bits.
+func softmaxShort32(dst, src []float32, r0, r1, d int, log bool) {
+	var buf [vecChunk]float64 // x-max of the rows of a group, then e^(x-max)
+	var rows [vecChunk]int
+	var maxes [vecChunk]float64
+	for r := r0; r < r1; {
+		nr := 0
+		for ; r < r1 && (nr+1)*d <= vecChunk; r++ {
+			x := src[r*d : r*d+d]
+			m := rowMax(x)
+			if math.IsInf(float64(m), 0) {
+				softmaxT(dst[r*d:r*d+d], x, 1, d, 1, log) // as softmaxFast32
+				continue
+			}
+			m64 := float64(m)
+			b := buf[nr*d : nr*d+d]
+			for j, v := range x {
+				b[j] = widen(v) - m64
+			}
+			rows[nr], maxes[nr] = r, m64
+			nr++
+		}
+		b := buf[:nr*d]
+		expN(b, b)
+		for t := range nr {
+			r := rows[t]
+			e := buf[t*d : t*d+d]
+			y := dst[r*d : r*d+d]
+			var s float64
+			if log {
+				for _, v := range e {
+					s += v
+				}
+				ls := math.Log(s)
+				m64 := maxes[t]
+				for j, v := range src[r*d : r*d+d] {
+					y[j] = float32(float64(v) - m64 - ls)
+				}
+				continue
+			}
+			for j, v := range e {
+				y[j] = float32(v)
+				s += v
+			}
+			inv := float32(1 / s)
+			for j := range y {
+				y[j] *= inv
+			}
 		}
 	}
 }

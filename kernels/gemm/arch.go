@@ -17,11 +17,12 @@ type kernelFunc func(k int, a, b, c *float32, ldc int, alpha, beta float32)
 // arch is one implementation path: a micro-kernel family and its blocking.
 type arch struct {
 	name    string
-	mr, nr  int          // micro-tile
-	kc      int          // depth of a packed block (B micro-panel kc*nr in L1)
-	mc      int          // rows of a packed A block (mc*kc in L2); multiple of mr
-	nc      int          // columns of a packed B block; multiple of nr
-	kernels []kernelFunc // kernels[r] handles r rows, 1 <= r <= mr
+	mr, nr  int           // micro-tile
+	kc      int           // depth of a packed block (B micro-panel kc*nr in L1)
+	mc      int           // rows of a packed A block (mc*kc in L2); multiple of mr
+	nc      int           // columns of a packed B block; multiple of nr
+	kernels []kernelFunc  // kernels[r] handles r rows, 1 <= r <= mr
+	small   *smallKernels // in-place kernels for small products; nil: pure Go
 }
 
 // archs lists the paths this CPU and build support, fastest first; the

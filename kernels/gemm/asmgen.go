@@ -56,6 +56,34 @@ func main() {
 		}
 		fmt.Fprintf(&g, "}\n\n")
 	}
+	for _, is := range isas {
+		fmt.Fprintf(&g, "var smallBcast%s = [...][3]smallBcastFunc{{}", is.name)
+		for r := 1; r <= smallMR; r++ {
+			fmt.Fprintf(&g, ", {nil")
+			for v := 1; v <= 2; v++ {
+				name := fmt.Sprintf("smallBcast%dx%d%s", r, v, is.name)
+				smallBcast(&s, is, name, r, v)
+				fmt.Fprintf(&g, ", %s", name)
+			}
+			fmt.Fprintf(&g, "}")
+		}
+		fmt.Fprintf(&g, "}\n\n")
+		fmt.Fprintf(&g, "var smallDot%s = [...]smallDotFunc{nil", is.name)
+		for nc := 1; nc <= smallDotN; nc++ {
+			name := fmt.Sprintf("smallDot%d%s", nc, is.name)
+			smallDot(&s, is, name, nc)
+			fmt.Fprintf(&g, ", %s", name)
+		}
+		fmt.Fprintf(&g, "}\n\n")
+		for r := 1; r <= smallMR; r++ {
+			for v := 1; v <= 2; v++ {
+				fmt.Fprintf(&g, "//go:noescape\nfunc smallBcast%dx%d%s(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, mask *int32)\n\n", r, v, is.name)
+			}
+		}
+		for nc := 1; nc <= smallDotN; nc++ {
+			fmt.Fprintf(&g, "//go:noescape\nfunc smallDot%d%s(k int, a, b *float32, ldb int, c *float32, alpha, beta float32, mask *int32)\n\n", nc, is.name)
+		}
+	}
 	src, err := format.Source(g.Bytes())
 	if err != nil {
 		log.Fatal(err)
@@ -177,6 +205,236 @@ func kernel(w *bytes.Buffer, is isa, mr int) {
 		if i < mr-1 {
 			p("ADDQ BX, DX")
 		}
+	}
+	p("VZEROUPPER")
+	p("RET")
+}
+
+// Small-matrix kernels read A and B in place (no packing); see small.go.
+const (
+	smallMR   = 4 // rows of a broadcast tile
+	smallDotN = 4 // columns of a dot tile
+)
+
+// loadMask sets the lane mask for the first w lanes from the int32 table
+// entry at mask+off(FP) (-1 in the lanes to use, 0 after): K1 for AVX-512,
+// the vector register y for AVX2.
+func loadMask(p func(string, ...any), is isa, arg string, y string) {
+	p("MOVQ %s, AX", arg)
+	if is.reg == "Z" {
+		p("VMOVDQU32 (AX), Z31")
+		p("VPTESTMD Z31, Z31, K1")
+	} else {
+		p("VMOVDQU (AX), %s", y)
+	}
+}
+
+// maskedLoad loads a vector from mem into dst with lanes past the mask
+// zeroed and not read.
+func maskedLoad(p func(string, ...any), is isa, mem, dst, y string) {
+	if is.reg == "Z" {
+		p("VMOVUPS.Z %s, K1, %s", mem, dst)
+	} else {
+		p("VMASKMOVPS %s, %s, %s", mem, y, dst)
+	}
+}
+
+func maskedStore(p func(string, ...any), is isa, src, mem, y string) {
+	if is.reg == "Z" {
+		p("VMOVUPS %s, K1, %s", src, mem)
+	} else {
+		p("VMASKMOVPS %s, %s, %s", src, y, mem)
+	}
+}
+
+// smallBcast emits a kernel for an r x (v vectors) tile of C, the last
+// vector masked:
+//
+//	C[i*ldc+j] = alpha*sum_p a[i*rsA+p*csA]*b[p*ldb+j] + beta*C[i*ldc+j]
+//
+// A elements are broadcast (any strides), rows of B read as vectors.
+// Registers: accumulators 0..r*v-1, B vectors 16-20 (AVX2: 12-13),
+// broadcast 21 (AVX2: 14), AVX2 mask 15. SI, R9, R10, R11 walk the rows
+// of A, DI walks B, R12 is csA and R13 ldb in bytes, CX counts k.
+func smallBcast(w *bytes.Buffer, is isa, name string, r, v int) {
+	reg := func(i int) string { return fmt.Sprintf("%s%d", is.reg, i) }
+	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
+	bv := func(j int) string { return reg(16 + j) }
+	bc, ym := reg(21), reg(15)
+	if is.reg == "Y" {
+		bv = func(j int) string { return reg(12 + j) }
+		bc = reg(14)
+	}
+	acc := func(i, j int) string { return reg(i*v + j) }
+	fmt.Fprintf(w, "\n// func %s(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, mask *int32)\n", name)
+	fmt.Fprintf(w, "TEXT ·%s(SB), NOSPLIT, $0-80\n", name)
+	loadMask(p, is, "mask+72(FP)", ym)
+	p("MOVQ k+0(FP), CX")
+	p("MOVQ a+8(FP), SI")
+	p("MOVQ rsA+16(FP), AX")
+	p("SHLQ $2, AX")
+	rows := []string{"SI", "R9", "R10", "R11"}
+	for i := 1; i < r; i++ {
+		p("LEAQ (%s)(AX*1), %s", rows[i-1], rows[i])
+	}
+	p("MOVQ csA+24(FP), R12")
+	p("SHLQ $2, R12")
+	p("MOVQ b+32(FP), DI")
+	p("MOVQ ldb+40(FP), R13")
+	p("SHLQ $2, R13")
+	p("MOVQ c+48(FP), DX")
+	p("MOVQ ldc+56(FP), BX")
+	p("SHLQ $2, BX")
+	for i := 0; i < r*v; i++ {
+		p("VXORPS X%d, X%d, X%d", i, i, i) // VEX: clears the whole register
+	}
+	p("TESTQ CX, CX")
+	p("JZ store")
+	fmt.Fprintf(w, "loop:\n")
+	for j := 0; j < v-1; j++ {
+		p("VMOVUPS %d(DI), %s", j*is.vec, bv(j))
+	}
+	maskedLoad(p, is, fmt.Sprintf("%d(DI)", (v-1)*is.vec), bv(v-1), ym)
+	for i := 0; i < r; i++ {
+		p("VBROADCASTSS (%s), %s", rows[i], bc)
+		for j := 0; j < v; j++ {
+			p("VFMADD231PS %s, %s, %s", bv(j), bc, acc(i, j))
+		}
+	}
+	for i := 0; i < r; i++ {
+		p("ADDQ R12, %s", rows[i])
+	}
+	p("ADDQ R13, DI")
+	p("DECQ CX")
+	p("JNZ loop")
+	fmt.Fprintf(w, "store:\n")
+	alpha, beta := bv(0), bv(1)
+	p("VBROADCASTSS alpha+64(FP), %s", alpha)
+	p("MOVL beta+68(FP), AX")
+	p("TESTL $0x7fffffff, AX")
+	p("JZ beta0")
+	p("VBROADCASTSS beta+68(FP), %s", beta)
+	for i := 0; i < r; i++ {
+		for j := 0; j < v; j++ {
+			p("VMULPS %s, %s, %s", alpha, acc(i, j), acc(i, j))
+			mem := fmt.Sprintf("%d(DX)", j*is.vec)
+			if j < v-1 {
+				p("VFMADD231PS %s, %s, %s", mem, beta, acc(i, j))
+				p("VMOVUPS %s, %s", acc(i, j), mem)
+			} else {
+				maskedLoad(p, is, mem, bc, ym)
+				p("VFMADD231PS %s, %s, %s", bc, beta, acc(i, j))
+				maskedStore(p, is, acc(i, j), mem, ym)
+			}
+		}
+		if i < r-1 {
+			p("ADDQ BX, DX")
+		}
+	}
+	p("VZEROUPPER")
+	p("RET")
+	fmt.Fprintf(w, "beta0:\n")
+	for i := 0; i < r; i++ {
+		for j := 0; j < v; j++ {
+			p("VMULPS %s, %s, %s", alpha, acc(i, j), acc(i, j))
+			mem := fmt.Sprintf("%d(DX)", j*is.vec)
+			if j < v-1 {
+				p("VMOVUPS %s, %s", acc(i, j), mem)
+			} else {
+				maskedStore(p, is, acc(i, j), mem, ym)
+			}
+		}
+		if i < r-1 {
+			p("ADDQ BX, DX")
+		}
+	}
+	p("VZEROUPPER")
+	p("RET")
+}
+
+// smallDot emits a kernel for one row of C and nc columns when B is
+// transposed (both operands contiguous along k):
+//
+//	C[j] = alpha*sum_p a[p]*b[j*ldb+p] + beta*C[j], j < nc
+//
+// k runs in whole vectors and then one masked tail (mask covers k mod the
+// vector length); each accumulator is then summed across its lanes.
+// Registers: accumulators 0..nc-1, A vector 8, B vector 9, AVX2 mask 15.
+// SI walks A, DI, R9, R10, R11 the rows of B; CX counts whole vectors.
+func smallDot(w *bytes.Buffer, is isa, name string, nc int) {
+	reg := func(i int) string { return fmt.Sprintf("%s%d", is.reg, i) }
+	x := func(i int) string { return fmt.Sprintf("X%d", i) }
+	y := func(i int) string { return fmt.Sprintf("Y%d", i) }
+	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
+	av, bv, ym := reg(8), reg(9), reg(15)
+	lanes := is.vec / 4
+	fmt.Fprintf(w, "\n// func %s(k int, a, b *float32, ldb int, c *float32, alpha, beta float32, mask *int32)\n", name)
+	fmt.Fprintf(w, "TEXT ·%s(SB), NOSPLIT, $0-56\n", name)
+	loadMask(p, is, "mask+48(FP)", ym)
+	p("MOVQ k+0(FP), CX")
+	p("MOVQ a+8(FP), SI")
+	p("MOVQ b+16(FP), DI")
+	p("MOVQ ldb+24(FP), AX")
+	p("SHLQ $2, AX")
+	rows := []string{"DI", "R9", "R10", "R11"}
+	for j := 1; j < nc; j++ {
+		p("LEAQ (%s)(AX*1), %s", rows[j-1], rows[j])
+	}
+	p("MOVQ c+32(FP), DX")
+	for j := 0; j < nc; j++ {
+		p("VXORPS %s, %s, %s", x(j), x(j), x(j)) // VEX: clears the whole register
+	}
+	p("MOVQ CX, BX")
+	p("SHRQ $%d, CX", map[int]int{8: 3, 16: 4}[lanes])
+	p("JZ tail")
+	fmt.Fprintf(w, "loop:\n")
+	p("VMOVUPS (SI), %s", av)
+	for j := 0; j < nc; j++ {
+		p("VFMADD231PS (%s), %s, %s", rows[j], av, reg(j))
+	}
+	p("ADDQ $%d, SI", is.vec)
+	for j := 0; j < nc; j++ {
+		p("ADDQ $%d, %s", is.vec, rows[j])
+	}
+	p("DECQ CX")
+	p("JNZ loop")
+	fmt.Fprintf(w, "tail:\n")
+	p("ANDQ $%d, BX", lanes-1)
+	p("JZ reduce")
+	maskedLoad(p, is, "(SI)", av, ym)
+	for j := 0; j < nc; j++ {
+		maskedLoad(p, is, fmt.Sprintf("(%s)", rows[j]), bv, ym)
+		p("VFMADD231PS %s, %s, %s", bv, av, reg(j))
+	}
+	fmt.Fprintf(w, "reduce:\n")
+	for j := 0; j < nc; j++ {
+		if is.reg == "Z" {
+			p("VEXTRACTF64X4 $1, %s, %s", reg(j), y(9))
+			p("VADDPS %s, %s, %s", y(9), y(j), y(j))
+		}
+		p("VEXTRACTF128 $1, %s, %s", y(j), x(9))
+		p("VADDPS %s, %s, %s", x(9), x(j), x(j))
+		p("VMOVHLPS %s, %s, %s", x(j), x(j), x(9))
+		p("VADDPS %s, %s, %s", x(9), x(j), x(j))
+		p("VMOVSHDUP %s, %s", x(j), x(9))
+		p("VADDSS %s, %s, %s", x(9), x(j), x(j))
+	}
+	p("VMOVSS alpha+40(FP), %s", x(8))
+	p("MOVL beta+44(FP), AX")
+	p("TESTL $0x7fffffff, AX")
+	p("JZ beta0")
+	p("VMOVSS beta+44(FP), %s", x(10))
+	for j := 0; j < nc; j++ {
+		p("VMULSS %s, %s, %s", x(8), x(j), x(j))
+		p("VFMADD231SS %d(DX), %s, %s", 4*j, x(10), x(j))
+		p("VMOVSS %s, %d(DX)", x(j), 4*j)
+	}
+	p("VZEROUPPER")
+	p("RET")
+	fmt.Fprintf(w, "beta0:\n")
+	for j := 0; j < nc; j++ {
+		p("VMULSS %s, %s, %s", x(8), x(j), x(j))
+		p("VMOVSS %s, %d(DX)", x(j), 4*j)
 	}
 	p("VZEROUPPER")
 	p("RET")

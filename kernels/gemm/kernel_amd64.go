@@ -61,3 +61,83 @@ func sgemm5x16AVX2(k int, a, b, c *float32, ldc int, alpha, beta float32)
 func sgemm6x16AVX2(k int, a, b, c *float32, ldc int, alpha, beta float32)
 
 var kernelsAVX2 = [...]kernelFunc{nil, sgemm1x16AVX2, sgemm2x16AVX2, sgemm3x16AVX2, sgemm4x16AVX2, sgemm5x16AVX2, sgemm6x16AVX2}
+
+var smallBcastAVX512 = [...][3]smallBcastFunc{{}, {nil, smallBcast1x1AVX512, smallBcast1x2AVX512}, {nil, smallBcast2x1AVX512, smallBcast2x2AVX512}, {nil, smallBcast3x1AVX512, smallBcast3x2AVX512}, {nil, smallBcast4x1AVX512, smallBcast4x2AVX512}}
+
+var smallDotAVX512 = [...]smallDotFunc{nil, smallDot1AVX512, smallDot2AVX512, smallDot3AVX512, smallDot4AVX512}
+
+//go:noescape
+func smallBcast1x1AVX512(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, mask *int32)
+
+//go:noescape
+func smallBcast1x2AVX512(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, mask *int32)
+
+//go:noescape
+func smallBcast2x1AVX512(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, mask *int32)
+
+//go:noescape
+func smallBcast2x2AVX512(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, mask *int32)
+
+//go:noescape
+func smallBcast3x1AVX512(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, mask *int32)
+
+//go:noescape
+func smallBcast3x2AVX512(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, mask *int32)
+
+//go:noescape
+func smallBcast4x1AVX512(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, mask *int32)
+
+//go:noescape
+func smallBcast4x2AVX512(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, mask *int32)
+
+//go:noescape
+func smallDot1AVX512(k int, a, b *float32, ldb int, c *float32, alpha, beta float32, mask *int32)
+
+//go:noescape
+func smallDot2AVX512(k int, a, b *float32, ldb int, c *float32, alpha, beta float32, mask *int32)
+
+//go:noescape
+func smallDot3AVX512(k int, a, b *float32, ldb int, c *float32, alpha, beta float32, mask *int32)
+
+//go:noescape
+func smallDot4AVX512(k int, a, b *float32, ldb int, c *float32, alpha, beta float32, mask *int32)
+
+var smallBcastAVX2 = [...][3]smallBcastFunc{{}, {nil, smallBcast1x1AVX2, smallBcast1x2AVX2}, {nil, smallBcast2x1AVX2, smallBcast2x2AVX2}, {nil, smallBcast3x1AVX2, smallBcast3x2AVX2}, {nil, smallBcast4x1AVX2, smallBcast4x2AVX2}}
+
+var smallDotAVX2 = [...]smallDotFunc{nil, smallDot1AVX2, smallDot2AVX2, smallDot3AVX2, smallDot4AVX2}
+
+//go:noescape
+func smallBcast1x1AVX2(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, mask *int32)
+
+//go:noescape
+func smallBcast1x2AVX2(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, mask *int32)
+
+//go:noescape
+func smallBcast2x1AVX2(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, mask *int32)
+
+//go:noescape
+func smallBcast2x2AVX2(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, mask *int32)
+
+//go:noescape
+func smallBcast3x1AVX2(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, mask *int32)
+
+//go:noescape
+func smallBcast3x2AVX2(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, mask *int32)
+
+//go:noescape
+func smallBcast4x1AVX2(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, mask *int32)
+
+//go:noescape
+func smallBcast4x2AVX2(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, mask *int32)
+
+//go:noescape
+func smallDot1AVX2(k int, a, b *float32, ldb int, c *float32, alpha, beta float32, mask *int32)
+
+//go:noescape
+func smallDot2AVX2(k int, a, b *float32, ldb int, c *float32, alpha, beta float32, mask *int32)
+
+//go:noescape
+func smallDot3AVX2(k int, a, b *float32, ldb int, c *float32, alpha, beta float32, mask *int32)
+
+//go:noescape
+func smallDot4AVX2(k int, a, b *float32, ldb int, c *float32, alpha, beta float32, mask *int32)

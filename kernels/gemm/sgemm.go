@@ -33,6 +33,10 @@ var minParallelWork = 1 << 19
 // transB) and C is m x n with row stride ldc. With beta == 0, C is
 // overwritten without being read (NaN in C does not propagate).
 //
+// Tiny products (m*n*k up to a few tens of thousands) are multiplied in
+// place on the calling goroutine, reading A and B where they are instead
+// of packing them.
+//
 // It panics with a "gemm:" message if a dimension is negative, a stride is
 // smaller than its row length, or a slice is too short.
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
@@ -54,7 +58,8 @@ func (e Exec) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32
 // a[i*strideA:], b[i*strideB:] and c[i*strideC:]. A stride of 0 for A or B
 // reuses one matrix for every batch entry (MatMul broadcasting). The C
 // matrices must not overlap. Small matrices are spread over the goroutines
-// one whole matrix at a time.
+// one whole matrix at a time; tiny ones (see Sgemm) stay on the calling
+// goroutine.
 func SgemmStrided(batch int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda, strideA int, b []float32, ldb, strideB int, beta float32, c []float32, ldc, strideC int) {
 	Exec{}.SgemmStrided(batch, transA, transB, m, n, k, alpha, a, lda, strideA, b, ldb, strideB, beta, c, ldc, strideC)
 }
@@ -84,7 +89,10 @@ func (e Exec) SgemmStrided(batch int, transA, transB bool, m, n, k int, alpha fl
 			alpha: alpha, beta: beta, c: c[i*strideC:], ldc: ldc}
 		p.run(nt)
 	}
-	if nt == 1 || batch < nt || m*n*k >= 4*minParallelWork {
+	// A batch with less work than one product worth splitting stays on
+	// this goroutine (its small matrices multiplied in place one after
+	// the other).
+	if nt == 1 || batch < nt || m*n*k >= 4*minParallelWork || batch*m*n*k < minParallelWork {
 		for i := 0; i < batch; i++ {
 			one(i, nt)
 		}
@@ -187,6 +195,10 @@ func (p *problem) run(nt int) {
 	}
 	if k == 0 || p.alpha == 0 {
 		scale(p.beta, p.c, m, n, p.ldc)
+		return
+	}
+	if p.inPlace() {
+		p.small()
 		return
 	}
 	if m*n*k < minParallelWork {

@@ -16,9 +16,11 @@ import (
 // are skipped visibly.
 var allPaths = []string{"avx512", "avx2", "go"}
 
-// forEachPath runs f with each path forced, once with the path's own
-// blocking and once with tiny blocks (so that small shapes cross k, m and
-// n block boundaries and the parallel split is exercised).
+// forEachPath runs f with each path forced, in three modes: the path's
+// own blocking and thresholds; tiny blocks with the in-place small path off
+// (so that small shapes cross k, m and n block boundaries of the packed path
+// and the parallel split is exercised); and the in-place path for every
+// shape (smallWork unbounded).
 func forEachPath(t *testing.T, f func(t *testing.T)) {
 	for _, name := range allPaths {
 		t.Run(name, func(t *testing.T) {
@@ -31,20 +33,24 @@ func forEachPath(t *testing.T, f func(t *testing.T)) {
 			if ar == nil {
 				t.Skipf("path %s not available on this CPU/build (have %v)", name, Paths())
 			}
-			for _, tiny := range []bool{false, true} {
-				t.Run(map[bool]string{false: "blocks=native", true: "blocks=tiny"}[tiny], func(t *testing.T) {
+			for _, mode := range []string{"blocks=native", "blocks=tiny", "small=all"} {
+				t.Run(mode, func(t *testing.T) {
 					use := ar
-					if tiny {
+					prev, prevWork, prevSmall, prevDot, prevVecs := active, minParallelWork, smallWork, smallDotWork, smallDotVecs
+					defer func() {
+						active, minParallelWork, smallWork, smallDotWork, smallDotVecs = prev, prevWork, prevSmall, prevDot, prevVecs
+					}()
+					switch mode {
+					case "blocks=tiny":
 						c := *ar
 						c.kc, c.mc, c.nc = 16, 2*ar.mr, 2*ar.nr
 						use = &c
-					}
-					prev, prevWork := active, minParallelWork
-					active = use
-					if tiny {
 						minParallelWork = 1
+						smallWork = -1
+					case "small=all":
+						smallWork, smallDotWork, smallDotVecs = math.MaxInt, math.MaxInt, 0
 					}
-					defer func() { active, minParallelWork = prev, prevWork }()
+					active = use
 					f(t)
 				})
 			}
@@ -372,6 +378,137 @@ func TestWorkerPanicReachesCaller(t *testing.T) {
 		}()
 		if n := done.Load(); n != 4 {
 			t.Errorf("worker %d: %d of 4 workers ended before the panic reached the caller", bad, n)
+		}
+	}
+}
+
+// TestSmall drives the in-place small path of every available path, for
+// row and column counts around the vector lengths and tile heights, every
+// layout and the alpha/beta cases, with C surrounded by sentinels. The
+// packed micro-kernels are replaced by ones that panic, so a product under
+// the threshold that packs fails the test.
+func TestSmall(t *testing.T) {
+	dims := []int{1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33}
+	ks := []int{1, 3, 8, 16, 17, 33}
+	forEachPath(t, func(t *testing.T) {
+		ar := *active
+		ar.kernels = make([]kernelFunc, len(active.kernels))
+		for i := range ar.kernels {
+			ar.kernels[i] = func(int, *float32, *float32, *float32, int, float32, float32) { panic("packed kernel called") }
+		}
+		active = &ar
+		prevSmall, prevDot, prevVecs := smallWork, smallDotWork, smallDotVecs
+		defer func() { smallWork, smallDotWork, smallDotVecs = prevSmall, prevDot, prevVecs }()
+		smallWork, smallDotWork, smallDotVecs = 33*33*33, 33*33*33, 0
+		r := rand.New(rand.NewPCG(5, 0))
+		i := 0
+		for _, m := range dims {
+			for _, n := range dims {
+				for _, k := range ks {
+					for tr := 0; tr < 4; tr++ {
+						ab := alphaBetas[i%len(alphaBetas)]
+						s := shape{tr&1 != 0, tr&2 != 0, m, n, k, []int{0, 1, 5}[i%3], ab[0], ab[1]}
+						i++
+						if tr == 3 && ar.small != nil {
+							continue // packed on the native paths (see smallDotWork)
+						}
+						lda := map[bool]int{false: s.k, true: s.m}[s.transA] + s.pad
+						ldb := map[bool]int{false: s.n, true: s.k}[s.transB] + s.pad
+						ldc := s.n + s.pad
+						a := randSlice(r, matLen(s.transA, s.m, s.k, lda))
+						b := randSlice(r, matLen(s.transB, s.k, s.n, ldb))
+						const guard = 40
+						buf := newC(r, shape{m: 1, n: 2*guard + matLen(false, s.m, s.n, ldc), beta: s.beta}, 0)
+						for j := range guard {
+							buf[j], buf[len(buf)-1-j] = 7, 7
+						}
+						c := buf[guard : len(buf)-guard]
+						orig := append([]float32(nil), c...)
+						want, mag := ref(s.transA, s.transB, s.m, s.n, s.k, s.alpha, a, lda, b, ldb, s.beta, c, ldc)
+						Sgemm(s.transA, s.transB, s.m, s.n, s.k, s.alpha, a, lda, b, ldb, s.beta, c, ldc)
+						checkC(t, s, c, ldc, want, mag, orig)
+						for j := range guard {
+							if buf[j] != 7 || buf[len(buf)-1-j] != 7 {
+								t.Fatalf("%v: write outside C", s)
+							}
+						}
+					}
+				}
+			}
+		}
+		// Above the threshold the (panicking) packed kernels run: the
+		// test above could not have passed by packing.
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("product above smallWork did not use the packed kernels")
+				}
+			}()
+			smallWork = 0
+			a := make([]float32, 9)
+			Sgemm(false, false, 3, 3, 3, 1, a, 3, a, 3, 0, make([]float32, 9), 3)
+		}()
+	})
+}
+
+// TestSmallCoversShapes checks which shapes of TestSgemm (and so of
+// TestSgemmPacked and TestSgemmStrided, whose small shapes are among them)
+// take the in-place path in blocks=native mode, per path: on the pure Go
+// path every layout under smallWork, on the native paths op(A)*B under
+// smallWork and A*B^T under the dot-product limits. Mode small=all puts
+// every shape of those tests through the in-place path.
+func TestSmallCoversShapes(t *testing.T) {
+	for _, ar := range archs {
+		seen := map[[2]bool]int{}
+		for _, s := range shapes() {
+			if s.m*s.n*s.k == 0 {
+				continue
+			}
+			p := problem{ar: ar, m: s.m, n: s.n, k: s.k, transA: s.transA, transB: s.transB}
+			work := s.m * s.n * s.k
+			want := work <= smallWork
+			if ar.small != nil && s.transB {
+				want = want && !s.transA && work <= smallDotWork && s.k >= smallDotVecs*ar.small.lanes
+			}
+			if got := p.inPlace(); got != want {
+				t.Errorf("%s %v: in place %t, want %t", ar.name, s, got, want)
+			}
+			if want {
+				seen[[2]bool{s.transA, s.transB}]++
+			}
+		}
+		wantLayouts := 4
+		if ar.small != nil {
+			wantLayouts = 3
+		}
+		if len(seen) != wantLayouts {
+			t.Errorf("%s: layouts in place under the thresholds: %v, want %d", ar.name, seen, wantLayouts)
+		}
+		if p := (problem{ar: ar, m: 1, n: 1, k: 1, pb: &PackedB{}}); p.inPlace() {
+			t.Errorf("%s: packed B taken in place", ar.name)
+		}
+	}
+}
+
+func BenchmarkSgemmSmall(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 5))
+	for _, sz := range []struct{ m, n, k int }{{17, 17, 16}, {17, 16, 17}, {12, 12, 64}, {32, 32, 32}, {48, 48, 32}, {64, 64, 32}, {64, 64, 64}, {128, 64, 64}} {
+		a, bm, c := randSlice(r, sz.m*sz.k), randSlice(r, sz.k*sz.n), randSlice(r, sz.m*sz.n)
+		for _, tb := range []bool{false, true} {
+			for _, small := range []bool{false, true} {
+				b.Run(fmt.Sprintf("%dx%dx%d/tB=%t/small=%t", sz.m, sz.n, sz.k, tb, small), func(b *testing.B) {
+					prev, prevDot, prevVecs := smallWork, smallDotWork, smallDotVecs
+					defer func() { smallWork, smallDotWork, smallDotVecs = prev, prevDot, prevVecs }()
+					smallWork = map[bool]int{false: -1, true: math.MaxInt}[small]
+					smallDotWork, smallDotVecs = smallWork, 0
+					ldb := map[bool]int{false: sz.n, true: sz.k}[tb]
+					b.ReportAllocs()
+					for b.Loop() {
+						Exec{Threads: 1}.Sgemm(false, tb, sz.m, sz.n, sz.k, 1, a, sz.k, bm, ldb, 0, c, sz.n)
+					}
+					reportGFLOPS(b, sz.m, sz.n, sz.k)
+				})
+			}
 		}
 	}
 }
