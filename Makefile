@@ -10,7 +10,7 @@ ORT_LIB   := $(ORT_DIR)/node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libo
 DEMO_MODEL := testmodels/models/rope_llama/model.onnx
 FUZZTIME  ?= 10s
 
-.PHONY: all build test test-go test-race test-ort fuzz demo bench proto lint ort testmodels clean
+.PHONY: all build test test-go test-race test-ort fuzz demo bench proto lint ort testmodels conformance-data clean
 
 all: build
 
@@ -67,6 +67,19 @@ testmodels: ort
 	/usr/bin/python3 testmodels/export/export.py
 	NODE_PATH=$(ORT_DIR)/node_modules node testmodels/export/ort_optimize.js
 	NODE_PATH=$(ORT_DIR)/node_modules node testmodels/export/ort_check.js
+
+## conformance-data: refresh testdata/conformance from the shared folder beside the checkout, when it is there
+## (the only place that looks at ../shared; CONFORMANCE_SRC=DIR names another copy)
+CONFORMANCE_SRC ?= ../shared/conformance
+CONFORMANCE_SETS := onnx-node onnx-simple onnx-backend ort-rotary
+conformance-data:
+	@src=$(CONFORMANCE_SRC); dst=testdata/conformance; \
+	if [ ! -d $$src ]; then echo "conformance-data: no $$src beside the repository; $$dst left as it is"; exit 0; fi; \
+	for s in $(CONFORMANCE_SETS); do \
+	  rm -rf $$dst/.$$s.new && cp -r $$src/$$s $$dst/.$$s.new && chmod -R u+w $$dst/.$$s.new && \
+	  rm -rf $$dst/$$s && mv $$dst/.$$s.new $$dst/$$s; \
+	done; \
+	echo "conformance-data: $(CONFORMANCE_SETS) copied from $$src; now run go test ./kernels -run TestConformance and review git status"
 
 clean:
 	rm -rf bin .cache

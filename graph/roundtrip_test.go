@@ -14,7 +14,7 @@ import (
 	"github.com/onnxpe/onnxpe/internal/onnxpb"
 )
 
-// conformanceModels lists every model.onnx of the shared conformance data
+// corpus lists every model.onnx of the vendored conformance data
 // and of testmodels/.
 func corpus(t testing.TB) []string {
 	t.Helper()

@@ -12,9 +12,8 @@ import (
 	"testing"
 
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/internal/conformance"
 )
-
-const conformanceDir = "../../shared/conformance"
 
 var update = flag.Bool("update", false, "rewrite testdata/conformance_skips.txt")
 
@@ -65,9 +64,7 @@ var inconsistentShapes = map[string]bool{
 }
 
 func TestConformance(t *testing.T) {
-	if _, err := os.Stat(conformanceDir); err != nil {
-		t.Fatalf("conformance data not found at %s: %v", conformanceDir, err)
-	}
+	conformanceDir := conformance.Require(t)
 	passedByOp := map[string]int{}
 	seenOp := map[string]bool{}
 	var skipped []string

@@ -1,7 +1,7 @@
-// Package conformance locates the shared conformance data (ONNX's backend
-// node tests and ONNX Runtime's RotaryEmbedding vectors) for tests. The
-// data lives beside the repository in ../shared/conformance and is not
-// copied into it; ONNXPE_CONFORMANCE overrides the location.
+// Package conformance locates the conformance data (ONNX's backend tests
+// and ONNX Runtime's RotaryEmbedding vectors) for tests. The data is
+// vendored in the repository under testdata/conformance (see its README);
+// ONNXPE_CONFORMANCE overrides the location.
 package conformance
 
 import (
@@ -17,8 +17,7 @@ func Dir() string {
 		return d
 	}
 	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	d := filepath.Join(root, "..", "shared", "conformance")
+	d := filepath.Join(filepath.Dir(file), "..", "..", "testdata", "conformance")
 	if fi, err := os.Stat(d); err == nil && fi.IsDir() {
 		return d
 	}
@@ -31,7 +30,7 @@ func Require(t testing.TB) string {
 	t.Helper()
 	d := Dir()
 	if d == "" {
-		t.Fatal("conformance data not found: put the shared folder beside the repository (../shared/conformance) or set ONNXPE_CONFORMANCE")
+		t.Fatal("conformance data not found: testdata/conformance is missing from the repository (or set ONNXPE_CONFORMANCE)")
 	}
 	return d
 }
@@ -41,7 +40,8 @@ func Case(t testing.TB, suite, name string) string {
 	return filepath.Join(Require(t), suite, name)
 }
 
-// Models lists every conformance model.onnx.
+// Models lists the model.onnx of every case directly under a suite folder
+// (onnx-node, onnx-simple, ort-rotary).
 func Models(t testing.TB) []string {
 	m, err := filepath.Glob(filepath.Join(Require(t), "*", "*", "model.onnx"))
 	if err != nil {
