@@ -64,7 +64,7 @@ func TestConstantValueForms(t *testing.T) {
 // conformance models.
 func TestConstantValueConformance(t *testing.T) {
 	count := 0
-	for _, p := range conformance.Models(t) {
+	for _, p := range append(conformance.Models(t), conformance.BackendModels(t)...) {
 		m, err := graph.Load(p)
 		if err != nil {
 			t.Fatal(err)

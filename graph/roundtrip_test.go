@@ -27,9 +27,9 @@ func corpus(t testing.TB) []string {
 }
 
 func TestRoundTripIsByteIdentical(t *testing.T) {
-	files := corpus(t)
-	if len(files) < 900 {
-		t.Fatalf("found %d models, want the 969 conformance models and the corpus", len(files))
+	files := append(corpus(t), conformance.BackendModels(t)...)
+	if len(files) < 2900 {
+		t.Fatalf("found %d models, want the 969 + 1942 conformance models and the corpus", len(files))
 	}
 	for _, f := range files {
 		want, err := os.ReadFile(f)

@@ -182,18 +182,23 @@ func reduceT[T Num](op redOp, x *Tensor, axes []int, keep, acc64 bool) *Tensor {
 	for _, a := range red {
 		rl *= x.Shape[a]
 	}
-	var shape []int
-	for i, d := range x.Shape {
+	out := New(x.DType, reducedShape(x.Shape, axes, keep)...)
+	reduceRows(op, Data[T](out), Data[T](xt), rl, acc64)
+	return out
+}
+
+// reducedShape is the shape of a reduction of shape over axes.
+func reducedShape(shape, axes []int, keep bool) []int {
+	var out []int
+	for i, d := range shape {
 		if slices.Contains(axes, i) {
 			if keep {
-				shape = append(shape, 1)
+				out = append(out, 1)
 			}
 		} else {
-			shape = append(shape, d)
+			out = append(out, d)
 		}
 	}
-	out := New(x.DType, shape...)
-	reduceRows(op, Data[T](out), Data[T](xt), rl, acc64)
 	return out
 }
 
@@ -236,6 +241,27 @@ func reduceKernel(op redOp, axesInputSince int64) Kernel {
 			o = reduceT[int8](op, x, ax, keep, acc)
 		case graph.Uint8:
 			o = reduceT[uint8](op, x, ax, keep, acc)
+		case graph.Bool:
+			// ReduceMax and ReduceMin take bool from opset 20: any and
+			// all, computed on 0/1 bytes (the empty reduction gives
+			// false for Max and true for Min, the type's bounds).
+			if op != redMax && op != redMin {
+				return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
+			}
+			b := Data[bool](x)
+			u := New(graph.Uint8, x.Shape...)
+			ud := Data[uint8](u)
+			for i, v := range b {
+				if v {
+					ud[i] = 1
+				}
+			}
+			r := Data[uint8](reduceT[uint8](op, u, ax, keep, false))
+			o = New(graph.Bool, reducedShape(x.Shape, ax, keep)...)
+			od := Data[bool](o)
+			for i, v := range r {
+				od[i] = v != 0
+			}
 		default:
 			return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
 		}

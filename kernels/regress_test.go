@@ -3,6 +3,7 @@ package kernels
 import (
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -265,6 +266,29 @@ func TestReduceEmptyInts(t *testing.T) {
 	o = mustOp(t, "", "ReduceMin", 18, nil, FromSlice([]int{1, 0}, []int8{}), axes)
 	if d := Data[int8](o); len(d) != 1 || d[0] != math.MaxInt8 {
 		t.Errorf("int8 ReduceMin of nothing: %v", d)
+	}
+}
+
+// TestReduceBool: ReduceMax and ReduceMin take bool from opset 20 (any and
+// all); an empty reduction gives the type's bounds, false and true.
+func TestReduceBool(t *testing.T) {
+	x := FromSlice([]int{3, 2}, []bool{true, false, false, false, true, true})
+	axes := FromSlice([]int{1}, []int64{1})
+	for _, tc := range []struct {
+		op   string
+		want []bool
+	}{{"ReduceMax", []bool{true, false, true}}, {"ReduceMin", []bool{false, false, true}}} {
+		o := mustOp(t, "", tc.op, 20, nil, x, axes)
+		if !equalShape(o.Shape, []int{3, 1}) || !slices.Equal(Data[bool](o), tc.want) {
+			t.Errorf("%s: %v %v, want [3 1] %v", tc.op, o.Shape, Data[bool](o), tc.want)
+		}
+		e := mustOp(t, "", tc.op, 20, []*graph.Attr{graph.IntAttr("keepdims", 0)}, FromSlice([]int{2, 0}, []bool{}), axes)
+		if d := Data[bool](e); !equalShape(e.Shape, []int{2}) || d[0] != (tc.op == "ReduceMin") || d[1] != d[0] {
+			t.Errorf("%s of nothing: %v %v", tc.op, e.Shape, d)
+		}
+	}
+	if _, err := runOp(t, "", "ReduceSum", 20, 1, nil, x, axes); !errors.Is(err, ErrUnsupportedType) {
+		t.Errorf("ReduceSum of bool: %v, want an unsupported type", err)
 	}
 }
 

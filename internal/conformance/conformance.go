@@ -49,3 +49,17 @@ func Models(t testing.TB) []string {
 	}
 	return m
 }
+
+// BackendModels lists the model.onnx of every case of the onnx-backend
+// sets (node, simple, pytorch-converted, pytorch-operator: the backend
+// tests of the onnx repository at 1.23.0-dev).
+func BackendModels(t testing.TB) []string {
+	m, err := filepath.Glob(filepath.Join(Require(t), "onnx-backend", "*", "*", "model.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m) == 0 {
+		t.Fatal("no onnx-backend models in the conformance data")
+	}
+	return m
+}
