@@ -39,6 +39,11 @@ type Options struct {
 	// when the session turns it into an error wrapping ErrInternal (the
 	// environment variable ONNXPE_DEBUG=1 does the same).
 	PanicStacks bool
+	// Outputs, when set, names the values of the main graph that Run
+	// returns instead of the graph's outputs: intermediate values, for
+	// checks that compare models node by node. Each must be an input, an
+	// initializer or a named node output of the main graph.
+	Outputs []string
 }
 
 // Session runs one model. It converts the model's constants once; Run may
@@ -56,6 +61,9 @@ type Session struct {
 	tr         *tracker // the storage of the current run
 	spare      *tracker // the tracker of the last run, for reuse
 	stats      RunStats // of the last run
+	// outs are the values Run returns (the graph's outputs unless
+	// Options.Outputs names others).
+	outs []*graph.Value
 	// wide maps float16/bfloat16 constants to their float32 copies.
 	wide map[*Tensor]*Tensor
 	// compiling holds the model-local functions being compiled (a
@@ -224,7 +232,17 @@ func (l attrList) attr(name string) *graph.Attr {
 // NewSession compiles m for execution: it checks that every op has a
 // kernel, orders the nodes, converts initializers and folds Constant nodes.
 func NewSession(m *graph.Model, opts Options) (*Session, error) {
-	s := &Session{model: m, opts: opts, constKeys: map[uintptr]bool{}}
+	s := &Session{model: m, opts: opts, constKeys: map[uintptr]bool{}, outs: m.Graph.Outputs}
+	if opts.Outputs != nil {
+		s.outs = make([]*graph.Value, len(opts.Outputs))
+		for i, name := range opts.Outputs {
+			v := m.Graph.Lookup(name)
+			if v == nil || name == "" {
+				return nil, fmt.Errorf("kernels: Options.Outputs: the main graph has no value %q", name)
+			}
+			s.outs[i] = v
+		}
+	}
 	p, err := s.compile(m.Graph, nil, nil, nil)
 	if err != nil {
 		return nil, err
@@ -418,7 +436,11 @@ func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets
 		}
 	}
 	outputs := map[*graph.Value]bool{}
-	for _, o := range g.Outputs {
+	outVals := g.Outputs
+	if g == s.model.Graph && parent == nil && refs == nil {
+		outVals = s.outs
+	}
+	for _, o := range outVals {
 		outputs[o] = true
 		p.outRefs = append(p.outRefs, p.resolve(o))
 	}
@@ -671,8 +693,8 @@ func (s *Session) Run(inputs map[string]*Tensor) (map[string]*Tensor, error) {
 	if err := s.exec(p, e); err != nil {
 		return nil, err
 	}
-	out := make(map[string]*Tensor, len(g.Outputs))
-	for i, v := range g.Outputs {
+	out := make(map[string]*Tensor, len(s.outs))
+	for i, v := range s.outs {
 		t := e.read(&p.outRefs[i])
 		if t == nil {
 			return nil, fmt.Errorf("output %q was not computed", v.Name)
