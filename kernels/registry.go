@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 )
 
 // ErrUnsupportedOp is wrapped by errors about ops (or op versions) that
@@ -43,7 +44,14 @@ type entry struct {
 	flags        KernelFlags
 }
 
-var registry = map[opKey][]entry{}
+// registry maps ops to their kernels. Kernels are registered by init
+// functions, but Register is exported and may be called at any time, also
+// while sessions compile: registryMu guards the map (sessions look kernels
+// up when they are made, never while they run).
+var (
+	registryMu sync.RWMutex
+	registry   = map[opKey][]entry{}
+)
 
 // Domains.
 const (
@@ -62,12 +70,15 @@ func normDomain(d string) string {
 
 // Register adds a kernel for op in domain, for the opset versions
 // since..until inclusive (until 0 means no upper bound). Registering an
-// overlapping range panics.
+// overlapping range panics. It is safe to call from several goroutines,
+// also while other goroutines make sessions.
 func Register(domain, op string, since, until int64, fn Kernel, flags KernelFlags) {
 	k := opKey{normDomain(domain), op}
 	if until == 0 {
 		until = 1 << 30
 	}
+	registryMu.Lock()
+	defer registryMu.Unlock()
 	for _, e := range registry[k] {
 		if since <= e.until && e.since <= until {
 			panic(fmt.Sprintf("kernels: Register %s.%s [%d,%d] overlaps [%d,%d]", domain, op, since, until, e.since, e.until))
@@ -77,6 +88,8 @@ func Register(domain, op string, since, until int64, fn Kernel, flags KernelFlag
 }
 
 func lookup(domain, op string, opset int64) (entry, bool) {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
 	for _, e := range registry[opKey{normDomain(domain), op}] {
 		if e.since <= opset && opset <= e.until {
 			return e, true
@@ -95,6 +108,8 @@ func Supports(domain, op string, opset int64) bool {
 // Ops lists the registered ops as "domain.op" (just "op" for the ONNX
 // domain), sorted.
 func Ops() []string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
 	var out []string
 	for k := range registry {
 		if k.domain == "" {
