@@ -73,11 +73,7 @@ const (
 // and printed as skips and pinned in skipsFile: when the fix lands, the
 // case passes, TestConformance reports it as no longer skipped, and the
 // entry here is removed.
-var knownFailures = map[string]string{
-	// ReduceSum of float32[2,0,4] over axis 1: a zero-sized non-reduced
-	// axis makes reduceRows index src[-1].
-	"onnx-backend/node/test_reduce_sum_empty_set_non_reduced_axis_zero": "issue 13: empty tensors in reductions",
-}
+var knownFailures = map[string]string{}
 
 type caseResult struct {
 	status string // "pass", "fail", "skip"

@@ -24,7 +24,12 @@ const (
 )
 
 // reduceRows reduces each of the len(dst) contiguous rows of length r.
+// No rows (an empty kept axis) is an empty result; rows of length 0 (an
+// empty reduced axis) reduce to the operation's identity.
 func reduceRows[T Num](op redOp, dst, src []T, r int, acc64 bool) {
+	if len(dst) == 0 {
+		return
+	}
 	if r == 0 {
 		var v float64
 		switch op {

@@ -163,3 +163,26 @@ func (e *Entry) RandomInputs(rng *rand.Rand, s Sizes) (map[string]*kernels.Tenso
 	}
 	return out, nil
 }
+
+// OutputsLike returns zero tensors of the types and shapes the manifest
+// declares for e's outputs at sizes s (for ONNX Runtime peers that must be
+// given an output's shape).
+func (e *Entry) OutputsLike(s Sizes) (map[string]*kernels.Tensor, error) {
+	out := map[string]*kernels.Tensor{}
+	for _, o := range e.Outputs {
+		dt, ok := graph.ParseDataType(o.DType)
+		if !ok {
+			return nil, fmt.Errorf("%s: output %s: dtype %q", e.Name, o.Name, o.DType)
+		}
+		shape := make([]int, len(o.Shape))
+		for i, d := range o.Shape {
+			n, err := s.dim(d)
+			if err != nil {
+				return nil, fmt.Errorf("%s: output %s: %w", e.Name, o.Name, err)
+			}
+			shape[i] = n
+		}
+		out[o.Name] = kernels.New(dt, shape...)
+	}
+	return out, nil
+}

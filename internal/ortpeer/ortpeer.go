@@ -20,6 +20,10 @@ import (
 // of ONNX Runtime cannot run.
 var ErrNoInputs = errors.New("ortpeer: the ONNX Runtime binding cannot run a model without inputs")
 
+// ErrNeedShape is returned by Run for a float16, bfloat16 or scalar output
+// whose expected shape was not given (onnxruntime_go cannot allocate it).
+var ErrNeedShape = errors.New("ortpeer: the output's expected shape must be given")
+
 // Available reports whether this binary was built with ONNX Runtime
 // support (build tag ort).
 func Available() bool { return true }
@@ -68,6 +72,8 @@ type Session struct {
 	inputs  []string
 	outputs []string
 	outType []graph.DataType
+	// needShape: some output is float16, bfloat16 or a declared scalar.
+	needShape bool
 }
 
 // NewSession opens a model in ONNX Runtime. The model's inputs (those not
@@ -119,7 +125,10 @@ func NewSession(path string, m *graph.Model, opts Options) (*Session, error) {
 	}
 	for _, v := range m.Graph.Outputs {
 		s.outputs = append(s.outputs, v.Name)
-		s.outType = append(s.outType, v.Type.ElemType())
+		dt := v.Type.ElemType()
+		s.outType = append(s.outType, dt)
+		dims, ok := v.Type.Shape()
+		s.needShape = s.needShape || dt == graph.Float16 || dt == graph.BFloat16 || ok && len(dims) == 0
 	}
 	s.s, err = ort.NewDynamicAdvancedSession(path, s.inputs, s.outputs, so)
 	if err != nil {
@@ -128,16 +137,23 @@ func NewSession(path string, m *graph.Model, opts Options) (*Session, error) {
 	return s, nil
 }
 
+// NeedsShapes reports whether Run needs the expected shape of an output
+// (one of type float16 or bfloat16, or declared as a scalar): an error of
+// Run on such a model may then be a shape different from the one given
+// rather than a refusal of ONNX Runtime.
+func (s *Session) NeedsShapes() bool { return s.needShape }
+
 // Close releases the session.
 func (s *Session) Close() error { return s.s.Destroy() }
 
-// Run runs the model. like may give, by output name, a tensor of the
-// expected element type and shape (onnxpe's own result): such outputs are
-// allocated here and ONNX Runtime writes into them. That is needed for
-// float16, bfloat16 and scalar outputs, which onnxruntime_go v1.36.0
-// cannot allocate itself (it copies one byte per element of custom types
-// and refuses shapes without dimensions); an output whose shape differs
-// from like is reported by ONNX Runtime as an error.
+// Run runs the model. like gives, by output name, a tensor of the expected
+// element type and shape (onnxpe's own result) for the float16, bfloat16
+// and scalar outputs, which onnxruntime_go v1.36.0 cannot allocate itself
+// (it copies one byte per element of custom types and refuses shapes
+// without dimensions): those are allocated here and ONNX Runtime writes
+// into them, and ONNX Runtime reports an error when its result has
+// another shape (see NeedsShapes). Other outputs are allocated by ONNX Runtime
+// (like is ignored for them), so that their shapes are ONNX Runtime's own.
 func (s *Session) Run(inputs map[string]*kernels.Tensor, like map[string]*kernels.Tensor) (map[string]*kernels.Tensor, error) {
 	if len(s.inputs) == 0 {
 		// onnxruntime_go v1.36.0 indexes the first input unconditionally.
@@ -167,12 +183,16 @@ func (s *Session) Run(inputs map[string]*kernels.Tensor, like map[string]*kernel
 		}
 	}()
 	for i, name := range s.outputs {
+		dt := s.outType[i]
 		l, ok := like[name]
-		if !ok {
-			if dt := s.outType[i]; dt == graph.Float16 || dt == graph.BFloat16 {
-				return nil, fmt.Errorf("ortpeer: output %q is %v: its expected shape must be given", name, dt)
-			}
+		if ok && dt == graph.Undefined {
+			dt = l.DType
+		}
+		if dt != graph.Float16 && dt != graph.BFloat16 && (!ok || len(l.Shape) > 0) {
 			continue
+		}
+		if !ok {
+			return nil, fmt.Errorf("output %q is %v: %w", name, dt, ErrNeedShape)
 		}
 		v, err := toORT(kernels.New(l.DType, l.Shape...))
 		if err != nil {
@@ -263,7 +283,9 @@ func scalarToORT(t *kernels.Tensor) (ort.Value, error) {
 
 func bytesOf[T ~uint16](d []T) []byte {
 	if len(d) == 0 {
-		return []byte{}
+		// onnxruntime_go refuses an empty buffer even for a tensor
+		// without elements; ONNX Runtime reads none of these bytes.
+		return make([]byte, 2)
 	}
 	return unsafe.Slice((*byte)(unsafe.Pointer(&d[0])), 2*len(d))
 }
@@ -313,7 +335,7 @@ func fromORT(v ort.Value) (*kernels.Tensor, error) {
 		for _, d := range shape {
 			n *= d
 		}
-		if len(raw) != 2*n {
+		if len(raw) < 2*n || n > 0 && len(raw) != 2*n {
 			return nil, fmt.Errorf("custom tensor has %d bytes for %d elements", len(raw), n)
 		}
 		switch ort.TensorElementDataType(t.DataType()) {

@@ -131,12 +131,14 @@ func checkDims(m, n, k int) {
 }
 
 // checkMat checks a row-major matrix that is rows x cols (cols x rows when
-// trans) with row stride ld in a slice of length n.
+// trans) with row stride ld in a slice of length n. The stride must cover
+// a row (BLAS's ld >= max(1, cols), except that a matrix with no elements
+// may have stride 0: a [2,0] tensor has rows of 0 elements).
 func checkMat(name string, n int, trans bool, rows, cols, ld int) {
 	if trans {
 		rows, cols = cols, rows
 	}
-	if ld < max(1, cols) {
+	if ld < cols || ld < 1 && rows > 0 && cols > 0 {
 		panic(fmt.Sprintf("gemm: %s row stride %d < %d", name, ld, cols))
 	}
 	if rows > 0 && cols > 0 && n < (rows-1)*ld+cols {

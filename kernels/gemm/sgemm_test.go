@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -511,4 +512,54 @@ func BenchmarkSgemmSmall(b *testing.B) {
 			}
 		}
 	}
+}
+
+// TestEmptyOperands: products with a dimension of 0, whose operands have
+// row stride 0 as tensors of shape [m,0] do, give C = beta*C (zeros for
+// beta 0, whatever C held) and touch nothing when C is empty.
+func TestEmptyOperands(t *testing.T) {
+	const m, n = 2, 3
+	stale := func() []float32 { return []float32{1, 2, 3, 4, 5, 6} }
+	want := func(beta float32) []float32 {
+		w := stale()
+		for i := range w {
+			w[i] *= beta
+		}
+		return w
+	}
+	for _, beta := range []float32{0, 2} {
+		c := stale()
+		Sgemm(false, false, m, n, 0, 1, nil, 0, nil, n, beta, c, n)
+		if !slices.Equal(c, want(beta)) {
+			t.Errorf("Sgemm k=0 beta=%v: %v, want %v", beta, c, want(beta))
+		}
+		c = stale()
+		Sgemm(true, true, m, n, 0, 1, nil, m, nil, 0, beta, c, n)
+		if !slices.Equal(c, want(beta)) {
+			t.Errorf("Sgemm transposed k=0 beta=%v: %v, want %v", beta, c, want(beta))
+		}
+		c = stale()
+		SgemmPacked(m, n, 0, 1, nil, 0, PackB(false, 0, n, nil, n), beta, c, n)
+		if !slices.Equal(c, want(beta)) {
+			t.Errorf("SgemmPacked k=0 beta=%v: %v, want %v", beta, c, want(beta))
+		}
+		c = stale()
+		SgemmStrided(2, false, false, 1, n, 0, 1, nil, 0, 0, nil, n, 0, beta, c, n, n)
+		if !slices.Equal(c, want(beta)) {
+			t.Errorf("SgemmStrided k=0 beta=%v: %v, want %v", beta, c, want(beta))
+		}
+		d := []float64{1, 2, 3, 4, 5, 6}
+		Dgemm(false, false, m, n, 0, 1, nil, 0, nil, n, float64(beta), d, n)
+		for i, v := range d {
+			if v != float64(want(beta)[i]) {
+				t.Errorf("Dgemm k=0 beta=%v: %v", beta, d)
+				break
+			}
+		}
+	}
+	// m or n of 0: C has no elements, and its stride may be 0.
+	Sgemm(false, false, 0, n, 4, 1, nil, 4, make([]float32, 4*n), n, 0, nil, n)
+	Sgemm(false, false, m, 0, 4, 1, make([]float32, 4*m), 4, nil, 0, 0, nil, 0)
+	Dgemm(false, false, m, 0, 4, 1, make([]float64, 4*m), 4, nil, 0, 0, nil, 0)
+	SgemmStrided(0, false, false, m, n, 4, 1, nil, 4, 0, nil, n, 0, 0, nil, n, 0)
 }
