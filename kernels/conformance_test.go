@@ -64,7 +64,7 @@ const (
 	skipOpset     = "opset outside the registered range"
 	skipType      = "element type not supported"
 	skipNonTensor = "sequence or optional data"
-	skipTraining  = "training mode (the executor does inference only)"
+	skipTraining  = "training mode" // the executor does inference only
 	skipKnown     = "known failure left to another issue"
 )
 
@@ -97,19 +97,22 @@ var inconsistentShapes = map[string]bool{
 // TestConformance runs every case of conformanceSets. A case whose ops
 // (at the model's opset) are all registered and whose values have
 // supported types must pass; any other case is a skip, counted and
-// printed by reason, and the set of skips must match skipsFile.
+// printed by reason, and the set of skips must match skipsFile. It logs
+// one count line per set and per ONNX release, which make test's summary
+// prints.
 func TestConformance(t *testing.T) {
 	conformanceDir := conformance.Require(t)
 	passedByOp := map[string]int{}
 	seenOp := map[string]bool{}
 	skipped := map[string]string{} // folder/case -> reason: detail
+	groups := map[string]*tally{}
 	for _, folder := range conformanceSets {
 		dir := filepath.Join(conformanceDir, folder)
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var pass, fail, skip int
+		set := &tally{}
 		skips := map[string][]string{} // reason -> "case (detail)"
 		for _, e := range entries {
 			if !e.IsDir() {
@@ -120,41 +123,38 @@ func TestConformance(t *testing.T) {
 			for _, op := range r.ops {
 				seenOp[op] = true
 			}
+			if issue, ok := knownFailures[name]; ok && r.status == "fail" {
+				t.Logf("%s: fails, left to %s: %s", name, issue, r.reason)
+				r.status, r.reason, r.detail = "skip", skipKnown, issue
+			}
+			set.add(r.status, r.reason)
 			switch r.status {
 			case "pass":
-				pass++
 				for _, op := range r.ops {
 					passedByOp[op]++
 				}
 			case "fail":
-				if issue, ok := knownFailures[name]; ok {
-					r.status, r.reason, r.detail = "skip", skipKnown, issue
-					t.Logf("%s: fails, left to %s: %s", name, issue, r.reason)
-					skip++
-					skips[r.reason] = append(skips[r.reason], fmt.Sprintf("%s (%s)", e.Name(), r.detail))
-					skipped[name] = r.reason + ": " + r.detail
-					continue
-				}
-				fail++
 				t.Errorf("%s: %s", name, r.reason)
 			default:
-				skip++
 				skips[r.reason] = append(skips[r.reason], fmt.Sprintf("%s (%s)", e.Name(), r.detail))
 				skipped[name] = r.reason + ": " + r.detail
 			}
 		}
-		reasons := make([]string, 0, len(skips))
-		for r := range skips {
-			reasons = append(reasons, r)
+		for _, r := range set.sortedReasons() {
+			t.Logf("%s: %d cases skipped, %s: %s", folder, len(skips[r]), r, strings.Join(skips[r], " "))
 		}
-		sort.Slice(reasons, func(i, j int) bool {
-			a, b := reasons[i], reasons[j]
-			return len(skips[a]) > len(skips[b]) || len(skips[a]) == len(skips[b]) && a < b
-		})
-		for _, r := range reasons {
-			t.Logf("%s: skipped %d (%s): %s", folder, len(skips[r]), r, strings.Join(skips[r], " "))
+		t.Logf("%s: %s", folder, set)
+		if g := releaseOf(folder); g != "" {
+			if groups[g] == nil {
+				groups[g] = &tally{}
+			}
+			groups[g].merge(set)
 		}
-		t.Logf("%s: %d passed, %d failed, %d skipped", folder, pass, fail, skip)
+	}
+	for _, g := range []string{release112, release123} {
+		if groups[g] != nil {
+			t.Logf("%s: %s", g, groups[g])
+		}
 	}
 	checkSkips(t, skipped)
 	for _, op := range listedOps {
@@ -165,6 +165,81 @@ func TestConformance(t *testing.T) {
 			t.Errorf("op %s: no passing conformance case", op)
 		}
 	}
+}
+
+// The two releases of ONNX's backend tests the conformance data holds.
+const (
+	release112 = "ONNX 1.12 backend tests (onnx-node, onnx-simple)"
+	release123 = "ONNX 1.23.0-dev backend tests (onnx-backend/*)"
+)
+
+func releaseOf(folder string) string {
+	switch {
+	case strings.HasPrefix(folder, "onnx-backend/"):
+		return release123
+	case strings.HasPrefix(folder, "onnx-"):
+		return release112
+	}
+	return ""
+}
+
+// tally counts the cases of a set by status and the skips by reason.
+type tally struct {
+	pass, fail, skip int
+	reasons          map[string]int
+}
+
+func (c *tally) add(status, reason string) {
+	switch status {
+	case "pass":
+		c.pass++
+	case "fail":
+		c.fail++
+	default:
+		c.skip++
+		if c.reasons == nil {
+			c.reasons = map[string]int{}
+		}
+		c.reasons[reason]++
+	}
+}
+
+func (c *tally) merge(o *tally) {
+	c.pass += o.pass
+	c.fail += o.fail
+	c.skip += o.skip
+	for r, n := range o.reasons {
+		if c.reasons == nil {
+			c.reasons = map[string]int{}
+		}
+		c.reasons[r] += n
+	}
+}
+
+// sortedReasons lists the skip reasons, most frequent first.
+func (c *tally) sortedReasons() []string {
+	rs := make([]string, 0, len(c.reasons))
+	for r := range c.reasons {
+		rs = append(rs, r)
+	}
+	sort.Slice(rs, func(i, j int) bool {
+		a, b := c.reasons[rs[i]], c.reasons[rs[j]]
+		return a > b || a == b && rs[i] < rs[j]
+	})
+	return rs
+}
+
+// String is the count line: "N passed, N failed, N skipped (N reason, ...)".
+func (c *tally) String() string {
+	s := fmt.Sprintf("%d passed, %d failed, %d skipped", c.pass, c.fail, c.skip)
+	var parts []string
+	for _, r := range c.sortedReasons() {
+		parts = append(parts, fmt.Sprintf("%d %s", c.reasons[r], r))
+	}
+	if len(parts) > 0 {
+		s += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return s
 }
 
 // checkSkips compares the skipped cases and their reasons with skipsFile

@@ -45,8 +45,8 @@ func main() {
 			out[key] = append(out[key], e.Output)
 			if e.Test != "" && countLine.MatchString(e.Output) {
 				line := strings.TrimSpace(e.Output)
-				if len(line) > 200 {
-					line = line[:197] + "..."
+				if len(line) > 400 {
+					line = line[:397] + "..."
 				}
 				counts = append(counts, fmt.Sprintf("  %s: %s", e.Test, line))
 			}
