@@ -10,7 +10,7 @@ ORT_LIB   := $(ORT_DIR)/node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libo
 DEMO_MODEL := testmodels/models/rope_llama/model.onnx
 FUZZTIME  ?= 10s
 
-.PHONY: all build test test-go test-race test-ort fuzz demo bench proto lint ort testmodels conformance-data clean
+.PHONY: all build check-tools test test-go test-race test-ort fuzz demo bench proto lint ort testmodels conformance-data clean
 
 all: build
 
@@ -18,7 +18,18 @@ build:
 	$(GO) build -o $(BIN) ./cmd/onnxpe
 
 ## test: the whole suite (lint, unit and conformance tests, fuzzing, ONNX Runtime differential tests)
-test: lint test-go test-race fuzz test-ort
+test: check-tools lint test-go test-race fuzz test-ort
+
+## check-tools: what make test needs (Go 1.26+, a C compiler, npm until ONNX Runtime is installed, protoc),
+## checked before anything runs: a missing tool stops make with one line saying what to install
+ifneq ($(filter test check-tools,$(MAKECMDGOALS)),)
+TOOLS_MISSING := $(shell GO='$(GO)' ORT_LIB='$(ORT_LIB)' ORT_VER='$(ORT_VER)' sh internal/tools/check-tools.sh)
+ifneq ($(TOOLS_MISSING),)
+$(error $(TOOLS_MISSING))
+endif
+endif
+check-tools:
+	@echo "make test has what it needs: $$($(GO) env GOVERSION), $$($(GO) env CC), $$(command -v npm || echo 'ONNX Runtime already in .cache/ort'), $$(protoc --version)"
 
 test-go:
 	$(GO) test -json -count=1 ./... | $(GO) run ./internal/tools/testsummary
