@@ -510,22 +510,79 @@ func whereKernel(c *Call, in []*Tensor) ([]*Tensor, error) {
 	return []*Tensor{o}, err
 }
 
+// legacyBroadcast gives a binary op its form before opset 7 (Pow, Equal,
+// Less, Greater, And, Or, Xor: before opset 7; Add, Sub, Mul, Div as well):
+// without broadcast=1 both inputs have the same shape; with it, B's
+// dimensions line up with A's from axis on (by default, A's last ones),
+// which is numpy broadcasting once B is padded with 1s on both sides.
+// consumed_inputs (opsets 1 to 5) is an optimisation hint and is ignored.
+// From opset 7 on the kernel sees its inputs unchanged.
+func legacyBroadcast(k Kernel) Kernel {
+	return func(c *Call, in []*Tensor) ([]*Tensor, error) {
+		if c.Opset >= 7 || len(in) != 2 || in[0] == nil || in[1] == nil {
+			return k(c, in)
+		}
+		a, b := in[0], in[1]
+		if c.Int("broadcast", 0) == 0 {
+			if !equalShape(a.Shape, b.Shape) {
+				return nil, fmt.Errorf("shapes %v and %v differ and broadcast is 0 (opset %d)", a.Shape, b.Shape, c.Opset)
+			}
+			return k(c, in)
+		}
+		axis := int64(len(a.Shape) - len(b.Shape))
+		if c.Attr("axis") != nil {
+			axis = c.Int("axis", 0)
+			if axis < 0 {
+				axis += int64(len(a.Shape))
+			}
+		}
+		if axis < 0 || int(axis)+len(b.Shape) > len(a.Shape) {
+			return nil, fmt.Errorf("broadcast of %v onto %v at axis %d (opset %d): B does not fit", b.Shape, a.Shape, axis, c.Opset)
+		}
+		shape := make([]int, len(a.Shape))
+		for i := range shape {
+			shape[i] = 1
+			if j := i - int(axis); j >= 0 && j < len(b.Shape) {
+				if b.Shape[j] != a.Shape[i] && b.Shape[j] != 1 {
+					return nil, fmt.Errorf("broadcast of %v onto %v at axis %d (opset %d): dimension %d is %d, not %d or 1", b.Shape, a.Shape, axis, c.Opset, j, b.Shape[j], a.Shape[i])
+				}
+				shape[i] = b.Shape[j]
+			}
+		}
+		return k(c, []*Tensor{a, b.Reshaped(shape...)})
+	}
+}
+
+// sameShapes gives a variadic op (Max, Min, Sum, Mean) its form before
+// opset 8: every input has the same shape.
+func sameShapes(k Kernel) Kernel {
+	return func(c *Call, in []*Tensor) ([]*Tensor, error) {
+		if c.Opset < 8 {
+			for _, t := range in[1:] {
+				if t != nil && in[0] != nil && !equalShape(t.Shape, in[0].Shape) {
+					return nil, fmt.Errorf("shapes %v and %v differ (no broadcasting before opset 8)", in[0].Shape, t.Shape)
+				}
+			}
+		}
+		return k(c, in)
+	}
+}
+
 func init() {
 	for _, r := range []struct {
-		name  string
-		op    binOp
-		since int64
-	}{{"Add", opAdd, 7}, {"Sub", opSub, 7}, {"Mul", opMul, 7}, {"Div", opDiv, 7}} {
-		reg(r.name, r.since, 0, binKernel(r.op))
+		name string
+		op   binOp
+	}{{"Add", opAdd}, {"Sub", opSub}, {"Mul", opMul}, {"Div", opDiv}} {
+		reg(r.name, 1, 0, legacyBroadcast(binKernel(r.op)))
 	}
-	reg("Pow", 7, 0, func(c *Call, in []*Tensor) ([]*Tensor, error) {
+	reg("Pow", 1, 0, legacyBroadcast(func(c *Call, in []*Tensor) ([]*Tensor, error) {
 		e := in[1]
 		if e.DType != in[0].DType {
 			e = castTensor(e, in[0].DType)
 		}
 		o, err := binary(c, opPow, in[0], e)
 		return []*Tensor{o}, err
-	})
+	}))
 	reg("Mod", 10, 0, func(c *Call, in []*Tensor) ([]*Tensor, error) {
 		op := opMod
 		if c.Int("fmod", 0) == 1 {
@@ -536,17 +593,17 @@ func init() {
 		o, err := binary(c, op, in[0], in[1])
 		return []*Tensor{o}, err
 	})
-	reg("Max", 8, 0, variadic(opMax, false))
-	reg("Min", 8, 0, variadic(opMin, false))
-	reg("Sum", 8, 0, variadic(opAdd, false))
-	reg("Mean", 8, 0, variadic(opAdd, true))
-	reg("Equal", 7, 0, cmpKernel(cmpEq))
-	reg("Less", 7, 0, cmpKernel(cmpLt))
+	reg("Max", 1, 0, sameShapes(variadic(opMax, false)))
+	reg("Min", 1, 0, sameShapes(variadic(opMin, false)))
+	reg("Sum", 1, 0, sameShapes(variadic(opAdd, false)))
+	reg("Mean", 1, 0, sameShapes(variadic(opAdd, true)))
+	reg("Equal", 1, 0, legacyBroadcast(cmpKernel(cmpEq)))
+	reg("Less", 1, 0, legacyBroadcast(cmpKernel(cmpLt)))
 	reg("LessOrEqual", 12, 0, cmpKernel(cmpLe))
-	reg("Greater", 7, 0, cmpKernel(cmpGt))
+	reg("Greater", 1, 0, legacyBroadcast(cmpKernel(cmpGt)))
 	reg("GreaterOrEqual", 12, 0, cmpKernel(cmpGe))
-	reg("And", 7, 0, logicKernel(func(a, b bool) bool { return a && b }))
-	reg("Or", 7, 0, logicKernel(func(a, b bool) bool { return a || b }))
-	reg("Xor", 7, 0, logicKernel(func(a, b bool) bool { return a != b }))
+	reg("And", 1, 0, legacyBroadcast(logicKernel(func(a, b bool) bool { return a && b })))
+	reg("Or", 1, 0, legacyBroadcast(logicKernel(func(a, b bool) bool { return a || b })))
+	reg("Xor", 1, 0, legacyBroadcast(logicKernel(func(a, b bool) bool { return a != b })))
 	reg("Where", 9, 0, whereKernel)
 }

@@ -292,6 +292,59 @@ func TestReduceBool(t *testing.T) {
 	}
 }
 
+// TestLegacyBroadcast: before opset 7, Add and the other binary ops
+// broadcast only with broadcast=1, lining B up with A from axis on (A's
+// last dimensions by default); before opset 8, Max/Min/Sum/Mean take equal
+// shapes.
+func TestLegacyBroadcast(t *testing.T) {
+	twos := make([]float32, 24)
+	for i := range twos {
+		twos[i] = 2
+	}
+	a := FromSlice([]int{2, 3, 4}, twos)
+	b := FromSlice([]int{3}, []float32{1, 2, 3})
+	bc := []*graph.Attr{graph.IntAttr("broadcast", 1), graph.IntAttr("axis", 1)}
+	for _, op := range []string{"Add", "Mul", "Pow"} {
+		o := mustOp(t, "", op, 6, bc, a, b)
+		d := Data[float32](o)
+		for i, v := range d {
+			y := float32(1 + (i/4)%3) // B's element for A's axis-1 index
+			want := 2 + y
+			switch op {
+			case "Mul":
+				want = 2 * y
+			case "Pow":
+				want = float32(math.Pow(2, float64(y)))
+			}
+			if v != want {
+				t.Fatalf("%s opset 6, axis 1: element %d is %v, want %v", op, i, v, want)
+			}
+		}
+	}
+	if o := mustOp(t, "", "Sub", 6, []*graph.Attr{graph.IntAttr("broadcast", 1)}, a, FromSlice([]int{4}, []float32{1, 2, 3, 4})); Data[float32](o)[5] != 0 {
+		t.Errorf("Sub opset 6, default axis: %v", Data[float32](o))
+	}
+	for _, tc := range []struct {
+		op    string
+		opset int64
+		attrs []*graph.Attr
+		b     *Tensor
+	}{
+		{"Add", 6, nil, FromSlice([]int{4}, make([]float32, 4))},                                // broadcast 0: equal shapes only
+		{"Add", 6, []*graph.Attr{graph.IntAttr("broadcast", 1)}, b},                             // [3] against the last dimension, 4
+		{"Equal", 1, []*graph.Attr{graph.IntAttr("broadcast", 1), graph.IntAttr("axis", 2)}, b}, // [3] at axis 2 runs past A
+		{"Max", 6, nil, FromSlice([]int{4}, make([]float32, 4))},
+	} {
+		if _, err := runOp(t, "", tc.op, tc.opset, 1, tc.attrs, a, tc.b); err == nil {
+			t.Errorf("%s opset %d %v onto %v: no error", tc.op, tc.opset, tc.b.Shape, a.Shape)
+		}
+	}
+	// From opset 7 (Max: 8) numpy broadcasting applies and the attributes are gone.
+	if _, err := runOp(t, "", "Add", 7, 1, nil, a, FromSlice([]int{4}, make([]float32, 4))); err != nil {
+		t.Errorf("Add opset 7: %v", err)
+	}
+}
+
 // TestRecursiveFunction: a model-local function calling itself (directly
 // or through another) is refused when the session is made.
 func TestRecursiveFunction(t *testing.T) {
