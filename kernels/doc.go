@@ -35,9 +35,17 @@
 // normalisation work over Options.Threads goroutines.
 //
 // It is not a general ONNX runtime: it covers the ops that transformer
-// exports and ONNX Runtime's optimizer produce (see the registry), not
-// sequences, maps, optionals, strings, complex numbers, training or
-// quantised ops, and it does no graph optimisation or shape inference.
+// exports and ONNX Runtime's optimizer produce (see the registry),
+// including ONNX Runtime's attention and quantized-matrix contrib ops
+// (GroupQueryAttention, MultiHeadAttention, Attention, QAttention,
+// MatMulNBits, ...), not maps, strings, complex numbers or training ops,
+// and it does no graph optimisation or shape inference. ONNX Runtime's
+// generation loops (com.microsoft BeamSearch, GreedySearch, ...) are named
+// in a clear error: they wrap a decoder model, which runs alone.
+//
+// The attention ops share one implementation (attention_core.go) that
+// never holds a whole (query x key) score matrix: it works on blocks of
+// query rows, all query heads of a key/value head at once.
 //
 // The fused ALiBi op of this project is documented at ALiBiBias.
 package kernels

@@ -342,6 +342,9 @@ func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets
 		} else {
 			e, ok := lookup(n.Domain, n.OpType, st.opset)
 			if !ok {
+				if normDomain(n.Domain) == DomainMicrosoft && generationOps[n.OpType] {
+					return nil, fmt.Errorf("node %q: %w", n.Name, generationOpError(n.OpType))
+				}
 				return nil, fmt.Errorf("node %q: %s opset %d: %w", n.Name, opName(n), st.opset, ErrUnsupportedOp)
 			}
 			st.entry = e
@@ -935,6 +938,12 @@ var halfRules = map[string]halfRule{
 	"com.microsoft.SimplifiedLayerNormalization":     {outs: 1},
 	"com.microsoft.SkipLayerNormalization":           {outs: 1 | 1<<3},
 	"com.microsoft.SkipSimplifiedLayerNormalization": {outs: 1 | 1<<3},
+	// T is the type of the embeddings; mask_index is int32.
+	"com.microsoft.EmbedLayerNormalization": {in: 2, outs: 1 | 1<<2},
+	// T is the float type of the scales and bias (inputs 0 and 1 are
+	// quantized integers).
+	"com.microsoft.QAttention":           {in: 2},
+	"com.microsoft.MatMulIntegerToFloat": {in: 2},
 }
 
 // debugPanics reports whether ONNXPE_DEBUG=1 asks for kernel panic stacks.
