@@ -28,11 +28,16 @@ func ifOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 }
 
 // stack joins equally shaped tensors along a new leading axis.
-func stack(ts []*Tensor) (*Tensor, error) {
+func stack(c *Call, ts []*Tensor) (*Tensor, error) {
 	if len(ts) == 0 {
 		return nil, fmt.Errorf("nothing to stack")
 	}
-	out := New(ts[0].DType, slices.Concat([]int{len(ts)}, ts[0].Shape)...)
+	for _, t := range ts {
+		if t.IsSequence() {
+			return nil, fmt.Errorf("a scan output is a sequence")
+		}
+	}
+	out := c.alloc(ts[0].DType, slices.Concat([]int{len(ts)}, ts[0].Shape)...)
 	n := ts[0].Len()
 	for i, t := range ts {
 		if !equalShape(t.Shape, ts[0].Shape) || t.DType != ts[0].DType {
@@ -47,7 +52,7 @@ func stack(ts []*Tensor) (*Tensor, error) {
 // scan axis (first) and the element type and sizes the body declares for
 // v, its per-iteration value (unknown sizes are 0; float32 when the type
 // is unknown).
-func emptyScan(v *graph.Value) *Tensor {
+func emptyScan(c *Call, v *graph.Value) *Tensor {
 	dt := graph.Float
 	shape := []int{0}
 	if v != nil && v.Type != nil && v.Type.IsTensor() {
@@ -64,7 +69,7 @@ func emptyScan(v *graph.Value) *Tensor {
 			}
 		}
 	}
-	return New(dt, shape...)
+	return c.zeros(dt, shape...)
 }
 
 // bodyOutput is output i of the graph attribute body, or nil.
@@ -78,10 +83,16 @@ func bodyOutput(c *Call, i int) *graph.Value {
 func loopOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 	maxTrip := int64(-1)
 	if t := optIn(in, 0); t != nil {
+		if t.IsSequence() || t.Len() != 1 {
+			return nil, fmt.Errorf("M must have one element, not %v", t)
+		}
 		maxTrip = t.Int64s()[0]
 	}
 	cond := true
 	if t := optIn(in, 1); t != nil {
+		if t.IsSequence() || t.Len() != 1 {
+			return nil, fmt.Errorf("cond must have one element, not %v", t)
+		}
 		cond = t.Float64s()[0] != 0
 	}
 	state := slices.Clone(in[2:])
@@ -104,19 +115,27 @@ func loopOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 		if len(outs) != 1+nState+nScan {
 			return nil, fmt.Errorf("body has %d outputs, want %d", len(outs), 1+nState+nScan)
 		}
+		if outs[0].IsSequence() || outs[0].Len() != 1 {
+			return nil, fmt.Errorf("body, iteration %d: cond must have one element, not %v", i, outs[0])
+		}
 		cond = outs[0].Float64s()[0] != 0
 		copy(state, outs[1:1+nState])
 		for j := range nScan {
 			scans[j] = append(scans[j], outs[1+nState+j])
+			// The stacked output grows with the iterations: bound it
+			// as it grows, not only when it is stacked.
+			if t := outs[1+nState+j]; !t.IsSequence() {
+				c.reserve(t.DType, slices.Concat([]int{len(scans[j])}, t.Shape))
+			}
 		}
 	}
 	res := slices.Clone(state)
 	for j := range nScan {
 		if len(scans[j]) == 0 {
-			res = append(res, emptyScan(bodyOutput(c, 1+nState+j)))
+			res = append(res, emptyScan(c, bodyOutput(c, 1+nState+j)))
 			continue
 		}
-		s, err := stack(scans[j])
+		s, err := stack(c, scans[j])
 		if err != nil {
 			return nil, err
 		}
@@ -137,11 +156,27 @@ func scanOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 	state := slices.Clone(in[:n])
 	inAxes, inDirs := c.Ints("scan_input_axes"), c.Ints("scan_input_directions")
 	outAxes, outDirs := c.Ints("scan_output_axes"), c.Ints("scan_output_directions")
+	k := c.NumOutputs() - n
+	if k < 0 {
+		return nil, fmt.Errorf("%d state values but %d outputs", n, c.NumOutputs())
+	}
+	for _, l := range []struct {
+		name string
+		v    []int64
+		want int
+	}{{"scan_input_axes", inAxes, m}, {"scan_input_directions", inDirs, m}, {"scan_output_axes", outAxes, k}, {"scan_output_directions", outDirs, k}} {
+		if l.v != nil && len(l.v) != l.want {
+			return nil, fmt.Errorf("%s has %d entries, want %d", l.name, len(l.v), l.want)
+		}
+	}
 	seqs := make([]*Tensor, m)
 	axes := make([]int, m)
 	length := -1
 	for j := range m {
 		t := in[n+j]
+		if t == nil || t.IsSequence() {
+			return nil, fmt.Errorf("scan input %d is not a tensor", j)
+		}
 		a := int64(0)
 		if inAxes != nil {
 			a = inAxes[j]
@@ -157,13 +192,12 @@ func scanOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 				perm = append(perm, i)
 			}
 		}
-		seqs[j], axes[j] = transposeT(t, perm), ax
+		seqs[j], axes[j] = transposeC(c, t, perm), ax
 		if length >= 0 && seqs[j].Shape[0] != length {
 			return nil, fmt.Errorf("scan inputs differ in length")
 		}
 		length = seqs[j].Shape[0]
 	}
-	k := c.NumOutputs() - n
 	scans := make([][]*Tensor, k)
 	for it := range length {
 		args := slices.Clone(state)
@@ -179,9 +213,15 @@ func scanOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 		if err != nil {
 			return nil, fmt.Errorf("body, iteration %d: %w", it, err)
 		}
+		if len(outs) != n+k {
+			return nil, fmt.Errorf("body has %d outputs, want %d", len(outs), n+k)
+		}
 		copy(state, outs[:n])
 		for j := range k {
 			scans[j] = append(scans[j], outs[n+j])
+			if t := outs[n+j]; !t.IsSequence() {
+				c.reserve(t.DType, slices.Concat([]int{len(scans[j])}, t.Shape))
+			}
 		}
 	}
 	res := state
@@ -193,10 +233,10 @@ func scanOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 		var s *Tensor
 		if len(ts) == 0 {
 			// A zero-length scan: empty outputs, 0 on the scan axis.
-			s = emptyScan(bodyOutput(c, n+j))
+			s = emptyScan(c, bodyOutput(c, n+j))
 		} else {
 			var err error
-			if s, err = stack(ts); err != nil {
+			if s, err = stack(c, ts); err != nil {
 				return nil, err
 			}
 		}
@@ -210,7 +250,7 @@ func scanOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 				perm = append(perm, i)
 			}
 			perm = slices.Insert(perm, ax, 0)
-			s = transposeT(s, perm)
+			s = transposeC(c, s, perm)
 		}
 		res = append(res, s)
 	}

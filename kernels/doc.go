@@ -26,7 +26,9 @@
 // A kernel panic is a defect of this package: Run returns it as an error
 // wrapping ErrInternal (Options.PanicStacks or ONNXPE_DEBUG=1 prints its
 // stack), also when it happens on a worker goroutine. Sizes a model
-// computes are bounded (Options.MaxTensorBytes, Options.MaxLoopIterations).
+// computes are bounded: every tensor a kernel allocates passes one check
+// of Options.MaxTensorBytes (Call.alloc and the helpers built on it), and
+// Loop iterations are bounded by Options.MaxLoopIterations.
 //
 // A Session packs the constant weights of its matrix products once,
 // recycles freed intermediates through a per-session buffer pool, counts

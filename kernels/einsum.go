@@ -103,7 +103,7 @@ func parseEinsum(eq string, ranks []int) (ins [][]rune, out []rune, err error) {
 }
 
 // diagonal removes repeated labels by taking diagonals.
-func diagonal(x labeled) (labeled, error) {
+func diagonal(c *Call, x labeled) (labeled, error) {
 	var uniq []rune
 	for _, r := range x.labels {
 		if !slices.Contains(uniq, r) {
@@ -129,13 +129,13 @@ func diagonal(x labeled) (labeled, error) {
 			strides[i] += st[j]
 		}
 	}
-	out := New(x.t.DType, shape...)
+	out := c.alloc(x.t.DType, shape...)
 	copyStrided(out, x.t, strides, 0)
 	return labeled{out, uniq}, nil
 }
 
 // sumOut sums the labels of x that keep does not contain.
-func sumOut(x labeled, keep func(rune) bool, acc64 bool) (labeled, error) {
+func sumOut(c *Call, x labeled, keep func(rune) bool) (labeled, error) {
 	var axes []int
 	var rest []rune
 	for i, r := range x.labels {
@@ -148,30 +148,30 @@ func sumOut(x labeled, keep func(rune) bool, acc64 bool) (labeled, error) {
 	if len(axes) == 0 {
 		return x, nil
 	}
-	t, err := reduceAny(redSum, x.t, axes, acc64)
+	t, err := reduceAny(c, redSum, x.t, axes)
 	return labeled{t, rest}, err
 }
 
-func reduceAny(op redOp, x *Tensor, axes []int, acc64 bool) (*Tensor, error) {
+func reduceAny(c *Call, op redOp, x *Tensor, axes []int) (*Tensor, error) {
 	switch x.DType {
 	case graph.Float:
-		return reduceT[float32](op, x, axes, false, acc64), nil
+		return reduceT[float32](c, op, x, axes, false), nil
 	case graph.Double:
-		return reduceT[float64](op, x, axes, false, acc64), nil
+		return reduceT[float64](c, op, x, axes, false), nil
 	case graph.Int64:
-		return reduceT[int64](op, x, axes, false, acc64), nil
+		return reduceT[int64](c, op, x, axes, false), nil
 	case graph.Int32:
-		return reduceT[int32](op, x, axes, false, acc64), nil
+		return reduceT[int32](c, op, x, axes, false), nil
 	}
 	return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
 }
 
-func permuteTo(x labeled, order []rune) labeled {
+func permuteTo(c *Call, x labeled, order []rune) labeled {
 	perm := make([]int, len(order))
 	for i, r := range order {
 		perm[i] = slices.Index(x.labels, r)
 	}
-	return labeled{transposeT(x.t, perm), order}
+	return labeled{transposeC(c, x.t, perm), order}
 }
 
 func sizeOf(x labeled, r rune) int {
@@ -200,8 +200,8 @@ func contract(c *Call, a, b labeled, keep func(rune) bool) (labeled, error) {
 			bo = append(bo, r)
 		}
 	}
-	a = permuteTo(a, slices.Concat(batch, ao, con))
-	b = permuteTo(b, slices.Concat(batch, con, bo))
+	a = permuteTo(c, a, slices.Concat(batch, ao, con))
+	b = permuteTo(c, b, slices.Concat(batch, con, bo))
 	// broadcast batch and contracted sizes (ellipsis dims of size 1)
 	size := func(r rune) int { return max(sizeOf(a, r), sizeOf(b, r)) }
 	dims := func(ls []rune) []int {
@@ -223,7 +223,7 @@ func contract(c *Call, a, b labeled, keep func(rune) bool) (labeled, error) {
 			return labeled{}, fmt.Errorf("label %q has sizes %d and %d", r, b.t.Shape[i], bshape[i])
 		}
 	}
-	at, bt := expandT(a.t, ashape), expandT(b.t, bshape)
+	at, bt := expandC(c, a.t, ashape), expandC(c, b.t, bshape)
 	nb := shapeSize(dims(batch))
 	m := shapeSize(ashape[len(batch) : len(batch)+len(ao)])
 	k := shapeSize(dims(con))
@@ -251,7 +251,7 @@ func einsum(c *Call, in []*Tensor) ([]*Tensor, error) {
 		if t.DType != in[0].DType {
 			return nil, fmt.Errorf("operand types differ")
 		}
-		if ops[i], err = diagonal(labeled{t, ls[i]}); err != nil {
+		if ops[i], err = diagonal(c, labeled{t, ls[i]}); err != nil {
 			return nil, err
 		}
 	}
@@ -268,7 +268,6 @@ func einsum(c *Call, in []*Tensor) ([]*Tensor, error) {
 			return false
 		}
 	}
-	acc := c.Acc64()
 	for i := range ops {
 		keep := func(r rune) bool {
 			if slices.Contains(out, r) {
@@ -281,7 +280,7 @@ func einsum(c *Call, in []*Tensor) ([]*Tensor, error) {
 			}
 			return false
 		}
-		if ops[i], err = sumOut(ops[i], keep, acc); err != nil {
+		if ops[i], err = sumOut(c, ops[i], keep); err != nil {
 			return nil, err
 		}
 	}
@@ -291,10 +290,10 @@ func einsum(c *Call, in []*Tensor) ([]*Tensor, error) {
 			return nil, err
 		}
 	}
-	if cur, err = sumOut(cur, func(r rune) bool { return slices.Contains(out, r) }, acc); err != nil {
+	if cur, err = sumOut(c, cur, func(r rune) bool { return slices.Contains(out, r) }); err != nil {
 		return nil, err
 	}
-	res := permuteTo(cur, out)
+	res := permuteTo(c, cur, out)
 	if len(res.labels) != len(out) {
 		return nil, fmt.Errorf("internal: labels %q for output %q", res.labels, out)
 	}

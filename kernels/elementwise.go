@@ -346,10 +346,10 @@ func variadic(op binOp, mean bool) Kernel {
 			}
 		}
 		if len(in) == 1 {
-			acc = acc.Clone()
+			acc = c.clone(acc)
 		}
 		if mean {
-			n := castTensor(Scalar(float64(len(in))), acc.DType)
+			n := castC(c, Scalar(float64(len(in))), acc.DType)
 			var err error
 			if acc, err = binary(c, opDiv, acc, n); err != nil {
 				return nil, err
@@ -394,12 +394,12 @@ func cmpRun[T Num](op cmpOp, d []bool, a, b []T, ia, ib int) {
 	}
 }
 
-func compareT[T Num](op cmpOp, a, b *Tensor) (*Tensor, error) {
+func compareT[T Num](c *Call, op cmpOp, a, b *Tensor) (*Tensor, error) {
 	shape, err := broadcastShape(a.Shape, b.Shape)
 	if err != nil {
 		return nil, err
 	}
-	out := New(graph.Bool, shape...)
+	out := c.alloc(graph.Bool, shape...)
 	d, x, y := Data[bool](out), Data[T](a), Data[T](b)
 	newBcast(shape, a.Shape, b.Shape).each(func(o int, offs, inc []int, n int) {
 		cmpRun(op, d[o:o+n], x[offs[0]:], y[offs[1]:], inc[0], inc[1])
@@ -414,23 +414,23 @@ func cmpKernel(op cmpOp) Kernel {
 			return nil, fmt.Errorf("element types differ: %v and %v", a.DType, b.DType)
 		}
 		if a.DType == graph.Bool {
-			a, b = castTensor(a, graph.Uint8), castTensor(b, graph.Uint8)
+			a, b = castC(c, a, graph.Uint8), castC(c, b, graph.Uint8)
 		}
 		var o *Tensor
 		var err error
 		switch a.DType {
 		case graph.Float:
-			o, err = compareT[float32](op, a, b)
+			o, err = compareT[float32](c, op, a, b)
 		case graph.Double:
-			o, err = compareT[float64](op, a, b)
+			o, err = compareT[float64](c, op, a, b)
 		case graph.Int64:
-			o, err = compareT[int64](op, a, b)
+			o, err = compareT[int64](c, op, a, b)
 		case graph.Int32:
-			o, err = compareT[int32](op, a, b)
+			o, err = compareT[int32](c, op, a, b)
 		case graph.Int8:
-			o, err = compareT[int8](op, a, b)
+			o, err = compareT[int8](c, op, a, b)
 		case graph.Uint8:
-			o, err = compareT[uint8](op, a, b)
+			o, err = compareT[uint8](c, op, a, b)
 		default:
 			return nil, fmt.Errorf("%v: %w", a.DType, ErrUnsupportedType)
 		}
@@ -448,7 +448,7 @@ func logicKernel(f func(a, b bool) bool) Kernel {
 		if err != nil {
 			return nil, err
 		}
-		out := New(graph.Bool, shape...)
+		out := c.alloc(graph.Bool, shape...)
 		d, x, y := Data[bool](out), Data[bool](a), Data[bool](b)
 		newBcast(shape, a.Shape, b.Shape).each(func(o int, offs, inc []int, n int) {
 			for i := range n {
@@ -578,7 +578,7 @@ func init() {
 	reg("Pow", 1, 0, legacyBroadcast(func(c *Call, in []*Tensor) ([]*Tensor, error) {
 		e := in[1]
 		if e.DType != in[0].DType {
-			e = castTensor(e, in[0].DType)
+			e = castC(c, e, in[0].DType)
 		}
 		o, err := binary(c, opPow, in[0], e)
 		return []*Tensor{o}, err

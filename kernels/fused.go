@@ -56,6 +56,7 @@ type rotaryArgs struct {
 	interleaved      bool
 	rd, numHeads     int
 	msOrder          bool // com.microsoft: position_ids may be a one-element offset
+	c                *Call
 }
 
 func runRotary(a rotaryArgs) (*Tensor, error) {
@@ -118,7 +119,7 @@ func runRotary(a rotaryArgs) (*Tensor, error) {
 		}
 		row = func(b, s int) (int, error) { return int(p[b*S+s]), nil }
 	}
-	y := New(x.DType, x.Shape...)
+	y := a.c.alloc(x.DType, x.Shape...)
 	var err error
 	switch x.DType {
 	case graph.Float:
@@ -134,7 +135,7 @@ func runRotary(a rotaryArgs) (*Tensor, error) {
 // rotaryONNX is RotaryEmbedding of the ONNX domain (opset 23): inputs X,
 // cos_cache, sin_cache, position_ids (optional).
 func rotaryONNX(c *Call, in []*Tensor) ([]*Tensor, error) {
-	y, err := runRotary(rotaryArgs{x: in[0], cos: in[1], sin: in[2], pos: optIn(in, 3),
+	y, err := runRotary(rotaryArgs{c: c, x: in[0], cos: in[1], sin: in[2], pos: optIn(in, 3),
 		interleaved: c.Int("interleaved", 0) == 1, rd: int(c.Int("rotary_embedding_dim", 0)), numHeads: int(c.Int("num_heads", 0))})
 	return []*Tensor{y}, err
 }
@@ -148,7 +149,7 @@ func rotaryMS(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if s := c.Float("scale", 1); s != 1 {
 		return nil, fmt.Errorf("scale %v: %w", s, ErrUnsupportedOp)
 	}
-	y, err := runRotary(rotaryArgs{x: in[0], pos: in[1], cos: in[2], sin: in[3], msOrder: true,
+	y, err := runRotary(rotaryArgs{c: c, x: in[0], pos: in[1], cos: in[2], sin: in[3], msOrder: true,
 		interleaved: c.Int("interleaved", 0) == 1, rd: int(c.Int("rotary_embedding_dim", 0)), numHeads: int(c.Int("num_heads", 0))})
 	return []*Tensor{y}, err
 }
@@ -228,6 +229,7 @@ func relativePositionBias(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if err := c.checkSize(graph.Int64, []int64{2, q + k + 1}); err != nil {
 		return nil, err
 	}
+	c.reserveElems(nh*int(q)*int(k), 8)
 	idx := make([]int, 0, int64(nh)*q*k)
 	buckets := make([]int, 2*k+2*q+1)
 	for r := -q; r <= k; r++ {
@@ -240,7 +242,7 @@ func relativePositionBias(c *Call, in []*Tensor) ([]*Tensor, error) {
 			}
 		}
 	}
-	out := New(table.DType, 1, nh, int(q), int(k))
+	out := c.alloc(table.DType, 1, nh, int(q), int(k))
 	takeAny(out, table, idx)
 	return []*Tensor{out}, nil
 }
@@ -301,7 +303,7 @@ func alibiBias(c *Call, in []*Tensor) ([]*Tensor, error) {
 			}
 		}
 	}
-	out := New(sl.DType, 1, nh, int(q), int(k))
+	out := c.alloc(sl.DType, 1, nh, int(q), int(k))
 	fromFloat64(out, v)
 	return []*Tensor{out}, nil
 }

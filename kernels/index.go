@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/x448/float16"
+
 	"github.com/onnxpe/onnxpe/graph"
 )
 
@@ -73,7 +75,7 @@ func gatherElements(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := New(x.DType, ind.Shape...)
+	out := c.alloc(x.DType, ind.Shape...)
 	takeAny(out, x, idx)
 	return []*Tensor{out}, nil
 }
@@ -81,7 +83,7 @@ func gatherElements(c *Call, in []*Tensor) ([]*Tensor, error) {
 // ndIndex resolves GatherND/ScatterND indices: for each of the index
 // tuples it gives the flat offset of the addressed slice in data, the
 // slice length, and the leading shape of the tuples.
-func ndIndex(dshape, ishape []int, idx []int64, batch int) (offs []int, slice int, err error) {
+func ndIndex(c *Call, dshape, ishape []int, idx []int64, batch int) (offs []int, slice int, err error) {
 	if len(ishape) == 0 {
 		return nil, 0, fmt.Errorf("indices must have rank >= 1")
 	}
@@ -94,6 +96,7 @@ func ndIndex(dshape, ishape []int, idx []int64, batch int) (offs []int, slice in
 	nb := shapeSize(dshape[:batch])
 	tuples := shapeSize(ishape[:len(ishape)-1])
 	perBatch := tuples / max(nb, 1)
+	c.reserveElems(tuples, 8)
 	offs = make([]int, tuples)
 	for t := range tuples {
 		b := t / max(perBatch, 1)
@@ -119,13 +122,13 @@ func ndIndex(dshape, ishape []int, idx []int64, batch int) (offs []int, slice in
 func gatherND(c *Call, in []*Tensor) ([]*Tensor, error) {
 	x, ind := in[0], in[1]
 	b := int(c.Int("batch_dims", 0))
-	offs, slice, err := ndIndex(x.Shape, ind.Shape, ind.Int64s(), b)
+	offs, slice, err := ndIndex(c, x.Shape, ind.Shape, ind.Int64s(), b)
 	if err != nil {
 		return nil, err
 	}
 	k := ind.Shape[len(ind.Shape)-1]
 	shape := slices.Concat(ind.Shape[:len(ind.Shape)-1], x.Shape[b+k:])
-	out := New(x.DType, shape...)
+	out := c.alloc(x.DType, shape...)
 	for t, o := range offs {
 		copyAny(out, t*slice, x, o, slice)
 	}
@@ -154,15 +157,15 @@ func scatterApply[T Num](dst []T, tgt []int, upd []T, red string) error {
 }
 
 // scatter copies data and applies the updates at the flat targets.
-func scatter(data, upd *Tensor, tgt []int, red string) (*Tensor, error) {
+func scatter(c *Call, data, upd *Tensor, tgt []int, red string) (*Tensor, error) {
 	if data.DType != upd.DType {
 		return nil, fmt.Errorf("data %v and updates %v differ in type", data.DType, upd.DType)
 	}
 	b := data.DType == graph.Bool
 	if b {
-		data, upd = castTensor(data, graph.Uint8), castTensor(upd, graph.Uint8)
+		data, upd = castC(c, data, graph.Uint8), castC(c, upd, graph.Uint8)
 	}
-	out := data.Clone()
+	out := c.clone(data)
 	var err error
 	switch out.DType {
 	case graph.Float:
@@ -181,7 +184,7 @@ func scatter(data, upd *Tensor, tgt []int, red string) (*Tensor, error) {
 		return nil, fmt.Errorf("%v: %w", out.DType, ErrUnsupportedType)
 	}
 	if b {
-		out = castTensor(out, graph.Bool)
+		out = castC(c, out, graph.Bool)
 	}
 	return out, err
 }
@@ -199,13 +202,13 @@ func scatterElements(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	o, err := scatter(x, upd, tgt, c.String("reduction", "none"))
+	o, err := scatter(c, x, upd, tgt, c.String("reduction", "none"))
 	return []*Tensor{o}, err
 }
 
 func scatterND(c *Call, in []*Tensor) ([]*Tensor, error) {
 	x, ind, upd := in[0], in[1], in[2]
-	offs, slice, err := ndIndex(x.Shape, ind.Shape, ind.Int64s(), 0)
+	offs, slice, err := ndIndex(c, x.Shape, ind.Shape, ind.Int64s(), 0)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +221,7 @@ func scatterND(c *Call, in []*Tensor) ([]*Tensor, error) {
 			tgt = append(tgt, o+j)
 		}
 	}
-	o, err := scatter(x, upd, tgt, c.String("reduction", "none"))
+	o, err := scatter(c, x, upd, tgt, c.String("reduction", "none"))
 	return []*Tensor{o}, err
 }
 
@@ -244,7 +247,7 @@ func constantOfShape(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if err := c.checkSize(val.DType, dims); err != nil {
 		return nil, err
 	}
-	return []*Tensor{expandT(view(val, nil), shape).Clone()}, nil
+	return []*Tensor{expandC(c, view(val, nil), shape)}, nil
 }
 
 func constant(c *Call, in []*Tensor) ([]*Tensor, error) {
@@ -265,15 +268,16 @@ func rangeCount(start, limit, delta float64) float64 {
 	return math.Max(math.Ceil((limit-start)/delta), 0)
 }
 
-func rangeT[T Num](start, limit, delta T) *Tensor {
+func rangeT[T Num](c *Call, start, limit, delta T) *Tensor {
 	n := int(rangeCount(float64(start), float64(limit), float64(delta)))
-	d := make([]T, n)
+	out := c.alloc(dtypeOf[T](), n)
+	d := Data[T](out)
 	v := start
 	for i := range d {
 		d[i] = v
 		v += delta
 	}
-	return FromSlice([]int{n}, d)
+	return out
 }
 
 func rangeOp(c *Call, in []*Tensor) ([]*Tensor, error) {
@@ -294,13 +298,13 @@ func rangeOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 	var o *Tensor
 	switch s.DType {
 	case graph.Float:
-		o = rangeT(Data[float32](s)[0], Data[float32](l)[0], Data[float32](d)[0])
+		o = rangeT(c, Data[float32](s)[0], Data[float32](l)[0], Data[float32](d)[0])
 	case graph.Double:
-		o = rangeT(Data[float64](s)[0], Data[float64](l)[0], Data[float64](d)[0])
+		o = rangeT(c, Data[float64](s)[0], Data[float64](l)[0], Data[float64](d)[0])
 	case graph.Int64:
-		o = rangeT(Data[int64](s)[0], Data[int64](l)[0], Data[int64](d)[0])
+		o = rangeT(c, Data[int64](s)[0], Data[int64](l)[0], Data[int64](d)[0])
 	case graph.Int32:
-		o = rangeT(Data[int32](s)[0], Data[int32](l)[0], Data[int32](d)[0])
+		o = rangeT(c, Data[int32](s)[0], Data[int32](l)[0], Data[int32](d)[0])
 	default:
 		return nil, fmt.Errorf("%v: %w", s.DType, ErrUnsupportedType)
 	}
@@ -327,9 +331,12 @@ func zeroRun(t *Tensor, off, n int) {
 		clear(d[off : off+n])
 	case []bool:
 		clear(d[off : off+n])
+	case []float16.Float16:
+		clear(d[off : off+n])
+	case []graph.BF16:
+		clear(d[off : off+n])
 	default:
-		c := New(t.DType, n)
-		copyAny(t, off, c, 0, n)
+		panic("kernels: zeroRun of " + t.DType.String())
 	}
 }
 
@@ -344,7 +351,7 @@ func trilu(c *Call, in []*Tensor) ([]*Tensor, error) {
 		k = ks[0]
 	}
 	upper := c.Int("upper", 1) == 1
-	out := x.Clone()
+	out := c.clone(x)
 	n, m := x.Shape[r-2], x.Shape[r-1]
 	batches := shapeSize(x.Shape[:r-2])
 	for b := range batches {
@@ -381,7 +388,7 @@ func dropout(c *Call, in []*Tensor) ([]*Tensor, error) {
 	}
 	outs := []*Tensor{x}
 	if c.HasOutput(1) {
-		m := New(graph.Bool, x.Shape...)
+		m := c.alloc(graph.Bool, x.Shape...)
 		for i := range Data[bool](m) {
 			Data[bool](m)[i] = true
 		}
@@ -390,8 +397,8 @@ func dropout(c *Call, in []*Tensor) ([]*Tensor, error) {
 	return outs, nil
 }
 
-func cumsumT[T Num](x *Tensor, axis int, exclusive, reverse bool) *Tensor {
-	out := New(x.DType, x.Shape...)
+func cumsumT[T Num](c *Call, x *Tensor, axis int, exclusive, reverse bool) *Tensor {
+	out := c.alloc(x.DType, x.Shape...)
 	d, s := Data[T](out), Data[T](x)
 	dim := x.Shape[axis]
 	inner := shapeSize(x.Shape[axis+1:])
@@ -428,23 +435,23 @@ func cumsum(c *Call, in []*Tensor) ([]*Tensor, error) {
 	var o *Tensor
 	switch x.DType {
 	case graph.Float:
-		o = cumsumT[float32](x, axis, ex, rev)
+		o = cumsumT[float32](c, x, axis, ex, rev)
 	case graph.Double:
-		o = cumsumT[float64](x, axis, ex, rev)
+		o = cumsumT[float64](c, x, axis, ex, rev)
 	case graph.Int64:
-		o = cumsumT[int64](x, axis, ex, rev)
+		o = cumsumT[int64](c, x, axis, ex, rev)
 	case graph.Int32:
-		o = cumsumT[int32](x, axis, ex, rev)
+		o = cumsumT[int32](c, x, axis, ex, rev)
 	default:
 		return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
 	}
 	return []*Tensor{o}, nil
 }
 
-func topkT[T Num](x *Tensor, axis, k int, largest, sorted bool) (*Tensor, *Tensor) {
+func topkT[T Num](c *Call, x *Tensor, axis, k int, largest, sorted bool) (*Tensor, *Tensor) {
 	shape := slices.Clone(x.Shape)
 	shape[axis] = k
-	vals, inds := New(x.DType, shape...), New(graph.Int64, shape...)
+	vals, inds := c.alloc(x.DType, shape...), c.alloc(graph.Int64, shape...)
 	vd, id, s := Data[T](vals), Data[int64](inds), Data[T](x)
 	dim := x.Shape[axis]
 	inner := shapeSize(x.Shape[axis+1:])
@@ -492,27 +499,27 @@ func topk(c *Call, in []*Tensor) ([]*Tensor, error) {
 	var v, i *Tensor
 	switch x.DType {
 	case graph.Float:
-		v, i = topkT[float32](x, axis, int(k), largest, sorted)
+		v, i = topkT[float32](c, x, axis, int(k), largest, sorted)
 	case graph.Double:
-		v, i = topkT[float64](x, axis, int(k), largest, sorted)
+		v, i = topkT[float64](c, x, axis, int(k), largest, sorted)
 	case graph.Int64:
-		v, i = topkT[int64](x, axis, int(k), largest, sorted)
+		v, i = topkT[int64](c, x, axis, int(k), largest, sorted)
 	case graph.Int32:
-		v, i = topkT[int32](x, axis, int(k), largest, sorted)
+		v, i = topkT[int32](c, x, axis, int(k), largest, sorted)
 	case graph.Int8:
-		v, i = topkT[int8](x, axis, int(k), largest, sorted)
+		v, i = topkT[int8](c, x, axis, int(k), largest, sorted)
 	case graph.Uint8:
-		v, i = topkT[uint8](x, axis, int(k), largest, sorted)
+		v, i = topkT[uint8](c, x, axis, int(k), largest, sorted)
 	default:
 		return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
 	}
 	return []*Tensor{v, i}, nil
 }
 
-func argT[T Num](x *Tensor, axis int, keep, last, isMax bool) *Tensor {
+func argT[T Num](c *Call, x *Tensor, axis int, keep, last, isMax bool) *Tensor {
 	shape := slices.Clone(x.Shape)
 	shape[axis] = 1
-	out := New(graph.Int64, shape...)
+	out := c.alloc(graph.Int64, shape...)
 	d, s := Data[int64](out), Data[T](x)
 	dim := x.Shape[axis]
 	inner := shapeSize(x.Shape[axis+1:])
@@ -552,17 +559,17 @@ func argOp(isMax bool) Kernel {
 		var o *Tensor
 		switch x.DType {
 		case graph.Float:
-			o = argT[float32](x, axis, keep, last, isMax)
+			o = argT[float32](c, x, axis, keep, last, isMax)
 		case graph.Double:
-			o = argT[float64](x, axis, keep, last, isMax)
+			o = argT[float64](c, x, axis, keep, last, isMax)
 		case graph.Int64:
-			o = argT[int64](x, axis, keep, last, isMax)
+			o = argT[int64](c, x, axis, keep, last, isMax)
 		case graph.Int32:
-			o = argT[int32](x, axis, keep, last, isMax)
+			o = argT[int32](c, x, axis, keep, last, isMax)
 		case graph.Int8:
-			o = argT[int8](x, axis, keep, last, isMax)
+			o = argT[int8](c, x, axis, keep, last, isMax)
 		case graph.Uint8:
-			o = argT[uint8](x, axis, keep, last, isMax)
+			o = argT[uint8](c, x, axis, keep, last, isMax)
 		default:
 			return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
 		}

@@ -16,6 +16,12 @@ import (
 // its outputs.
 func runOp(t testing.TB, domain, op string, opset int64, nout int, attrs []*graph.Attr, ins ...*Tensor) ([]*Tensor, error) {
 	t.Helper()
+	return runOpWith(t, Options{}, domain, op, opset, nout, attrs, ins...)
+}
+
+// runOpWith is runOp in a session with options opts.
+func runOpWith(t testing.TB, opts Options, domain, op string, opset int64, nout int, attrs []*graph.Attr, ins ...*Tensor) ([]*Tensor, error) {
+	t.Helper()
 	opsets := []graph.Opset{{Domain: "", Version: opset}}
 	if domain != "" {
 		opsets = append(opsets, graph.Opset{Domain: domain, Version: 1})
@@ -38,7 +44,7 @@ func runOp(t testing.TB, domain, op string, opset int64, nout int, attrs []*grap
 	for _, o := range n.Outputs() {
 		g.AddOutput(o)
 	}
-	s, err := NewSession(m, Options{})
+	s, err := NewSession(m, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -569,8 +575,8 @@ func TestAccumulate64(t *testing.T) {
 		d[i] = 1
 	}
 	x := FromSlice([]int{n}, d)
-	plain := reduceT[float32](redSum, x, []int{0}, false, false)
-	acc := reduceT[float32](redSum, x, []int{0}, false, true)
+	plain := reduceT[float32](&Call{opts: &Options{}}, redSum, x, []int{0}, false)
+	acc := reduceT[float32](&Call{opts: &Options{Accumulate64: true}}, redSum, x, []int{0}, false)
 	if Data[float32](acc)[0] != float32(n) || Data[float32](plain)[0] == float32(n) {
 		t.Fatalf("acc64 %v, plain %v, want %v", Data[float32](acc)[0], Data[float32](plain)[0], n)
 	}

@@ -64,11 +64,52 @@ func (c *Call) checkSize(dt graph.DataType, dims []int64) error {
 
 // checkShape is checkSize of an int shape.
 func (c *Call) checkShape(dt graph.DataType, shape []int) error {
-	dims := make([]int64, len(shape))
-	for i, d := range shape {
-		dims[i] = int64(d)
+	lim := c.maxTensorBytes()
+	maxElems := lim / int64(max(dt.Bits(), 8)/8)
+	n := int64(1)
+	for _, d := range shape {
+		if d < 0 {
+			return fmt.Errorf("negative dimension in %v", shape)
+		}
+		if d == 0 {
+			return nil
+		}
 	}
-	return c.checkSize(dt, dims)
+	for _, d := range shape {
+		if n > maxElems/int64(d) {
+			return fmt.Errorf("output %v of %v needs more than %d bytes: %w", shape, dt, lim, ErrTooLarge)
+		}
+		n *= int64(d)
+	}
+	return nil
+}
+
+// allocError is the panic value with which reserve refuses an allocation:
+// callKernel turns it into the error of the node (not ErrInternal), so
+// that the one check in reserve covers every tensor a kernel allocates,
+// however deep in the kernel the allocation is.
+type allocError struct{ err error }
+
+func (e allocError) String() string { return e.err.Error() }
+
+// reserve is the bound check of every tensor a kernel allocates (alloc,
+// zeros and the helpers built on them): a tensor of dt and shape larger
+// than Options.MaxTensorBytes, or with a negative dimension, is refused
+// before anything is allocated, by a panic with an allocError that the
+// session returns as an error of the node wrapping ErrTooLarge.
+func (c *Call) reserve(dt graph.DataType, shape []int) {
+	if err := c.checkShape(dt, shape); err != nil {
+		panic(allocError{err})
+	}
+}
+
+// reserveElems is reserve of a 1-D buffer of n elements of elemBytes bytes
+// (kernel scratch that is not a tensor).
+func (c *Call) reserveElems(n int, elemBytes int) {
+	lim := c.maxTensorBytes()
+	if n < 0 || int64(n) > lim/int64(max(elemBytes, 1)) {
+		panic(allocError{fmt.Errorf("scratch of %d elements of %d bytes exceeds %d bytes: %w", n, elemBytes, lim, ErrTooLarge)})
+	}
 }
 
 // checkCount is checkSize of a 1-D tensor of a count computed in float64

@@ -269,7 +269,10 @@ func gemmOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 		if _, err := broadcastShape(in[2].Shape, []int{m, n}); err != nil {
 			return nil, err
 		}
-		out = expandT(in[2], []int{m, n}).Clone()
+		out = expandC(c, in[2], []int{m, n})
+		if out == in[2] {
+			out = c.clone(out)
+		}
 		if len(in[2].Shape) > 2 {
 			return nil, fmt.Errorf("C must have rank <= 2")
 		}

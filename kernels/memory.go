@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"math"
 	"slices"
 	"unsafe"
 
@@ -397,13 +398,108 @@ func resliceAny(d any, n int) any {
 // alloc makes an output tensor whose elements the kernel overwrites in
 // full: it may come from the session's pool and hold stale values. Outside
 // a run (c nil, or constant folding) it is a fresh zeroed tensor.
+//
+// alloc (and zeros and clone, built on it) is how kernels allocate
+// tensors: its size passes reserve, the bound check of Options.MaxTensorBytes.
 func (c *Call) alloc(dt graph.DataType, shape ...int) *Tensor {
+	c.reserve(dt, shape)
+	var t *Tensor
 	if c == nil || c.tr == nil {
-		return New(dt, shape...)
+		t = New(dt, shape...)
+	} else {
+		t = c.tr.pool.get(dt, shape)
+		c.allocs = append(c.allocs, t)
 	}
-	t := c.tr.pool.get(dt, shape)
-	c.allocs = append(c.allocs, t)
+	if c != nil && c.opts != nil && c.opts.poison {
+		poison(t)
+	}
 	return t
+}
+
+// zeros is alloc of a tensor of zeros.
+func (c *Call) zeros(dt graph.DataType, shape ...int) *Tensor {
+	t := c.alloc(dt, shape...)
+	if c != nil && (c.tr != nil || c.opts != nil && c.opts.poison) {
+		clearAny(t.data)
+	}
+	return t
+}
+
+// clone is alloc of a copy of t.
+func (c *Call) clone(t *Tensor) *Tensor {
+	out := c.alloc(t.DType, t.Shape...)
+	copyAny(out, 0, t, 0, t.Len())
+	return out
+}
+
+// clearAny zeroes the elements of a typed slice held in an any.
+func clearAny(d any) {
+	switch d := d.(type) {
+	case []float32:
+		clear(d)
+	case []float64:
+		clear(d)
+	case []float16.Float16:
+		clear(d)
+	case []graph.BF16:
+		clear(d)
+	case []int64:
+		clear(d)
+	case []int32:
+		clear(d)
+	case []int8:
+		clear(d)
+	case []uint8:
+		clear(d)
+	case []bool:
+		clear(d)
+	default:
+		panic("kernels: clearAny of an unsupported slice")
+	}
+}
+
+// poison fills t with values no kernel computes by accident (NaN, -99,
+// true), for the tests that check that kernels write every element of
+// what alloc gives them (Options.poison).
+func poison(t *Tensor) {
+	switch d := t.data.(type) {
+	case []float32:
+		for i := range d {
+			d[i] = float32(math.NaN())
+		}
+	case []float64:
+		for i := range d {
+			d[i] = math.NaN()
+		}
+	case []float16.Float16:
+		for i := range d {
+			d[i] = float16.NaN()
+		}
+	case []graph.BF16:
+		for i := range d {
+			d[i] = 0x7fc1
+		}
+	case []int64:
+		for i := range d {
+			d[i] = -99
+		}
+	case []int32:
+		for i := range d {
+			d[i] = -99
+		}
+	case []int8:
+		for i := range d {
+			d[i] = -99
+		}
+	case []uint8:
+		for i := range d {
+			d[i] = 0x9d
+		}
+	case []bool:
+		for i := range d {
+			d[i] = true
+		}
+	}
 }
 
 // dropTemps returns the buffers c allocated but no value took (kernel

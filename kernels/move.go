@@ -142,10 +142,8 @@ func stridesOf(shape []int) []int {
 	return s
 }
 
-// transposeT returns t with its axes permuted (out dim i = in dim perm[i]).
-func transposeT(t *Tensor, perm []int) *Tensor { return transposeC(nil, t, perm) }
-
-// transposeC is transposeT with the output allocated by c.
+// transposeC returns t with its axes permuted (out dim i = in dim perm[i]),
+// allocated by c (nil outside a run), or t itself for the identity.
 func transposeC(c *Call, t *Tensor, perm []int) *Tensor {
 	st := stridesOf(t.Shape)
 	shape := make([]int, len(perm))
@@ -166,10 +164,8 @@ func transposeC(c *Call, t *Tensor, perm []int) *Tensor {
 	return out
 }
 
-// expandT broadcasts t to shape (which must be a broadcast of t's shape).
-func expandT(t *Tensor, shape []int) *Tensor { return expandC(nil, t, shape) }
-
-// expandC is expandT with the output allocated by c.
+// expandC broadcasts t to shape (which must be a broadcast of t's shape),
+// allocated by c (nil outside a run), or returns t when it has that shape.
 func expandC(c *Call, t *Tensor, shape []int) *Tensor {
 	if equalShape(t.Shape, shape) {
 		return t

@@ -215,7 +215,7 @@ func softmaxKernel(log bool) Kernel {
 			outer, d, inner = shapeSize(x.Shape[:axis]), x.Shape[axis], shapeSize(x.Shape[axis+1:])
 		}
 		if d == 0 || x.Len() == 0 {
-			return []*Tensor{New(x.DType, x.Shape...)}, nil
+			return []*Tensor{c.alloc(x.DType, x.Shape...)}, nil
 		}
 		out := c.alloc(x.DType, x.Shape...)
 		switch x.DType {
@@ -373,7 +373,7 @@ func normalize(c *Call, x, scale, bias *Tensor, axis int, eps float64, simplifie
 			if err != nil || !equalShape(sh, norm) {
 				return nil, fmt.Errorf("parameter shape %v does not broadcast to %v", t.Shape, norm)
 			}
-			return expandT(t, norm), nil
+			return expandC(c, t, norm), nil
 		}
 		return t, nil
 	}
@@ -386,6 +386,7 @@ func normalize(c *Call, x, scale, bias *Tensor, axis int, eps float64, simplifie
 	y = c.alloc(x.DType, x.Shape...)
 	var mv, iv []float64
 	if stats {
+		c.reserveElems(2*rows, 8)
 		mv, iv = make([]float64, rows), make([]float64, rows)
 	}
 	work := rows * d * 4
@@ -404,7 +405,7 @@ func normalize(c *Call, x, scale, bias *Tensor, axis int, eps float64, simplifie
 		for i := axis; i < len(sshape); i++ {
 			sshape[i] = 1
 		}
-		mean, inv = New(statType, sshape...), New(statType, sshape...)
+		mean, inv = c.alloc(statType, sshape...), c.alloc(statType, sshape...)
 		fromFloat64(mean, mv)
 		fromFloat64(inv, iv)
 	}
@@ -456,8 +457,8 @@ func layerNorm(c *Call, in []*Tensor) ([]*Tensor, error) {
 	return []*Tensor{y, mean, inv}, nil
 }
 
-func clipT[T Num](x *Tensor, lo, hi T) *Tensor {
-	out := New(x.DType, x.Shape...)
+func clipT[T Num](c *Call, x *Tensor, lo, hi T) *Tensor {
+	out := c.alloc(x.DType, x.Shape...)
 	d, s := Data[T](out), Data[T](x)
 	for i, v := range s {
 		d[i] = min(max(v, lo), hi)
@@ -486,17 +487,17 @@ func clip(c *Call, in []*Tensor) ([]*Tensor, error) {
 	var o *Tensor
 	switch x.DType {
 	case graph.Float:
-		o = clipT(x, float32(lo), float32(hi))
+		o = clipT(c, x, float32(lo), float32(hi))
 	case graph.Double:
-		o = clipT(x, lo, hi)
+		o = clipT(c, x, lo, hi)
 	case graph.Int64:
-		o = clipT(x, int64(clampF(lo, math.MinInt64, math.MaxInt64)), int64(clampF(hi, math.MinInt64, math.MaxInt64)))
+		o = clipT(c, x, int64(clampF(lo, math.MinInt64, math.MaxInt64)), int64(clampF(hi, math.MinInt64, math.MaxInt64)))
 	case graph.Int32:
-		o = clipT(x, int32(clampF(lo, math.MinInt32, math.MaxInt32)), int32(clampF(hi, math.MinInt32, math.MaxInt32)))
+		o = clipT(c, x, int32(clampF(lo, math.MinInt32, math.MaxInt32)), int32(clampF(hi, math.MinInt32, math.MaxInt32)))
 	case graph.Int8:
-		o = clipT(x, int8(clampF(lo, math.MinInt8, math.MaxInt8)), int8(clampF(hi, math.MinInt8, math.MaxInt8)))
+		o = clipT(c, x, int8(clampF(lo, math.MinInt8, math.MaxInt8)), int8(clampF(hi, math.MinInt8, math.MaxInt8)))
 	case graph.Uint8:
-		o = clipT(x, uint8(clampF(lo, 0, math.MaxUint8)), uint8(clampF(hi, 0, math.MaxUint8)))
+		o = clipT(c, x, uint8(clampF(lo, 0, math.MaxUint8)), uint8(clampF(hi, 0, math.MaxUint8)))
 	default:
 		return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
 	}

@@ -115,9 +115,9 @@ func pad(c *Call, in []*Tensor) ([]*Tensor, error) {
 		}
 	}
 	// gather from x extended by one constant element at the end
-	ext := New(x.DType, x.Len()+1)
+	ext := c.alloc(x.DType, x.Len()+1)
 	copyAny(ext, 0, x, 0, x.Len())
-	cv := New(x.DType, 1)
+	cv := c.alloc(x.DType, 1)
 	fromFloat64(cv, []float64{val})
 	copyAny(ext, x.Len(), cv, 0, 1)
 	for i, s := range idx {
@@ -125,7 +125,7 @@ func pad(c *Call, in []*Tensor) ([]*Tensor, error) {
 			idx[i] = x.Len()
 		}
 	}
-	out := New(x.DType, shape...)
+	out := c.alloc(x.DType, shape...)
 	takeAny(out, ext, idx)
 	return []*Tensor{out}, nil
 }

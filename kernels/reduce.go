@@ -168,7 +168,7 @@ func fromF64[T Num](v float64) T {
 
 // reduceAxes moves the reduced axes last (copying only if needed) and
 // reduces rows.
-func reduceT[T Num](op redOp, x *Tensor, axes []int, keep, acc64 bool) *Tensor {
+func reduceT[T Num](c *Call, op redOp, x *Tensor, axes []int, keep bool) *Tensor {
 	r := len(x.Shape)
 	var kept, red []int
 	for i := range r {
@@ -178,7 +178,7 @@ func reduceT[T Num](op redOp, x *Tensor, axes []int, keep, acc64 bool) *Tensor {
 			kept = append(kept, i)
 		}
 	}
-	xt := transposeT(x, slices.Concat(kept, red))
+	xt := transposeC(c, x, slices.Concat(kept, red))
 	rows := 1
 	for _, a := range kept {
 		rows *= x.Shape[a]
@@ -187,8 +187,8 @@ func reduceT[T Num](op redOp, x *Tensor, axes []int, keep, acc64 bool) *Tensor {
 	for _, a := range red {
 		rl *= x.Shape[a]
 	}
-	out := New(x.DType, reducedShape(x.Shape, axes, keep)...)
-	reduceRows(op, Data[T](out), Data[T](xt), rl, acc64)
+	out := c.alloc(x.DType, reducedShape(x.Shape, axes, keep)...)
+	reduceRows(op, Data[T](out), Data[T](xt), rl, c.Acc64())
 	return out
 }
 
@@ -231,21 +231,20 @@ func reduceKernel(op redOp, axesInputSince int64) Kernel {
 				return nil, err
 			}
 		}
-		acc := c.Acc64()
 		var o *Tensor
 		switch x.DType {
 		case graph.Float:
-			o = reduceT[float32](op, x, ax, keep, acc)
+			o = reduceT[float32](c, op, x, ax, keep)
 		case graph.Double:
-			o = reduceT[float64](op, x, ax, keep, acc)
+			o = reduceT[float64](c, op, x, ax, keep)
 		case graph.Int64:
-			o = reduceT[int64](op, x, ax, keep, acc)
+			o = reduceT[int64](c, op, x, ax, keep)
 		case graph.Int32:
-			o = reduceT[int32](op, x, ax, keep, acc)
+			o = reduceT[int32](c, op, x, ax, keep)
 		case graph.Int8:
-			o = reduceT[int8](op, x, ax, keep, acc)
+			o = reduceT[int8](c, op, x, ax, keep)
 		case graph.Uint8:
-			o = reduceT[uint8](op, x, ax, keep, acc)
+			o = reduceT[uint8](c, op, x, ax, keep)
 		case graph.Bool:
 			// ReduceMax and ReduceMin take bool from opset 20: any and
 			// all, computed on 0/1 bytes (the empty reduction gives
@@ -254,15 +253,16 @@ func reduceKernel(op redOp, axesInputSince int64) Kernel {
 				return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
 			}
 			b := Data[bool](x)
-			u := New(graph.Uint8, x.Shape...)
+			u := c.alloc(graph.Uint8, x.Shape...)
 			ud := Data[uint8](u)
 			for i, v := range b {
+				ud[i] = 0
 				if v {
 					ud[i] = 1
 				}
 			}
-			r := Data[uint8](reduceT[uint8](op, u, ax, keep, false))
-			o = New(graph.Bool, reducedShape(x.Shape, ax, keep)...)
+			r := Data[uint8](reduceT[uint8](c, op, u, ax, keep))
+			o = c.alloc(graph.Bool, reducedShape(x.Shape, ax, keep)...)
 			od := Data[bool](o)
 			for i, v := range r {
 				od[i] = v != 0

@@ -24,17 +24,22 @@ type Options struct {
 	// shape the model declares (rank or a fixed size). Only for test data
 	// known to be inconsistent with its model.
 	IgnoreDeclaredShapes bool
-	// MaxTensorBytes bounds one tensor whose size a kernel computes from
-	// values of the model (Tile, Expand, ConstantOfShape, Range, Pad,
-	// RelativePositionBias, ALiBiBias): a larger one is an error of the
-	// node (wrapping ErrTooLarge), raised before anything is allocated.
-	// 0 means DefaultMaxTensorBytes (16 GiB); it is never above
+	// MaxTensorBytes bounds every tensor a kernel allocates (outputs,
+	// temporaries, scan outputs as they grow): its size comes from the
+	// model's values and the inputs' shapes (a broadcast, a product over
+	// an empty inner dimension, Tile, Expand, ConstantOfShape, Range, Pad,
+	// a gather), so a larger one is an error of the node (wrapping
+	// ErrTooLarge), raised before anything is allocated. 0 means
+	// DefaultMaxTensorBytes (16 GiB); it is never above
 	// graph.MaxTensorBytes.
 	MaxTensorBytes int64
 	// MaxLoopIterations bounds the iterations of one run of a Loop node
 	// (a loop that would run more is an error): 0 means
 	// DefaultMaxLoopIterations (2^24).
 	MaxLoopIterations int64
+	// poison makes alloc fill the buffers it hands out with garbage
+	// (tests: a kernel must write every element of its outputs).
+	poison bool
 	// PanicStacks prints the stack of a kernel panic to standard error
 	// when the session turns it into an error wrapping ErrInternal (the
 	// environment variable ONNXPE_DEBUG=1 does the same).
@@ -956,13 +961,21 @@ func (s *Session) callKernel(c *Call, st *step, ins []*Tensor) (outs []*Tensor, 
 	n := c.Node
 	defer func() {
 		if r := recover(); r != nil {
-			stack := debug.Stack()
+			var stack []byte
 			if wp, ok := r.(workerPanic); ok {
 				r, stack = wp.val, wp.stack
 			}
-			err = fmt.Errorf("%w: %s", ErrInternal, strings.Join(strings.Fields(fmt.Sprint(r)), " "))
-			if s.opts.PanicStacks || debugPanics {
-				fmt.Fprintf(os.Stderr, "onnxpe: panic in node %q (%s): %v\n%s\n", n.Name, opName(n), r, stack)
+			if ae, ok := r.(allocError); ok {
+				// reserve refused a tensor: an error of the model.
+				err = ae.err
+			} else {
+				if stack == nil {
+					stack = debug.Stack()
+				}
+				err = fmt.Errorf("%w: %s", ErrInternal, strings.Join(strings.Fields(fmt.Sprint(r)), " "))
+				if s.opts.PanicStacks || debugPanics {
+					fmt.Fprintf(os.Stderr, "onnxpe: panic in node %q (%s): %v\n%s\n", n.Name, opName(n), r, stack)
+				}
 			}
 		}
 		if err != nil {

@@ -406,7 +406,7 @@ func tile(c *Call, in []*Tensor) ([]*Tensor, error) {
 		vstr = append(vstr, 0, st[i])
 		out[i] = int(r) * x.Shape[i]
 	}
-	t := New(x.DType, vshape...)
+	t := c.alloc(x.DType, vshape...)
 	if t.Len() > 0 {
 		copyStrided(t, x, vstr, 0)
 	}

@@ -149,7 +149,7 @@ func geluTanh(x float64) float64 {
 func predicate(f func(float64) bool) Kernel {
 	return func(c *Call, in []*Tensor) ([]*Tensor, error) {
 		x := in[0]
-		out := New(graph.Bool, x.Shape...)
+		out := c.alloc(graph.Bool, x.Shape...)
 		d := Data[bool](out)
 		switch x.DType {
 		case graph.Float:
@@ -210,7 +210,7 @@ func init() {
 		if in[0].DType != graph.Bool {
 			return nil, fmt.Errorf("Not needs bool: %w", ErrUnsupportedType)
 		}
-		out := New(graph.Bool, in[0].Shape...)
+		out := c.alloc(graph.Bool, in[0].Shape...)
 		d := Data[bool](out)
 		for i, v := range Data[bool](in[0]) {
 			d[i] = !v

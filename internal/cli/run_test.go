@@ -143,3 +143,22 @@ func TestRunErrorExitCodes(t *testing.T) {
 		t.Errorf("an unsupported op exits %d, want %d", code, ExitBadInput)
 	}
 }
+
+// TestRunRefusesHugeBroadcast runs testdata/broadcast_64gib: a 343-byte
+// model whose Add broadcasts Range(0, n) as a column and as a row, with
+// n = 131072 in its test data, to float32[131072,131072] (64 GiB). The run
+// must exit 2 with one line naming the node, before allocating it (it used
+// to die with "fatal error: runtime: out of memory" and a stack dump).
+func TestRunRefusesHugeBroadcast(t *testing.T) {
+	dir := filepath.Join("testdata", "broadcast_64gib")
+	code, out, errOut := runCLI(t, "run", filepath.Join(dir, "model.onnx"), "--inputs", dir)
+	if code != ExitBadInput {
+		t.Errorf("exit %d, want %d", code, ExitBadInput)
+	}
+	if out != "" {
+		t.Errorf("stdout %q, want nothing", out)
+	}
+	if strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, `node "Add"`) || !strings.Contains(errOut, "tensor too large") {
+		t.Errorf("stderr %q, want one line naming the Add node and the size", errOut)
+	}
+}
