@@ -958,3 +958,123 @@ func ids64(rng *rand.Rand, n int, shape ...int) *kernels.Tensor {
 	}
 	return kernels.FromSlice(shape, v)
 }
+
+func boolMask(rng *rand.Rand, shape ...int) *kernels.Tensor {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	v := make([]bool, n)
+	w := shape[len(shape)-1]
+	for i := range v {
+		v[i] = rng.IntN(4) != 0 || i%w == 0
+	}
+	return kernels.FromSlice(shape, v)
+}
+
+// TestDifferentialAttentionONNX compares the standard Attention (opsets 23
+// and 24) with ONNX Runtime's CPU kernel; ONNX's own backend tests of the
+// op run in TestConformance.
+func TestDifferentialAttentionONNX(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 13))
+	type att struct {
+		name        string
+		opset       int64
+		B, S, L, P  int
+		nq, nkv     int
+		H, Hv       int
+		threeD      bool
+		mask        string // "", "bool", "float", "bool4d"
+		causal      bool
+		nonpad      []int64
+		softcap     float64
+		present, qk bool
+		mode        int
+	}
+	cases := []att{
+		{name: "prefill_gqa_causal_4d", opset: 23, B: 2, S: 6, L: 6, nq: 4, nkv: 2, H: 16, causal: true},
+		{name: "prefill_gqa_causal_3d", opset: 23, B: 2, S: 5, L: 5, nq: 4, nkv: 1, H: 8, threeD: true, causal: true, present: true},
+		{name: "decode_past_present", opset: 23, B: 2, S: 1, L: 1, P: 7, nq: 4, nkv: 2, H: 8, causal: true, present: true},
+		{name: "chunk_past_causal", opset: 23, B: 1, S: 3, L: 3, P: 4, nq: 2, nkv: 2, H: 8, causal: true, present: true},
+		{name: "float_mask", opset: 23, B: 2, S: 4, L: 5, nq: 3, nkv: 3, H: 8, mask: "float"},
+		{name: "bool_mask_4d", opset: 23, B: 2, S: 4, L: 5, nq: 2, nkv: 1, H: 8, mask: "bool4d"},
+		{name: "softcap_causal", opset: 23, B: 1, S: 4, L: 4, nq: 2, nkv: 2, H: 8, causal: true, softcap: 3},
+		{name: "v_head_size", opset: 23, B: 1, S: 3, L: 5, nq: 2, nkv: 2, H: 8, Hv: 12, mask: "bool"},
+		{name: "qk_mode0", opset: 23, B: 1, S: 3, L: 4, nq: 2, nkv: 1, H: 8, mask: "float", qk: true, mode: 0},
+		{name: "qk_mode1_softcap", opset: 23, B: 1, S: 3, L: 4, nq: 2, nkv: 1, H: 8, mask: "float", softcap: 2, qk: true, mode: 1},
+		{name: "qk_mode2_softcap", opset: 23, B: 1, S: 3, L: 4, nq: 2, nkv: 1, H: 8, mask: "float", softcap: 2, qk: true, mode: 2},
+		{name: "qk_mode3", opset: 23, B: 1, S: 3, L: 4, nq: 2, nkv: 1, H: 8, mask: "float", qk: true, mode: 3},
+		{name: "nonpad_static_cache_decode", opset: 24, B: 2, S: 1, L: 8, nq: 4, nkv: 2, H: 8, causal: true, nonpad: []int64{5, 3}},
+		{name: "nonpad_padded_keys", opset: 24, B: 2, S: 3, L: 6, nq: 2, nkv: 2, H: 8, nonpad: []int64{6, 4}},
+	}
+	for _, a := range cases {
+		t.Run(a.name, func(t *testing.T) {
+			Hv := a.Hv
+			if Hv == 0 {
+				Hv = a.H
+			}
+			T := a.P + a.L
+			ins := make([]*kernels.Tensor, 7)
+			if a.threeD {
+				ins[0], ins[1], ins[2] = rnd(rng, 1, a.B, a.S, a.nq*a.H), rnd(rng, 1, a.B, a.L, a.nkv*a.H), rnd(rng, 1, a.B, a.L, a.nkv*Hv)
+			} else {
+				ins[0], ins[1], ins[2] = rnd(rng, 1, a.B, a.nq, a.S, a.H), rnd(rng, 1, a.B, a.nkv, a.L, a.H), rnd(rng, 1, a.B, a.nkv, a.L, Hv)
+			}
+			switch a.mask {
+			case "float":
+				ins[3] = rnd(rng, 1, a.S, T)
+			case "bool":
+				ins[3] = boolMask(rng, a.S, T)
+			case "bool4d":
+				ins[3] = boolMask(rng, a.B, a.nq, a.S, T)
+			}
+			if a.P > 0 {
+				ins[4], ins[5] = rnd(rng, 1, a.B, a.nkv, a.P, a.H), rnd(rng, 1, a.B, a.nkv, a.P, Hv)
+			}
+			if a.nonpad != nil {
+				ins[6] = i64s([]int{a.B}, a.nonpad...)
+			}
+			attrs := []any{}
+			if a.threeD {
+				attrs = append(attrs, "q_num_heads", a.nq, "kv_num_heads", a.nkv)
+			}
+			if a.causal {
+				attrs = append(attrs, "is_causal", 1)
+			}
+			if a.softcap > 0 {
+				attrs = append(attrs, "softcap", a.softcap)
+			}
+			if a.qk {
+				attrs = append(attrs, "qk_matmul_output_mode", a.mode)
+			}
+			outs := []bool{true}
+			if a.present || a.qk {
+				outs = []bool{true, true, true}
+			}
+			if a.qk {
+				outs = append(outs, true)
+			}
+			diffCase(t, opCase{op: "Attention", opset: a.opset, attrs: attrsOf(attrs...), ins: trimNil(ins), outs: outs})
+		})
+	}
+}
+
+func TestDifferentialRMSNormalizationTensorScatter(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 14))
+	t.Run("rms_last_axis", func(t *testing.T) {
+		diffCase(t, opCase{op: "RMSNormalization", opset: 23, attrs: attrsOf("epsilon", 1e-6), ins: []*kernels.Tensor{rnd(rng, 2, 2, 3, 32), rnd(rng, 1, 32)}})
+	})
+	t.Run("rms_axis1", func(t *testing.T) {
+		diffCase(t, opCase{op: "RMSNormalization", opset: 23, attrs: attrsOf("axis", 1), ins: []*kernels.Tensor{rnd(rng, 1, 2, 3, 8), rnd(rng, 1, 3, 8)}})
+	})
+	cache := rnd(rng, 1, 2, 2, 8, 4)
+	t.Run("tensorscatter_linear", func(t *testing.T) {
+		diffCase(t, opCase{op: "TensorScatter", opset: 24, ins: []*kernels.Tensor{cache, rnd(rng, 1, 2, 2, 3, 4), i64s([]int{2}, 1, 5)}})
+	})
+	t.Run("tensorscatter_circular", func(t *testing.T) {
+		diffCase(t, opCase{op: "TensorScatter", opset: 24, attrs: attrsOf("mode", "circular"), ins: []*kernels.Tensor{cache, rnd(rng, 1, 2, 2, 3, 4), i64s([]int{2}, 6, 2)}})
+	})
+	t.Run("tensorscatter_3d_axis1", func(t *testing.T) {
+		diffCase(t, opCase{op: "TensorScatter", opset: 24, attrs: attrsOf("axis", 1), ins: []*kernels.Tensor{rnd(rng, 1, 2, 6, 8), rnd(rng, 1, 2, 1, 8), i64s([]int{2}, 0, 4)}})
+	})
+}
