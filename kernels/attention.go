@@ -328,7 +328,7 @@ func tensorScatter(c *Call, in []*Tensor) ([]*Tensor, error) {
 			return nil, fmt.Errorf("write_indices[%d] = %d: %d positions do not fit the %d of axis %d", b, s, U, M, ax)
 		}
 	}
-	out := cache.Clone()
+	out := c.clone(cache)
 	// Each batch entry is (outer, M or U, inner) around the axis.
 	inner := shapeSize(cache.Shape[ax+1:])
 	outer := shapeSize(cache.Shape[1:ax])

@@ -304,11 +304,9 @@ func groupQueryAttention(c *Call, in []*Tensor) ([]*Tensor, error) {
 	}
 	// The present caches: each entry's past tokens, then its new ones,
 	// then zeros.
-	presK := c.alloc(graph.Float, B, nkv, Tp, H)
-	presV := c.alloc(graph.Float, B, nkv, Tp, H)
+	presK := c.zeros(graph.Float, B, nkv, Tp, H)
+	presV := c.zeros(graph.Float, B, nkv, Tp, H)
 	pk, pv := Data[float32](presK), Data[float32](presV)
-	clear(pk)
-	clear(pv)
 	for b := range B {
 		for h := range nkv {
 			dst := (b*nkv + h) * Tp * H
@@ -349,8 +347,7 @@ func groupQueryAttention(c *Call, in []*Tensor) ([]*Tensor, error) {
 	}
 	var qk *Tensor
 	if c.HasOutput(3) {
-		qk = c.alloc(graph.Float, B, nq, S, total)
-		clear(Data[float32](qk))
+		qk = c.zeros(graph.Float, B, nq, S, total)
 	}
 	if qkMode != 0 && qk == nil {
 		return nil, fmt.Errorf("qk_output %d needs the output_qk output", qkMode)

@@ -121,9 +121,8 @@ func embedLayerNorm(c *Call, in []*Tensor) ([]*Tensor, error) {
 			y[i] = v
 		}
 	}
-	mi := c.alloc(graph.Int32, B)
+	mi := c.zeros(graph.Int32, B)
 	md := Data[int32](mi)
-	clear(md)
 	if mask != nil {
 		mv := mask.Int64s()
 		for b := range B {

@@ -109,6 +109,9 @@ func quantMatMul(c *Call, a, b *Tensor, azp, bzp []int64, aScale float32, bScale
 	if K == 0 {
 		M = shapeSize(a.Shape[:len(a.Shape)-1])
 	}
+	shape := append(append([]int(nil), a.Shape[:len(a.Shape)-1]...), N)
+	y := c.alloc(graph.Float, shape...)
+	c.reserveElems(M*N, 8) // the int32 sums and a float32 chunk of them
 	ac, bc := centered(a, azp, K), centered(b, bzp, N)
 	acc := make([]int32, M*N)
 	intGemm(c.mm(), M, N, K, ac, bc, acc)
@@ -116,8 +119,6 @@ func quantMatMul(c *Call, a, b *Tensor, azp, bzp []int64, aScale float32, bScale
 	for i, s := range bScale {
 		mult[i] = aScale * s
 	}
-	shape := append(append([]int(nil), a.Shape[:len(a.Shape)-1]...), N)
-	y := c.alloc(graph.Float, shape...)
 	scaledIntProduct(Data[float32](y), acc, N, mult, bias)
 	return y, nil
 }
