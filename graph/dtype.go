@@ -33,6 +33,8 @@ const (
 	Int4           DataType = 22
 	Float4E2M1     DataType = 23
 	Float8E8M0     DataType = 24
+	Uint2          DataType = 25
+	Int2           DataType = 26
 )
 
 var dtypeNames = map[DataType]string{
@@ -44,6 +46,7 @@ var dtypeNames = map[DataType]string{
 	Float8E4M3FN: "float8e4m3fn", Float8E4M3FNUZ: "float8e4m3fnuz",
 	Float8E5M2: "float8e5m2", Float8E5M2FNUZ: "float8e5m2fnuz",
 	Uint4: "uint4", Int4: "int4", Float4E2M1: "float4e2m1", Float8E8M0: "float8e8m0",
+	Uint2: "uint2", Int2: "int2",
 }
 
 // String returns the lower-case name used in reports ("float32", "int64", ...).
@@ -70,8 +73,8 @@ func ParseDataType(s string) (DataType, bool) {
 	return Undefined, false
 }
 
-// Bits is the storage size of one element in raw_data, in bits (4 for the
-// packed 4-bit types); 0 for strings and unknown types.
+// Bits is the storage size of one element in raw_data, in bits (4 and 2
+// for the packed sub-byte types); 0 for strings and unknown types.
 func (d DataType) Bits() int {
 	switch d {
 	case Bool, Int8, Uint8, Float8E4M3FN, Float8E4M3FNUZ, Float8E5M2, Float8E5M2FNUZ, Float8E8M0:
@@ -86,6 +89,8 @@ func (d DataType) Bits() int {
 		return 128
 	case Int4, Uint4, Float4E2M1:
 		return 4
+	case Int2, Uint2:
+		return 2
 	}
 	return 0
 }
@@ -102,7 +107,7 @@ func (d DataType) IsFloat() bool {
 // IsInt reports whether d is an integer type (bool excluded).
 func (d DataType) IsInt() bool {
 	switch d {
-	case Int8, Int16, Int32, Int64, Uint8, Uint16, Uint32, Uint64, Int4, Uint4:
+	case Int8, Int16, Int32, Int64, Uint8, Uint16, Uint32, Uint64, Int4, Uint4, Int2, Uint2:
 		return true
 	}
 	return false
@@ -115,8 +120,9 @@ func (d DataType) ByteSize(n int64) int64 {
 	if b == 0 {
 		return -1
 	}
-	if b == 4 {
-		return (n + 1) / 2
+	if b < 8 {
+		per := int64(8 / b) // elements per byte, packed from the low bits
+		return (n + per - 1) / per
 	}
 	return n * int64(b/8)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -332,9 +333,12 @@ func TestTensorDecoding(t *testing.T) {
 		{Name: proto.String("i4"), DataType: proto.Int32(22), Dims: []int64{3}, Int32Data: []int32{0xf7, 0x01}},
 		{Name: proto.String("u64"), DataType: proto.Int32(13), Dims: []int64{1}, Uint64Data: []uint64{1 << 40}},
 		{Name: proto.String("f8"), DataType: proto.Int32(17), Dims: []int64{2}, RawData: []byte{0x38, 0xc0}},
+		// int2: four 2-bit elements a byte, the first in the low bits.
+		{Name: proto.String("i2"), DataType: proto.Int32(26), Dims: []int64{5}, RawData: []byte{0b00_01_10_11, 0b01}},
+		{Name: proto.String("u2"), DataType: proto.Int32(25), Dims: []int64{5}, Int32Data: []int32{0b00_01_10_11, 0b10}},
 	}}
 	m := decode(t, gp)
-	want := [][]float64{{1.5, -2}, {7, -1, 1}, {1 << 40}, {1, -2}}
+	want := [][]float64{{1.5, -2}, {7, -1, 1}, {1 << 40}, {1, -2}, {-1, -2, 1, 0, 1}, {3, 2, 1, 0, 2}}
 	for i, v := range m.Graph.Initializers {
 		got, err := v.Const.Float64s()
 		if err != nil || !cmp.Equal(got, want[i]) {
@@ -343,6 +347,29 @@ func TestTensorDecoding(t *testing.T) {
 	}
 	if _, err := graph.NewTensor("x", graph.Float, []int64{3}, []float32{1, 2}); !errors.Is(err, graph.ErrTensorSize) {
 		t.Errorf("wrong count: %v", err)
+	}
+	// The sub-byte types are packed by NewTensor and unpacked by Data.
+	for _, c := range []struct {
+		dt   graph.DataType
+		data any
+		raw  []byte
+	}{
+		{graph.Int4, []int8{-8, 7, -1}, []byte{0x78, 0x0f}},
+		{graph.Uint4, []uint8{1, 15, 2}, []byte{0xf1, 0x02}},
+		{graph.Float4E2M1, []uint8{0x8, 0x7}, []byte{0x78}},
+		{graph.Int2, []int8{-2, 1, -1, 0, 1}, []byte{0b00_11_01_10, 0b01}},
+		{graph.Uint2, []uint8{3, 0, 2}, []byte{0b10_00_11}},
+	} {
+		n := reflect.ValueOf(c.data).Len()
+		pt, err := graph.NewTensor("p", c.dt, []int64{int64(n)}, c.data)
+		if err != nil {
+			t.Fatalf("%v: %v", c.dt, err)
+		}
+		raw, _ := pt.RawBytes()
+		back, err := pt.Data()
+		if !cmp.Equal(raw, c.raw) || err != nil || !cmp.Equal(back, c.data) {
+			t.Errorf("%v: packed %08b, want %08b; unpacked %v (%v)", c.dt, raw, c.raw, back, err)
+		}
 	}
 }
 

@@ -26,6 +26,14 @@ func BF16FromFloat32(f float32) BF16 {
 // Float16FromFloat32 rounds f to the nearest IEEE half, ties to even.
 func Float16FromFloat32(f float32) float16.Float16 { return float16.Fromfloat32(f) }
 
+// Float8ToFloat32 decodes the bit pattern b of an 8-bit float type dt
+// (Float8E4M3FN, Float8E4M3FNUZ, Float8E5M2, Float8E5M2FNUZ, Float8E8M0)
+// exactly; other types give NaN.
+func Float8ToFloat32(dt DataType, b uint8) float32 { return float8ToFloat32(dt, b) }
+
+// Float4ToFloat32 decodes one float4e2m1 nibble exactly.
+func Float4ToFloat32(n uint8) float32 { return float4ToFloat32(n) }
+
 // float8ToFloat32 decodes the 8-bit float formats of ONNX (IR 9 and later).
 func float8ToFloat32(dt DataType, b uint8) float32 {
 	sign := float32(1)

@@ -33,7 +33,10 @@ type Tensor struct {
 // NewTensor makes a tensor from a Go slice whose element type matches dt:
 // []float32 (Float), []float64 (Double), []float16.Float16 (Float16),
 // []BF16 (BFloat16), []int8, []int16, []int32, []int64, []uint8,
-// []uint16, []uint32, []uint64, []bool. The elements are stored in raw_data.
+// []uint16, []uint32, []uint64, []bool; the 8-bit float types as their
+// bit patterns in []uint8, int4 and int2 as []int8 and uint4, uint2 and
+// float4e2m1 as []uint8, one element per entry (packed on the way). The
+// elements are stored in raw_data.
 func NewTensor(name string, dt DataType, dims []int64, data any) (*Tensor, error) {
 	n, err := numElements(dims)
 	if err != nil {
@@ -179,8 +182,8 @@ func (t *Tensor) check() error {
 	switch dt {
 	case Complex64, Complex128:
 		want = 2 * n
-	case Int4, Uint4, Float4E2M1:
-		want = (n + 1) / 2
+	case Int4, Uint4, Float4E2M1, Int2, Uint2:
+		want = dt.ByteSize(n) // one packed byte per int32 entry
 	}
 	if have != want {
 		return fmt.Errorf("dims %v of %v need %d values, the tensor holds %d: %w", t.pb.Dims, dt, want, have, ErrTensorSize)
@@ -262,7 +265,7 @@ func (t *Tensor) typedToRaw() []byte {
 		for i, v := range t.pb.Int32Data {
 			binary.LittleEndian.PutUint16(out[2*i:], uint16(v))
 		}
-	default: // one byte per int32 entry (8-bit types and packed 4-bit pairs)
+	default: // one byte per int32 entry (8-bit types and packed sub-byte groups)
 		for i, v := range t.pb.Int32Data {
 			out[i] = byte(v)
 		}
@@ -274,8 +277,9 @@ func (t *Tensor) typedToRaw() []byte {
 // []float32, []float64, []float16.Float16, []BF16, []int8, []int16,
 // []int32, []int64, []uint8, []uint16, []uint32, []uint64, []bool,
 // []string, []complex64, []complex128. The 8-bit float types come as their
-// bit patterns in []uint8; int4 as []int8 and uint4 and float4e2m1 as
-// []uint8, one element per entry (unpacked). Use Float64s for numbers.
+// bit patterns in []uint8; int4 and int2 as []int8, uint4, uint2 and
+// float4e2m1 as []uint8, one element per entry (unpacked). Use Float64s
+// for numbers.
 func (t *Tensor) Data() (any, error) {
 	dt := t.DataType()
 	if dt == String {
@@ -402,6 +406,19 @@ func decodeRaw(dt DataType, raw []byte, n int) (any, error) {
 			v[i] = raw[i/2] >> (4 * (i % 2)) & 0xf
 		}
 		return v, nil
+	case Int2:
+		v := make([]int8, n)
+		for i := range v {
+			crumb := raw[i/4] >> (2 * (i % 4)) & 3
+			v[i] = int8(crumb<<6) >> 6
+		}
+		return v, nil
+	case Uint2:
+		v := make([]uint8, n)
+		for i := range v {
+			v[i] = raw[i/4] >> (2 * (i % 4)) & 3
+		}
+		return v, nil
 	}
 	return nil, fmt.Errorf("cannot decode element type %v", dt)
 }
@@ -445,7 +462,7 @@ func (t *Tensor) Float64s() ([]float64, error) {
 		}), nil
 	case []uint8:
 		switch dt {
-		case Uint8, Uint4:
+		case Uint8, Uint4, Uint2:
 			return convert(v, func(x uint8) float64 { return float64(x) }), nil
 		case Float4E2M1:
 			return convert(v, func(x uint8) float64 { return float64(float4ToFloat32(x)) }), nil
@@ -533,6 +550,9 @@ func encodeRaw(dt DataType, data any) ([]byte, int, error) {
 		}
 		return b, len(v), nil
 	case []int8:
+		if dt == Int4 || dt == Int2 {
+			return packSubByte(dt, len(v), func(i int) byte { return byte(v[i]) }), len(v), nil
+		}
 		if dt != Int8 {
 			return mismatch()
 		}
@@ -542,6 +562,9 @@ func encodeRaw(dt DataType, data any) ([]byte, int, error) {
 		}
 		return b, len(v), nil
 	case []uint8:
+		if dt == Uint4 || dt == Float4E2M1 || dt == Uint2 {
+			return packSubByte(dt, len(v), func(i int) byte { return v[i] }), len(v), nil
+		}
 		if dt != Uint8 && dt.Bits() != 8 {
 			return mismatch()
 		}
@@ -613,6 +636,20 @@ func encodeRaw(dt DataType, data any) ([]byte, int, error) {
 		return b, len(v), nil
 	}
 	return mismatch()
+}
+
+// packSubByte packs n elements of a 4-bit or 2-bit type (element i is
+// at(i), its low bits used) into bytes, the first element in the lowest
+// bits.
+func packSubByte(dt DataType, n int, at func(int) byte) []byte {
+	bits := dt.Bits()
+	per := 8 / bits
+	mask := byte(1)<<bits - 1
+	b := make([]byte, dt.ByteSize(int64(n)))
+	for i := range n {
+		b[i/per] |= (at(i) & mask) << (bits * (i % per))
+	}
+	return b
 }
 
 // Clone returns a deep copy of t (external data stays where it is).

@@ -16,11 +16,23 @@ import (
 func castTensor(t *Tensor, dt graph.DataType) *Tensor { return castC(nil, t, dt) }
 
 // castC is castTensor with the output allocated by c.
-func castC(c *Call, t *Tensor, dt graph.DataType) *Tensor {
+func castC(c *Call, t *Tensor, dt graph.DataType) *Tensor { return castSat(c, t, dt, true, "up") }
+
+// castSat is castC with Cast's saturate and round_mode attributes, which
+// apply to the 8-bit float types (see encodeSmallFloat and encodeE8M0).
+func castSat(c *Call, t *Tensor, dt graph.DataType, saturate bool, roundMode string) *Tensor {
 	if t.DType == dt {
 		return t
 	}
 	out := c.alloc(dt, t.Shape...)
+	if smallType(dt) || smallType(t.DType) {
+		if isFloatType(t.DType) {
+			fromFloat64Sat(out, t.Float64s(), saturate, roundMode)
+		} else {
+			fromInt64Small(out, t.Int64s())
+		}
+		return out
+	}
 	switch s := t.data.(type) {
 	case []float16.Float16:
 		if d, ok := out.data.([]float32); ok {
@@ -51,6 +63,26 @@ func castC(c *Call, t *Tensor, dt graph.DataType) *Tensor {
 			return out
 		}
 	}
+	if u, ok := t.data.([]uint64); ok && isFloatType(dt) {
+		// Past 2^63 Int64s would wrap: convert from the unsigned values.
+		switch d := out.data.(type) {
+		case []float32:
+			for i, v := range u {
+				d[i] = float32(v)
+			}
+		case []float64:
+			for i, v := range u {
+				d[i] = float64(v)
+			}
+		default:
+			f := make([]float64, len(u))
+			for i, v := range u {
+				f[i] = float64(v)
+			}
+			fromFloat64(out, f)
+		}
+		return out
+	}
 	if isFloatType(t.DType) {
 		fromFloat64(out, t.Float64s())
 	} else {
@@ -59,12 +91,61 @@ func castC(c *Call, t *Tensor, dt graph.DataType) *Tensor {
 	return out
 }
 
-func isFloatType(dt graph.DataType) bool {
-	switch dt {
-	case graph.Float, graph.Double, graph.Float16, graph.BFloat16:
-		return true
+// isFloatType reports whether dt is a floating-point type (the 8-bit and
+// 4-bit ones included).
+func isFloatType(dt graph.DataType) bool { return dt.IsFloat() }
+
+// fromFloat64Sat is fromFloat64 for any destination type, the small ones
+// included: the 8-bit floats round per saturate (float8e8m0 per
+// roundMode), float4e2m1 saturates, and the small integers keep the low
+// bits of the truncated value.
+func fromFloat64Sat(t *Tensor, v []float64, saturate bool, roundMode string) {
+	switch {
+	case t.DType == graph.Float8E8M0:
+		d := t.data.([]uint8)
+		for i, x := range v {
+			d[i] = encodeE8M0(x, saturate, roundMode)
+		}
+	case smallFloat(t.DType):
+		d := t.data.([]uint8)
+		for i, x := range v {
+			d[i] = encodeSmallFloat(t.DType, x, saturate)
+		}
+	case smallType(t.DType):
+		n := make([]int64, len(v))
+		for i, x := range v {
+			n[i] = floatToInt64(x)
+		}
+		fromInt64Small(t, n)
+	default:
+		fromFloat64(t, v)
 	}
-	return false
+}
+
+// fromInt64Small is fromInt64 for any destination type, the small ones
+// included.
+func fromInt64Small(t *Tensor, v []int64) {
+	switch {
+	case smallFloat(t.DType):
+		f := make([]float64, len(v))
+		for i, x := range v {
+			f[i] = float64(x)
+		}
+		fromFloat64Sat(t, f, true, "up")
+	case smallType(t.DType):
+		switch d := t.data.(type) {
+		case []int8:
+			for i, x := range v {
+				d[i] = int8(wrapSmallInt(t.DType, x))
+			}
+		case []uint8:
+			for i, x := range v {
+				d[i] = uint8(wrapSmallInt(t.DType, x))
+			}
+		}
+	default:
+		fromInt64(t, v)
+	}
 }
 
 // fromFloat64 stores float64 values into t, rounding or truncating per
@@ -92,6 +173,26 @@ func fromFloat64(t *Tensor, v []float64) {
 	case []int32:
 		for i, x := range v {
 			d[i] = int32(floatToInt64(x))
+		}
+	case []int16:
+		for i, x := range v {
+			d[i] = int16(floatToInt64(x))
+		}
+	case []uint64:
+		for i, x := range v {
+			if x >= 9.223372036854775807e18 {
+				d[i] = uint64(min(x, 1.8446744073709551615e19))
+			} else {
+				d[i] = uint64(floatToInt64(x))
+			}
+		}
+	case []uint32:
+		for i, x := range v {
+			d[i] = uint32(floatToInt64(x))
+		}
+	case []uint16:
+		for i, x := range v {
+			d[i] = uint16(floatToInt64(x))
 		}
 	case []int8:
 		for i, x := range v {
@@ -143,6 +244,22 @@ func fromInt64(t *Tensor, v []int64) {
 	case []int32:
 		for i, x := range v {
 			d[i] = int32(x)
+		}
+	case []int16:
+		for i, x := range v {
+			d[i] = int16(x)
+		}
+	case []uint64:
+		for i, x := range v {
+			d[i] = uint64(x)
+		}
+	case []uint32:
+		for i, x := range v {
+			d[i] = uint32(x)
+		}
+	case []uint16:
+		for i, x := range v {
+			d[i] = uint16(x)
 		}
 	case []int8:
 		for i, x := range v {
@@ -210,14 +327,16 @@ func dtypeAttr(c *Call, name string) (graph.DataType, error) {
 }
 
 func init() {
+	// saturate (opset 19 on; CastLike's too) and round_mode (opset 24
+	// on, for float8e8m0) shape conversions to the 8-bit floats only.
 	Register("", "Cast", 1, 0, func(c *Call, in []*Tensor) ([]*Tensor, error) {
 		dt, err := dtypeAttr(c, "to")
 		if err != nil {
 			return nil, err
 		}
-		return []*Tensor{castC(c, in[0], dt)}, nil
+		return []*Tensor{castSat(c, in[0], dt, c.Int("saturate", 1) != 0, c.String("round_mode", "up"))}, nil
 	}, Native)
 	Register("", "CastLike", 15, 0, func(c *Call, in []*Tensor) ([]*Tensor, error) {
-		return []*Tensor{castC(c, in[0], in[1].DType)}, nil
+		return []*Tensor{castSat(c, in[0], in[1].DType, c.Int("saturate", 1) != 0, c.String("round_mode", "up"))}, nil
 	}, Native)
 }

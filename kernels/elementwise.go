@@ -172,6 +172,14 @@ func intRem[T Num](x, y T) T {
 		return T(v % any(y).(int8))
 	case uint8:
 		return T(v % any(y).(uint8))
+	case int16:
+		return T(v % any(y).(int16))
+	case uint16:
+		return T(v % any(y).(uint16))
+	case uint32:
+		return T(v % any(y).(uint32))
+	case uint64:
+		return T(v % any(y).(uint64))
 	}
 	panic("kernels: intRem of a float")
 }
@@ -321,6 +329,14 @@ func binary(c *Call, op binOp, a, b *Tensor) (*Tensor, error) {
 		return binaryT[int8](c, op, a, b)
 	case graph.Uint8:
 		return binaryT[uint8](c, op, a, b)
+	case graph.Int16:
+		return binaryT[int16](c, op, a, b)
+	case graph.Uint16:
+		return binaryT[uint16](c, op, a, b)
+	case graph.Uint32:
+		return binaryT[uint32](c, op, a, b)
+	case graph.Uint64:
+		return binaryT[uint64](c, op, a, b)
 	}
 	return nil, fmt.Errorf("%v: %w", a.DType, ErrUnsupportedType)
 }
@@ -431,6 +447,14 @@ func cmpKernel(op cmpOp) Kernel {
 			o, err = compareT[int8](c, op, a, b)
 		case graph.Uint8:
 			o, err = compareT[uint8](c, op, a, b)
+		case graph.Int16:
+			o, err = compareT[int16](c, op, a, b)
+		case graph.Uint16:
+			o, err = compareT[uint16](c, op, a, b)
+		case graph.Uint32:
+			o, err = compareT[uint32](c, op, a, b)
+		case graph.Uint64:
+			o, err = compareT[uint64](c, op, a, b)
 		default:
 			return nil, fmt.Errorf("%v: %w", a.DType, ErrUnsupportedType)
 		}
@@ -502,6 +526,14 @@ func whereKernel(c *Call, in []*Tensor) ([]*Tensor, error) {
 		o, err = whereT[int8](c, cond, a, b)
 	case graph.Uint8:
 		o, err = whereT[uint8](c, cond, a, b)
+	case graph.Int16:
+		o, err = whereT[int16](c, cond, a, b)
+	case graph.Uint16:
+		o, err = whereT[uint16](c, cond, a, b)
+	case graph.Uint32:
+		o, err = whereT[uint32](c, cond, a, b)
+	case graph.Uint64:
+		o, err = whereT[uint64](c, cond, a, b)
 	case graph.Bool:
 		o, err = whereT[bool](c, cond, a, b)
 	default:

@@ -180,6 +180,14 @@ func scatter(c *Call, data, upd *Tensor, tgt []int, red string) (*Tensor, error)
 		err = scatterApply(Data[int8](out), tgt, Data[int8](upd), red)
 	case graph.Uint8:
 		err = scatterApply(Data[uint8](out), tgt, Data[uint8](upd), red)
+	case graph.Int16:
+		err = scatterApply(Data[int16](out), tgt, Data[int16](upd), red)
+	case graph.Uint16:
+		err = scatterApply(Data[uint16](out), tgt, Data[uint16](upd), red)
+	case graph.Uint32:
+		err = scatterApply(Data[uint32](out), tgt, Data[uint32](upd), red)
+	case graph.Uint64:
+		err = scatterApply(Data[uint64](out), tgt, Data[uint64](upd), red)
 	default:
 		return nil, fmt.Errorf("%v: %w", out.DType, ErrUnsupportedType)
 	}
@@ -510,6 +518,14 @@ func topk(c *Call, in []*Tensor) ([]*Tensor, error) {
 		v, i = topkT[int8](c, x, axis, int(k), largest, sorted)
 	case graph.Uint8:
 		v, i = topkT[uint8](c, x, axis, int(k), largest, sorted)
+	case graph.Int16:
+		v, i = topkT[int16](c, x, axis, int(k), largest, sorted)
+	case graph.Uint16:
+		v, i = topkT[uint16](c, x, axis, int(k), largest, sorted)
+	case graph.Uint32:
+		v, i = topkT[uint32](c, x, axis, int(k), largest, sorted)
+	case graph.Uint64:
+		v, i = topkT[uint64](c, x, axis, int(k), largest, sorted)
 	default:
 		return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
 	}
@@ -570,6 +586,14 @@ func argOp(isMax bool) Kernel {
 			o = argT[int8](c, x, axis, keep, last, isMax)
 		case graph.Uint8:
 			o = argT[uint8](c, x, axis, keep, last, isMax)
+		case graph.Int16:
+			o = argT[int16](c, x, axis, keep, last, isMax)
+		case graph.Uint16:
+			o = argT[uint16](c, x, axis, keep, last, isMax)
+		case graph.Uint32:
+			o = argT[uint32](c, x, axis, keep, last, isMax)
+		case graph.Uint64:
+			o = argT[uint64](c, x, axis, keep, last, isMax)
 		default:
 			return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
 		}

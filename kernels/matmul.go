@@ -98,6 +98,10 @@ func gemmAny(e gemm.Exec, dt graph.DataType, transA, transB bool, m, n, k int, a
 		gemmT(e, transA, transB, m, n, k, uint8(alpha), a.([]uint8), lda, b.([]uint8), ldb, uint8(beta), c.([]uint8), ldc, false)
 	case graph.Int8:
 		gemmT(e, transA, transB, m, n, k, int8(alpha), a.([]int8), lda, b.([]int8), ldb, int8(beta), c.([]int8), ldc, false)
+	case graph.Uint32:
+		gemmT(e, transA, transB, m, n, k, uint32(alpha), a.([]uint32), lda, b.([]uint32), ldb, uint32(beta), c.([]uint32), ldc, false)
+	case graph.Uint64:
+		gemmT(e, transA, transB, m, n, k, uint64(alpha), a.([]uint64), lda, b.([]uint64), ldb, uint64(beta), c.([]uint64), ldc, false)
 	default:
 		return fmt.Errorf("%v: %w", dt, ErrUnsupportedType)
 	}
@@ -117,6 +121,14 @@ func sub(t any, off, n int) any {
 	case []int8:
 		return d[off : off+n]
 	case []uint8:
+		return d[off : off+n]
+	case []int16:
+		return d[off : off+n]
+	case []uint16:
+		return d[off : off+n]
+	case []uint32:
+		return d[off : off+n]
+	case []uint64:
 		return d[off : off+n]
 	}
 	panic("kernels: sub of unsupported slice")

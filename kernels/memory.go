@@ -72,6 +72,14 @@ func storageKey(t *Tensor) (key uintptr, capBytes, lenBytes int64) {
 		p, c, l, size = unsafe.Pointer(unsafe.SliceData(d)), cap(d), len(d), 1
 	case []uint8:
 		p, c, l, size = unsafe.Pointer(unsafe.SliceData(d)), cap(d), len(d), 1
+	case []int16:
+		p, c, l, size = unsafe.Pointer(unsafe.SliceData(d)), cap(d), len(d), 2
+	case []uint16:
+		p, c, l, size = unsafe.Pointer(unsafe.SliceData(d)), cap(d), len(d), 2
+	case []uint32:
+		p, c, l, size = unsafe.Pointer(unsafe.SliceData(d)), cap(d), len(d), 4
+	case []uint64:
+		p, c, l, size = unsafe.Pointer(unsafe.SliceData(d)), cap(d), len(d), 8
 	case []bool:
 		p, c, l, size = unsafe.Pointer(unsafe.SliceData(d)), cap(d), len(d), 1
 	default:
@@ -364,6 +372,14 @@ func capOf(t *Tensor) int {
 		return cap(d)
 	case []uint8:
 		return cap(d)
+	case []int16:
+		return cap(d)
+	case []uint16:
+		return cap(d)
+	case []uint32:
+		return cap(d)
+	case []uint64:
+		return cap(d)
 	case []bool:
 		return cap(d)
 	}
@@ -388,6 +404,14 @@ func resliceAny(d any, n int) any {
 	case []int8:
 		return d[:n]
 	case []uint8:
+		return d[:n]
+	case []int16:
+		return d[:n]
+	case []uint16:
+		return d[:n]
+	case []uint32:
+		return d[:n]
+	case []uint64:
 		return d[:n]
 	case []bool:
 		return d[:n]

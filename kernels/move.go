@@ -88,6 +88,14 @@ func copyStrided(dst, src *Tensor, strides []int, off int) {
 		stridedCopy(d, src.data.([]int8), dst.Shape, strides, off)
 	case []uint8:
 		stridedCopy(d, src.data.([]uint8), dst.Shape, strides, off)
+	case []int16:
+		stridedCopy(d, src.data.([]int16), dst.Shape, strides, off)
+	case []uint16:
+		stridedCopy(d, src.data.([]uint16), dst.Shape, strides, off)
+	case []uint32:
+		stridedCopy(d, src.data.([]uint32), dst.Shape, strides, off)
+	case []uint64:
+		stridedCopy(d, src.data.([]uint64), dst.Shape, strides, off)
 	case []bool:
 		stridedCopy(d, src.data.([]bool), dst.Shape, strides, off)
 	default:
@@ -124,6 +132,14 @@ func takeAny(dst, src *Tensor, idx []int) {
 		take(d, src.data.([]int8), idx)
 	case []uint8:
 		take(d, src.data.([]uint8), idx)
+	case []int16:
+		take(d, src.data.([]int16), idx)
+	case []uint16:
+		take(d, src.data.([]uint16), idx)
+	case []uint32:
+		take(d, src.data.([]uint32), idx)
+	case []uint64:
+		take(d, src.data.([]uint64), idx)
 	case []bool:
 		take(d, src.data.([]bool), idx)
 	default:

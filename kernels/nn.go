@@ -498,6 +498,22 @@ func clip(c *Call, in []*Tensor) ([]*Tensor, error) {
 		o = clipT(c, x, int8(clampF(lo, math.MinInt8, math.MaxInt8)), int8(clampF(hi, math.MinInt8, math.MaxInt8)))
 	case graph.Uint8:
 		o = clipT(c, x, uint8(clampF(lo, 0, math.MaxUint8)), uint8(clampF(hi, 0, math.MaxUint8)))
+	case graph.Int16:
+		o = clipT(c, x, int16(clampF(lo, math.MinInt16, math.MaxInt16)), int16(clampF(hi, math.MinInt16, math.MaxInt16)))
+	case graph.Uint16:
+		o = clipT(c, x, uint16(clampF(lo, 0, math.MaxUint16)), uint16(clampF(hi, 0, math.MaxUint16)))
+	case graph.Uint32:
+		o = clipT(c, x, uint32(clampF(lo, 0, math.MaxUint32)), uint32(clampF(hi, 0, math.MaxUint32)))
+	case graph.Uint64:
+		// The bounds as uint64 (float64 would round those past 2^53).
+		l, h := uint64(0), uint64(math.MaxUint64)
+		if t := optIn(in, 1); t != nil {
+			l = Data[uint64](t)[0]
+		}
+		if t := optIn(in, 2); t != nil {
+			h = Data[uint64](t)[0]
+		}
+		o = clipT(c, x, l, h)
 	default:
 		return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
 	}

@@ -245,6 +245,14 @@ func reduceKernel(op redOp, axesInputSince int64) Kernel {
 			o = reduceT[int8](c, op, x, ax, keep)
 		case graph.Uint8:
 			o = reduceT[uint8](c, op, x, ax, keep)
+		case graph.Int16:
+			o = reduceT[int16](c, op, x, ax, keep)
+		case graph.Uint16:
+			o = reduceT[uint16](c, op, x, ax, keep)
+		case graph.Uint32:
+			o = reduceT[uint32](c, op, x, ax, keep)
+		case graph.Uint64:
+			o = reduceT[uint64](c, op, x, ax, keep)
 		case graph.Bool:
 			// ReduceMax and ReduceMin take bool from opset 20: any and
 			// all, computed on 0/1 bytes (the empty reduction gives

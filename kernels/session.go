@@ -125,7 +125,10 @@ type step struct {
 	ins    []*Tensor // the inputs of the running step
 	kins   []*Tensor // the inputs the kernel sees (float16/bfloat16 widened)
 	half   halfRule  // where the kernel's type T is (for widening)
-	call   Call
+	// small says the kernel takes inputs of the small types (8-bit and
+	// 4-bit floats, 4-bit and 2-bit integers): see smallTypeOps.
+	small bool
+	call  Call
 	// wide holds float32 copies of the step's float16/bfloat16 constant
 	// inputs (for kernels that are not Native), by input index.
 	wide []*Tensor
@@ -354,6 +357,7 @@ func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets
 			}
 			st.entry = e
 			st.half = halfRules[opName(n)]
+			st.small = smallTypeOps[opName(n)]
 		}
 		for _, a := range n.Attrs {
 			var gs []*graph.Graph
@@ -986,6 +990,13 @@ func (s *Session) callKernel(c *Call, st *step, ins []*Tensor) (outs []*Tensor, 
 	}()
 	if st.fn != nil {
 		return s.callFunction(st.fn, ins)
+	}
+	if !st.small {
+		for _, t := range ins {
+			if t != nil && smallType(t.DType) {
+				return nil, fmt.Errorf("an input of type %v: %w", t.DType, ErrUnsupportedType)
+			}
+		}
 	}
 	var half graph.DataType
 	kins := ins

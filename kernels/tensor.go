@@ -12,24 +12,30 @@ import (
 
 // Elem is the set of Go element types a Tensor can hold.
 type Elem interface {
-	float32 | float64 | float16.Float16 | graph.BF16 | int64 | int32 | int8 | uint8 | bool
+	float32 | float64 | float16.Float16 | graph.BF16 | int64 | int32 | int16 | int8 |
+		uint64 | uint32 | uint16 | uint8 | bool
 }
 
 // Num are the element types arithmetic kernels are written for (float16 and
 // bfloat16 are computed as float32).
 type Num interface {
-	float32 | float64 | int64 | int32 | int8 | uint8
+	float32 | float64 | int64 | int32 | int16 | int8 | uint64 | uint32 | uint16 | uint8
 }
 
 // Float are the floating-point computation types.
 type Float interface{ float32 | float64 }
 
 // Int are the integer computation types.
-type Int interface{ int64 | int32 | int8 | uint8 }
+type Int interface {
+	int64 | int32 | int16 | int8 | uint64 | uint32 | uint16 | uint8
+}
 
 // Tensor is a dense runtime tensor: an element type, a shape and the
 // elements in row-major order in a typed slice ([]float32 for graph.Float,
-// []float16.Float16 for graph.Float16, []graph.BF16, []bool, ...).
+// []float16.Float16 for graph.Float16, []graph.BF16, []bool, ...). The
+// small types are held one element per byte: the 8-bit floats and
+// float4e2m1 as their bit patterns in []uint8, int4 and int2 as []int8,
+// uint4 and uint2 as []uint8 (the model files pack them; see smallType).
 //
 // Kernels never change their inputs, so tensors may share element slices
 // (Reshape and friends return views); treat a tensor you did not make as
@@ -58,13 +64,15 @@ func (t *Tensor) IsSequence() bool { return t != nil && t.seq != nil }
 // Sequence returns the tensors of a sequence value.
 func (t *Tensor) Sequence() []*Tensor { return t.seq }
 
-// Supported reports whether the executor holds tensors of dt.
+// Supported reports whether the executor holds tensors of dt: every
+// numeric type of ONNX and bool (not strings nor complex numbers).
 func Supported(dt graph.DataType) bool {
 	switch dt {
-	case graph.Float, graph.Double, graph.Float16, graph.BFloat16, graph.Int64, graph.Int32, graph.Int8, graph.Uint8, graph.Bool:
+	case graph.Float, graph.Double, graph.Float16, graph.BFloat16, graph.Int64, graph.Int32, graph.Int16,
+		graph.Int8, graph.Uint64, graph.Uint32, graph.Uint16, graph.Uint8, graph.Bool:
 		return true
 	}
-	return false
+	return smallType(dt)
 }
 
 // New makes a zero tensor of dt and shape.
@@ -84,9 +92,18 @@ func New(dt graph.DataType, shape ...int) *Tensor {
 		d = make([]int64, n)
 	case graph.Int32:
 		d = make([]int32, n)
-	case graph.Int8:
+	case graph.Int16:
+		d = make([]int16, n)
+	case graph.Int8, graph.Int4, graph.Int2:
 		d = make([]int8, n)
-	case graph.Uint8:
+	case graph.Uint64:
+		d = make([]uint64, n)
+	case graph.Uint32:
+		d = make([]uint32, n)
+	case graph.Uint16:
+		d = make([]uint16, n)
+	case graph.Uint8, graph.Uint4, graph.Uint2, graph.Float4E2M1,
+		graph.Float8E4M3FN, graph.Float8E4M3FNUZ, graph.Float8E5M2, graph.Float8E5M2FNUZ, graph.Float8E8M0:
 		d = make([]uint8, n)
 	case graph.Bool:
 		d = make([]bool, n)
@@ -150,8 +167,16 @@ func dtypeOf[T Elem]() graph.DataType {
 		return graph.Int64
 	case int32:
 		return graph.Int32
+	case int16:
+		return graph.Int16
 	case int8:
 		return graph.Int8
+	case uint64:
+		return graph.Uint64
+	case uint32:
+		return graph.Uint32
+	case uint16:
+		return graph.Uint16
 	case uint8:
 		return graph.Uint8
 	case bool:
@@ -203,9 +228,14 @@ func (t *Tensor) Clone() *Tensor {
 	return c
 }
 
-// Float64s converts the elements of a numeric or bool tensor to float64.
+// Float64s converts the elements of a numeric or bool tensor to float64
+// (exactly, but for int64 and uint64 beyond 2^53).
 func (t *Tensor) Float64s() []float64 {
 	out := make([]float64, t.Len())
+	if smallFloat(t.DType) {
+		decodeSmallFloat(out, t.DType, t.data.([]uint8))
+		return out
+	}
 	switch d := t.data.(type) {
 	case []float32:
 		for i, v := range d {
@@ -229,7 +259,23 @@ func (t *Tensor) Float64s() []float64 {
 		for i, v := range d {
 			out[i] = float64(v)
 		}
+	case []int16:
+		for i, v := range d {
+			out[i] = float64(v)
+		}
 	case []int8:
+		for i, v := range d {
+			out[i] = float64(v)
+		}
+	case []uint64:
+		for i, v := range d {
+			out[i] = float64(v)
+		}
+	case []uint32:
+		for i, v := range d {
+			out[i] = float64(v)
+		}
+	case []uint16:
 		for i, v := range d {
 			out[i] = float64(v)
 		}
@@ -248,14 +294,36 @@ func (t *Tensor) Float64s() []float64 {
 }
 
 // Int64s converts the elements of an integer or bool tensor to int64 (float
-// elements are truncated).
+// elements are truncated; uint64 elements past 2^63 wrap).
 func (t *Tensor) Int64s() []int64 {
 	if d, ok := t.data.([]int64); ok {
 		return d
 	}
 	out := make([]int64, t.Len())
+	if smallFloat(t.DType) {
+		for i, v := range t.Float64s() {
+			out[i] = int64(v)
+		}
+		return out
+	}
 	switch d := t.data.(type) {
 	case []int32:
+		for i, v := range d {
+			out[i] = int64(v)
+		}
+	case []int16:
+		for i, v := range d {
+			out[i] = int64(v)
+		}
+	case []uint64:
+		for i, v := range d {
+			out[i] = int64(v)
+		}
+	case []uint32:
+		for i, v := range d {
+			out[i] = int64(v)
+		}
+	case []uint16:
 		for i, v := range d {
 			out[i] = int64(v)
 		}
@@ -351,7 +419,15 @@ func lenAny(d any) int {
 		return len(d)
 	case []int32:
 		return len(d)
+	case []int16:
+		return len(d)
 	case []int8:
+		return len(d)
+	case []uint64:
+		return len(d)
+	case []uint32:
+		return len(d)
+	case []uint16:
 		return len(d)
 	case []uint8:
 		return len(d)
@@ -387,8 +463,16 @@ func copyAny(dst *Tensor, do int, src *Tensor, so, n int) {
 		copy(d[do:do+n], src.data.([]int64)[so:so+n])
 	case []int32:
 		copy(d[do:do+n], src.data.([]int32)[so:so+n])
+	case []int16:
+		copy(d[do:do+n], src.data.([]int16)[so:so+n])
 	case []int8:
 		copy(d[do:do+n], src.data.([]int8)[so:so+n])
+	case []uint64:
+		copy(d[do:do+n], src.data.([]uint64)[so:so+n])
+	case []uint32:
+		copy(d[do:do+n], src.data.([]uint32)[so:so+n])
+	case []uint16:
+		copy(d[do:do+n], src.data.([]uint16)[so:so+n])
 	case []uint8:
 		copy(d[do:do+n], src.data.([]uint8)[so:so+n])
 	case []bool:

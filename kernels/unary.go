@@ -67,29 +67,60 @@ func numUnaryT[T Num](c *Call, x *Tensor, f func(T) T) *Tensor {
 	return out
 }
 
-// numUnary applies a generic function to any numeric tensor.
-func numUnary(f32 func(float32) float32, f64 func(float64) float64, i64 func(int64) int64,
-	i32 func(int32) int32, i8 func(int8) int8, u8 func(uint8) uint8) Kernel {
+// numUnary applies a generic function to any numeric tensor: fs holds
+// its instances (func(T) T) for the types the op takes.
+func numUnary(fs ...any) Kernel {
 	return func(c *Call, in []*Tensor) ([]*Tensor, error) {
 		x := in[0]
-		var o *Tensor
-		switch x.DType {
-		case graph.Float:
-			o = numUnaryT(c, x, f32)
-		case graph.Double:
-			o = numUnaryT(c, x, f64)
-		case graph.Int64:
-			o = numUnaryT(c, x, i64)
-		case graph.Int32:
-			o = numUnaryT(c, x, i32)
-		case graph.Int8:
-			o = numUnaryT(c, x, i8)
-		case graph.Uint8:
-			o = numUnaryT(c, x, u8)
-		default:
-			return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
+		for _, f := range fs {
+			var o *Tensor
+			switch f := f.(type) {
+			case func(float32) float32:
+				if x.DType == graph.Float {
+					o = numUnaryT(c, x, f)
+				}
+			case func(float64) float64:
+				if x.DType == graph.Double {
+					o = numUnaryT(c, x, f)
+				}
+			case func(int64) int64:
+				if x.DType == graph.Int64 {
+					o = numUnaryT(c, x, f)
+				}
+			case func(int32) int32:
+				if x.DType == graph.Int32 {
+					o = numUnaryT(c, x, f)
+				}
+			case func(int16) int16:
+				if x.DType == graph.Int16 {
+					o = numUnaryT(c, x, f)
+				}
+			case func(int8) int8:
+				if x.DType == graph.Int8 {
+					o = numUnaryT(c, x, f)
+				}
+			case func(uint64) uint64:
+				if x.DType == graph.Uint64 {
+					o = numUnaryT(c, x, f)
+				}
+			case func(uint32) uint32:
+				if x.DType == graph.Uint32 {
+					o = numUnaryT(c, x, f)
+				}
+			case func(uint16) uint16:
+				if x.DType == graph.Uint16 {
+					o = numUnaryT(c, x, f)
+				}
+			case func(uint8) uint8:
+				if x.DType == graph.Uint8 {
+					o = numUnaryT(c, x, f)
+				}
+			}
+			if o != nil {
+				return []*Tensor{o}, nil
+			}
 		}
-		return []*Tensor{o}, nil
+		return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
 	}
 }
 
@@ -161,7 +192,12 @@ func predicate(f func(float64) bool) Kernel {
 				d[i] = f(v)
 			}
 		default:
-			return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
+			if !smallFloat(x.DType) {
+				return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
+			}
+			for i, v := range x.Float64s() {
+				d[i] = f(v)
+			}
 		}
 		return []*Tensor{out}, nil
 	}
@@ -186,10 +222,10 @@ func init() {
 	for name, f := range floats {
 		reg(name, 1, 0, floatUnary32(fast[name], f))
 	}
-	reg("Abs", 6, 0, numUnary(absT[float32], absT[float64], absT[int64], absT[int32], absT[int8], absT[uint8]))
-	reg("Neg", 6, 0, numUnary(negT[float32], negT[float64], negT[int64], negT[int32], negT[int8], negT[uint8]))
-	reg("Sign", 9, 0, numUnary(signT[float32], signT[float64], signT[int64], signT[int32], signT[int8], signT[uint8]))
-	relu := numUnary(reluT[float32], reluT[float64], reluT[int64], reluT[int32], reluT[int8], reluT[uint8])
+	reg("Abs", 6, 0, numUnary(absT[float32], absT[float64], absT[int64], absT[int32], absT[int8], absT[uint8], absT[int16], absT[uint16], absT[uint32], absT[uint64]))
+	reg("Neg", 6, 0, numUnary(negT[float32], negT[float64], negT[int64], negT[int32], negT[int8], negT[int16]))
+	reg("Sign", 9, 0, numUnary(signT[float32], signT[float64], signT[int64], signT[int32], signT[int8], signT[uint8], signT[int16], signT[uint16], signT[uint32], signT[uint64]))
+	relu := numUnary(reluT[float32], reluT[float64], reluT[int64], reluT[int32], reluT[int8], reluT[int16])
 	reg("Relu", 6, 0, func(c *Call, in []*Tensor) ([]*Tensor, error) {
 		x := in[0]
 		if x.DType != graph.Float {
