@@ -475,6 +475,14 @@ func clearAny(d any) {
 		clear(d)
 	case []uint8:
 		clear(d)
+	case []int16:
+		clear(d)
+	case []uint16:
+		clear(d)
+	case []uint32:
+		clear(d)
+	case []uint64:
+		clear(d)
 	case []bool:
 		clear(d)
 	default:
@@ -519,6 +527,12 @@ func poison(t *Tensor) {
 		for i := range d {
 			d[i] = 0x9d
 		}
+	case []int16:
+		for i := range d {
+			d[i] = -99
+		}
+	case []uint16, []uint32, []uint64:
+		fromInt64(t, slices.Repeat([]int64{-99}, t.Len()))
 	case []bool:
 		for i := range d {
 			d[i] = true
