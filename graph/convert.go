@@ -55,6 +55,9 @@ func fromProto(pm *onnxpb.ModelProto, dir string) (*Model, error) {
 			return nil, fmt.Errorf("%w: function %s: %v", ErrInvalid, f.Name, err)
 		}
 	}
+	if err := m.findRepairs(); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 

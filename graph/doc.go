@@ -12,6 +12,12 @@
 // inside the model's folder, also through symlinks) but read only when
 // asked for. Saves go through a temporary file renamed into place.
 //
+// Load accepts the rule breaks ONNX Runtime accepts (nodes out of
+// topological order, a domain missing from the opset imports, no
+// producer) and lists them in Model.Repairs for tools to print; what is
+// ambiguous (a name defined twice, a cycle, nodes without any opset
+// import) is an error wrapping ErrInvalid.
+//
 // Edits keep use-def right: SetInput, ReplaceAllUsesWith, InsertBefore,
 // InsertAfter, Remove; All iterates while the graph changes; TopoSort and
 // EliminateDeadCode are explicit steps; Model.NewName is the one source of

@@ -29,8 +29,9 @@ type Model struct {
 	// model read from memory).
 	Dir string
 
-	shell *onnxpb.ModelProto // everything except graph and functions
-	names nameSet
+	shell   *onnxpb.ModelProto // everything except graph and functions
+	names   nameSet
+	repairs []Repair // rules the loaded file breaks that Load tolerated
 }
 
 // Opset is one imported operator set.

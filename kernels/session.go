@@ -276,10 +276,9 @@ func (s *Session) opsetOf(domain string, os opsets) int64 {
 	if v := s.model.OpsetVersion(d); v != 0 {
 		return v
 	}
-	if d == "" {
-		return 23
-	}
-	return 1
+	// A domain the imports leave out (graph.Model.Repairs says so): the
+	// version ONNX Runtime reads it at.
+	return graph.AssumedOpset(d)
 }
 
 // compile builds the plan of g. refs resolves attribute references inside

@@ -108,7 +108,7 @@ func convertRun(opts *convertOptions) error {
 	if opts.Threshold < 0 {
 		return badInput("--threshold must not be negative")
 	}
-	m, err := loadModel(opts.In)
+	m, err := loadModel(opts.IO.ErrOut, opts.In)
 	if err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ func convertRun(opts *convertOptions) error {
 	}
 	r := ConvertReport{Input: opts.In, Output: opts.Out, Bytes: fi.Size()}
 	// Describe the result as saved: reload it (weights are not read).
-	saved, err := loadModel(opts.Out)
+	saved, err := loadModel(nil, opts.Out)
 	if err != nil {
 		return fmt.Errorf("the saved model does not load: %w", err)
 	}

@@ -62,6 +62,9 @@ type InspectReport struct {
 	Subgraphs       []SubReport   `json:"subgraphs"`
 	Metadata        [][2]string   `json:"metadata,omitempty"`
 	TrainingInfo    bool          `json:"training_info,omitempty"`
+	// Repairs are the rules of the format the file breaks that the loader
+	// tolerated (also printed as warnings on standard error).
+	Repairs []string `json:"repairs,omitempty"`
 }
 
 // ValueReport describes a graph input or output.
@@ -136,6 +139,9 @@ func Inspect(path string, m *graph.Model) *InspectReport {
 		TrainingInfo: m.HasTrainingInfo(), Inputs: []ValueReport{}, Outputs: []ValueReport{},
 		Functions: []FuncReport{}, Subgraphs: []SubReport{},
 	}
+	for _, rp := range m.Repairs() {
+		r.Repairs = append(r.Repairs, rp.Msg)
+	}
 	inits := map[*graph.Value]bool{}
 	for _, v := range m.Graph.Initializers {
 		inits[v] = true
@@ -207,7 +213,7 @@ func Inspect(path string, m *graph.Model) *InspectReport {
 }
 
 func inspectRun(opts *inspectOptions) error {
-	m, err := loadModel(opts.Model)
+	m, err := loadModel(opts.IO.ErrOut, opts.Model)
 	if err != nil {
 		return err
 	}

@@ -3,14 +3,19 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 
 	"github.com/onnxpe/onnxpe/graph"
 )
 
 // loadModel loads a model, turning every failure into a one-line input
-// error that names the file.
-func loadModel(path string) (*graph.Model, error) {
+// error that names the file. Each rule of the format the file breaks and
+// the loader tolerates (graph.Model.Repairs: nodes out of order, a domain
+// missing from the opset imports, no producer) is printed on warn as one
+// "onnxpe: warning:" line; warn may be nil to say nothing (a file the
+// command wrote itself and has warned about already).
+func loadModel(warn io.Writer, path string) (*graph.Model, error) {
 	m, err := graph.Load(path)
 	if err != nil {
 		var pe *fs.PathError
@@ -18,6 +23,11 @@ func loadModel(path string) (*graph.Model, error) {
 			return nil, badInput("%s: %v", path, pe.Err)
 		}
 		return nil, badInput("%s: %v", path, err)
+	}
+	if warn != nil {
+		for _, r := range m.Repairs() {
+			fmt.Fprintf(warn, "onnxpe: warning: %s: %s\n", path, r.Msg)
+		}
 	}
 	return m, nil
 }

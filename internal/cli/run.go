@@ -120,7 +120,7 @@ func runRun(opts *runOptions) error {
 	default:
 		return badInput("--accumulate must be float32 or float64, not %q", opts.Accumulate)
 	}
-	m, err := loadModel(opts.Model)
+	m, err := loadModel(opts.IO.ErrOut, opts.Model)
 	if err != nil {
 		return err
 	}
