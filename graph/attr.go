@@ -212,6 +212,17 @@ func (a *Attr) Equal(b *Attr) bool {
 	return proto.Equal(a.pb, b.pb)
 }
 
+// Renamed returns a copy of a under another name and without an attribute
+// reference: what inlining a function call puts in place of a body
+// attribute that refers to the caller's. Tensor and graph values are
+// shared, not copied.
+func (a *Attr) Renamed(name string) *Attr {
+	c := &Attr{pb: proto.Clone(a.pb).(*onnxpb.AttributeProto), Tensor: a.Tensor, Graph: a.Graph, Tensors: a.Tensors, Graphs: a.Graphs}
+	c.pb.Name = proto.String(name)
+	c.pb.RefAttrName = nil
+	return c
+}
+
 // RefAttr makes an attribute of a node inside a function body that stands
 // for the calling node's attribute ref (ref_attr_name).
 func RefAttr(name, ref string, t AttrType) *Attr {

@@ -26,7 +26,8 @@ losing a byte, and runs them with its own reference kernels; auditing,
 rewriting, verifying and code generation are built on these.
 
 ` + exitCodesHelp,
-		Example: `  onnxpe inspect model.onnx
+		Example: `  onnxpe audit model.onnx
+  onnxpe inspect model.onnx
   onnxpe inspect model.onnx --json
   onnxpe convert big.onnx -o small.onnx --external-data
   onnxpe run model.onnx --inputs test_data_set_0`,
@@ -38,6 +39,7 @@ rewriting, verifying and code generation are built on these.
 	root.SetIn(ios.In)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &inputError{err} })
 	root.AddCommand(
+		NewCmdAudit(ios),
 		NewCmdInspect(ios),
 		NewCmdConvert(ios),
 		NewCmdRun(ios),

@@ -1,0 +1,397 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/onnxpe/onnxpe/passes"
+)
+
+type auditOptions struct {
+	IO       *IOStreams
+	Models   []string
+	Name     string
+	Format   string
+	JSON     bool
+	Output   string
+	Trace    bool
+	Require  []string
+	Forbid   []string
+	MinPos   int
+	Parallel int
+}
+
+// NewCmdAudit builds `onnxpe audit`.
+func NewCmdAudit(ios *IOStreams) *cobra.Command {
+	opts := &auditOptions{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "audit MODEL...",
+		Short: "Find the positional encodings of models: schemes, layers, parameters",
+		Long: `Audit reads a model and reports which positional-encoding schemes it uses
+(sinusoidal, learned_absolute, rope, alibi, t5_relative_bias,
+relative_clipped, nope), in which attention layers, with which
+parameters — from the graph alone: names, producer strings and metadata
+are never evidence. Candidate subgraphs are evaluated with onnxpe's
+kernels on probe positions and the parameters fitted from the values
+(RoPE base and scaling rule, ALiBi slopes, T5 buckets, ...). A value the
+file does not hold (frequencies given as an input, a cache in absent
+external data) is reported as null with a note.
+
+Several models are audited in parallel; on a terminal a progress bar is
+shown. --json prints one report (or an array of reports) in the shape of
+the JSON Schema passes/report.schema.json; --format markdown prints
+tables for documents.
+
+Policies for CI: --require and --forbid a scheme, and
+--max-positions-at-least N (a learned table or stored cache shorter than N
+fails). A violated policy prints the reason and exits 1.
+
+` + exitCodesHelp,
+		Example: `  onnxpe audit model.onnx
+  onnxpe audit model.onnx --json
+  onnxpe audit models/*.onnx --format markdown -o audit.md
+  onnxpe audit model.onnx --require rope --max-positions-at-least 4096
+  onnxpe audit model.onnx --trace`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			opts.Models = args
+			return auditRun(opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Format, "format", "table", "output format: table, json, markdown or html")
+	f.BoolVar(&opts.JSON, "json", false, "print JSON (same as --format json)")
+	f.StringVarP(&opts.Output, "output", "o", "", "write the report to `FILE` instead of standard output")
+	f.StringVar(&opts.Name, "name", "", "the report's model field (one model; default: the path given)")
+	f.BoolVar(&opts.Trace, "trace", false, "print why candidates were not matched (near-misses), to standard error")
+	f.StringSliceVar(&opts.Require, "require", nil, "fail (exit 1) unless every model uses `SCHEME` (repeatable)")
+	f.StringSliceVar(&opts.Forbid, "forbid", nil, "fail (exit 1) if a model uses `SCHEME` (repeatable)")
+	f.IntVar(&opts.MinPos, "max-positions-at-least", 0, "fail (exit 1) if a learned table or stored cache has fewer than `N` positions")
+	f.IntVar(&opts.Parallel, "parallel", 0, "models audited at once (default: the number of CPUs)")
+	return cmd
+}
+
+var schemeNames = []string{passes.Sinusoidal, passes.LearnedAbsolute, passes.RoPEScheme, passes.ALiBi,
+	passes.T5RelativeBias, passes.RelativeClipped, passes.NoPE}
+
+// auditResult is the audit of one model.
+type auditResult struct {
+	path   string
+	report *passes.Report
+	trace  []passes.Miss
+	err    error
+}
+
+func auditRun(opts *auditOptions) error {
+	if opts.JSON {
+		opts.Format = "json"
+	}
+	switch opts.Format {
+	case "table", "json", "markdown":
+	case "html":
+		return badInput("audit: --format html is not available yet (use table, json or markdown)")
+	default:
+		return badInput("audit: --format must be table, json, markdown or html, not %q", opts.Format)
+	}
+	for _, s := range append(slices.Clone(opts.Require), opts.Forbid...) {
+		if !slices.Contains(schemeNames, s) {
+			return badInput("audit: unknown scheme %q (one of %s)", s, strings.Join(schemeNames, ", "))
+		}
+	}
+	if opts.Name != "" && len(opts.Models) > 1 {
+		return badInput("audit: --name applies to one model, not %d", len(opts.Models))
+	}
+	if opts.MinPos < 0 {
+		return badInput("audit: --max-positions-at-least must not be negative")
+	}
+	results := auditModels(opts)
+	for _, r := range results {
+		if r.err != nil {
+			return r.err
+		}
+	}
+	if opts.Trace {
+		for _, r := range results {
+			for _, m := range r.trace {
+				fmt.Fprintf(opts.IO.ErrOut, "trace: %s: %s at %s: %s\n", r.path, m.Rule, m.At, m.Reason)
+			}
+		}
+	}
+	var buf bytes.Buffer
+	reports := make([]*passes.Report, len(results))
+	for i, r := range results {
+		reports[i] = r.report
+	}
+	switch opts.Format {
+	case "json":
+		enc := json.NewEncoder(&buf)
+		enc.SetIndent("", "  ")
+		var v any = reports
+		if len(reports) == 1 {
+			v = reports[0]
+		}
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+	case "markdown":
+		writeAuditMarkdown(&buf, reports)
+	default:
+		writeAuditTable(&buf, reports)
+	}
+	if opts.Output != "" {
+		if err := writeFileAtomic(opts.Output, buf.Bytes()); err != nil {
+			return badInput("%s: %v", opts.Output, err)
+		}
+	} else if _, err := opts.IO.Out.Write(buf.Bytes()); err != nil {
+		return err
+	}
+	if v := policyViolations(opts, reports); len(v) > 0 {
+		return &checkFailed{msg: strings.Join(v, "; ")}
+	}
+	return nil
+}
+
+// auditModels audits every model, several at once, with a progress bar on
+// a terminal.
+func auditModels(opts *auditOptions) []auditResult {
+	results := make([]auditResult, len(opts.Models))
+	workers := opts.Parallel
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = min(workers, len(opts.Models))
+	var bar *progressbar.ProgressBar
+	if opts.IO.IsTerminal && len(opts.Models) > 1 {
+		bar = progressbar.NewOptions(len(opts.Models), progressbar.OptionSetWriter(opts.IO.ErrOut),
+			progressbar.OptionSetDescription("auditing"), progressbar.OptionShowCount(),
+			progressbar.OptionClearOnFinish())
+	}
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				results[i] = auditOne(opts, opts.Models[i])
+				if bar != nil {
+					_ = bar.Add(1)
+				}
+			}
+		}()
+	}
+	for i := range opts.Models {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	return results
+}
+
+func auditOne(opts *auditOptions, path string) (res auditResult) {
+	res.path = path
+	defer func() {
+		if r := recover(); r != nil {
+			res.err = fmt.Errorf("%s: audit panicked: %v", path, r)
+		}
+	}()
+	m, err := loadModel(path)
+	if err != nil {
+		res.err = err
+		return res
+	}
+	name := path
+	if opts.Name != "" {
+		name = opts.Name
+	}
+	rep, ctx, err := passes.AuditModel(m, name, passes.Options{Trace: opts.Trace})
+	if err != nil {
+		if errors.Is(err, passes.ErrModel) {
+			res.err = badInput("%s: %v", path, err)
+		} else {
+			res.err = fmt.Errorf("%s: %w", path, err)
+		}
+		return res
+	}
+	res.report = rep
+	if ctx != nil {
+		res.trace = ctx.Trace()
+	}
+	return res
+}
+
+// policyViolations lists the policies a set of reports breaks.
+func policyViolations(opts *auditOptions, reports []*passes.Report) []string {
+	var out []string
+	for _, r := range reports {
+		for _, s := range opts.Require {
+			if !slices.Contains(r.Schemes, s) {
+				out = append(out, fmt.Sprintf("%s: required scheme %s not found (found %s)", r.Model, s, strings.Join(r.Schemes, ", ")))
+			}
+		}
+		for _, s := range opts.Forbid {
+			if slices.Contains(r.Schemes, s) {
+				out = append(out, fmt.Sprintf("%s: forbidden scheme %s found", r.Model, s))
+			}
+		}
+		if opts.MinPos > 0 {
+			for _, f := range r.Findings {
+				if f.Params == nil {
+					continue
+				}
+				mp, ok := f.Params.Map()["max_positions"].(int)
+				if ok && mp < opts.MinPos {
+					out = append(out, fmt.Sprintf("%s: %s in layers %v holds %d positions, fewer than %d", r.Model, f.Scheme, f.Layers, mp, opts.MinPos))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// paramString prints params as key=value pairs, sorted by key.
+func paramString(f *passes.Finding) string {
+	if f.Params == nil {
+		return ""
+	}
+	m := f.Params.Map()
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		b, _ := json.Marshal(m[k])
+		parts = append(parts, k+"="+string(b))
+	}
+	return strings.Join(parts, " ")
+}
+
+func layersString(ls []int) string {
+	if len(ls) == 0 {
+		return "-"
+	}
+	var parts []string
+	for i := 0; i < len(ls); {
+		j := i
+		for j+1 < len(ls) && ls[j+1] == ls[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", ls[i], ls[j]))
+		} else {
+			parts = append(parts, fmt.Sprint(ls[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+func writeAuditTable(out io.Writer, reports []*passes.Report) {
+	for i, r := range reports {
+		if i > 0 {
+			fmt.Fprintln(out)
+		}
+		fmt.Fprintf(out, "%s: %s (%d attention layers)\n", r.Model, strings.Join(r.Schemes, ", "), len(r.Layers))
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SCHEME\tLAYERS\tFUSED\tNODES\tPARAMS")
+		for _, f := range r.Findings {
+			fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\n", f.Scheme, layersString(f.Layers), f.Fused, len(f.Nodes), paramString(f))
+		}
+		tw.Flush()
+		for _, f := range r.Findings {
+			for _, n := range f.Notes {
+				fmt.Fprintf(out, "note (%s): %s\n", f.Scheme, n)
+			}
+		}
+	}
+	if len(reports) > 1 {
+		fmt.Fprintln(out)
+		writeSummary(out, reports, false)
+	}
+}
+
+func writeSummary(out io.Writer, reports []*passes.Report, md bool) {
+	if md {
+		fmt.Fprintln(out, "| model | schemes | layers | findings |")
+		fmt.Fprintln(out, "|---|---|---|---|")
+		for _, r := range reports {
+			fmt.Fprintf(out, "| `%s` | %s | %d | %d |\n", r.Model, strings.Join(r.Schemes, ", "), len(r.Layers), len(r.Findings))
+		}
+		return
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MODEL\tSCHEMES\tLAYERS\tFINDINGS")
+	for _, r := range reports {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", r.Model, strings.Join(r.Schemes, ","), len(r.Layers), len(r.Findings))
+	}
+	tw.Flush()
+}
+
+func writeAuditMarkdown(out io.Writer, reports []*passes.Report) {
+	if len(reports) > 1 {
+		fmt.Fprintln(out, "# Positional-encoding audit")
+		fmt.Fprintln(out)
+		writeSummary(out, reports, true)
+		fmt.Fprintln(out)
+	}
+	for _, r := range reports {
+		fmt.Fprintf(out, "## `%s`\n\n", r.Model)
+		fmt.Fprintf(out, "Schemes: %s; %d attention layers.\n\n", strings.Join(r.Schemes, ", "), len(r.Layers))
+		fmt.Fprintln(out, "| scheme | layers | fused | nodes | params |")
+		fmt.Fprintln(out, "|---|---|---|---|---|")
+		for _, f := range r.Findings {
+			fmt.Fprintf(out, "| %s | %s | %v | %d | %s |\n", f.Scheme, layersString(f.Layers), f.Fused, len(f.Nodes), strings.ReplaceAll(paramString(f), "|", "\\|"))
+		}
+		fmt.Fprintln(out)
+		for _, f := range r.Findings {
+			for _, n := range f.Notes {
+				fmt.Fprintf(out, "- %s: %s\n", f.Scheme, n)
+			}
+		}
+		fmt.Fprintln(out)
+	}
+}
+
+// writeFileAtomic writes data to a temporary file beside path and renames
+// it into place.
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, ".onnxpe-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}

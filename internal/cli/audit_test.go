@@ -1,0 +1,121 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/onnxpe/onnxpe/testmodels"
+)
+
+func corpusModel(name string) string {
+	return filepath.Join(testmodels.Dir(), "models", name, "model.onnx")
+}
+
+type auditJSON struct {
+	Model    string   `json:"model"`
+	Schemes  []string `json:"schemes"`
+	Findings []struct {
+		Scheme string         `json:"scheme"`
+		Layers []int          `json:"layers"`
+		Nodes  []string       `json:"nodes"`
+		Params map[string]any `json:"params"`
+	} `json:"findings"`
+}
+
+func TestAuditJSON(t *testing.T) {
+	code, out, errOut := runCLI(t, "audit", corpusModel("rope_llama"), "--json", "--name", "rope_llama")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r auditJSON
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("invalid JSON: %v\n%s", err, out)
+	}
+	if r.Model != "rope_llama" || len(r.Schemes) != 1 || r.Schemes[0] != "rope" || r.Findings[0].Params["base"] != float64(10000) {
+		t.Fatalf("unexpected report: %+v", r)
+	}
+	if len(r.Findings[0].Nodes) == 0 {
+		t.Fatal("a RoPE finding without nodes")
+	}
+}
+
+func TestAuditSeveralModels(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "audit.json")
+	code, stdout, errOut := runCLI(t, "audit", corpusModel("rope_llama"), corpusModel("nope_causal"), "--json", "-o", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if stdout != "" {
+		t.Errorf("with -o nothing goes to standard output, got %q", stdout)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs []auditJSON
+	if err := json.Unmarshal(b, &rs); err != nil || len(rs) != 2 {
+		t.Fatalf("want a JSON array of 2 reports: %v\n%s", err, b)
+	}
+	if rs[0].Schemes[0] != "rope" || rs[1].Schemes[0] != "nope" {
+		t.Errorf("reports out of order or wrong: %v %v", rs[0].Schemes, rs[1].Schemes)
+	}
+	code, table, _ := runCLI(t, "audit", corpusModel("rope_llama"), corpusModel("nope_causal"))
+	if code != 0 || !strings.Contains(table, "MODEL") || !strings.Contains(table, "half_split") {
+		t.Errorf("exit %d, table:\n%s", code, table)
+	}
+	code, md, _ := runCLI(t, "audit", corpusModel("rope_llama"), "--format", "markdown")
+	if code != 0 || !strings.Contains(md, "| scheme | layers |") {
+		t.Errorf("exit %d, markdown:\n%s", code, md)
+	}
+}
+
+func TestAuditPolicies(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"--require", "rope"}, 0, ""},
+		{[]string{"--require", "alibi"}, 1, "required scheme alibi not found"},
+		{[]string{"--forbid", "rope"}, 1, "forbidden scheme rope found"},
+		{[]string{"--max-positions-at-least", "100"}, 0, ""},
+		{[]string{"--max-positions-at-least", "4096"}, 1, "holds 128 positions, fewer than 4096"},
+		{[]string{"--require", "wavelets"}, 2, "unknown scheme"},
+		{[]string{"--format", "html"}, 2, "not available yet"},
+		{[]string{"--format", "yaml"}, 2, "--format must be"},
+	} {
+		args := append([]string{"audit", corpusModel("rope_linear")}, tc.args...)
+		code, out, errOut := runCLI(t, args...)
+		if code != tc.code || !strings.Contains(errOut, tc.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d with %q", tc.args, code, errOut, tc.code, tc.msg)
+		}
+		if code == 1 && !strings.Contains(out, "rope") {
+			t.Errorf("%v: a violated policy still prints the report, got %q", tc.args, out)
+		}
+	}
+}
+
+func TestAuditBadModelExits2(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.onnx")
+	os.WriteFile(bad, []byte("not a model"), 0o644)
+	out := filepath.Join(dir, "out.json")
+	code, stdout, errOut := runCLI(t, "audit", corpusModel("rope_llama"), bad, "--json", "-o", out)
+	if code != 2 || stdout != "" || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, "bad.onnx") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, errOut)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Error("a failed audit wrote its output file")
+	}
+}
+
+func TestAuditTrace(t *testing.T) {
+	code, _, errOut := runCLI(t, "audit", corpusModel("llama4_nope"), "--trace")
+	if code != 0 || !strings.Contains(errOut, "trace:") || !strings.Contains(errOut, "no dimensions of q are paired") {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+}

@@ -1,0 +1,518 @@
+package passes
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"slices"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
+)
+
+// rotation is what probing one side's region measured.
+type rotation struct {
+	pairs     [][2]int // (first, second) dimension of each rotary pair, in frequency order
+	layout    string
+	headDim   int
+	rotaryDim int
+	omega     []float64 // radians per position, per pair
+	omegaLong []float64
+	amp       float64
+	synthetic bool
+	half      bool // computed in float16/bfloat16
+	heads     int
+	table     string
+	tableRows int
+	// pastLength: positions are counted from the length of a KV cache
+	// given as input.
+	pastLength bool
+	// dynamic holds frequencies measured at other largest positions when
+	// they differ from the first measurement; remeasure measures at a
+	// given largest position.
+	dynamic   []dynPoint
+	remeasure func(L int) (dynPoint, bool)
+	posAxis int
+	seq     int
+}
+
+type dynPoint struct {
+	L     int // largest position + 1
+	span  int // positions measured
+	omega []float64
+}
+
+// probeSeqs are the sequence lengths tried, largest first (a stored table
+// may be shorter).
+var probeSeqs = []int{16, 8, 4}
+
+// measureRotation probes a side's region with unit vectors.
+func (w *Work) measureRotation(s *side) (*rotation, string) {
+	var last string
+	for _, seq := range probeSeqs {
+		p := w.NewProbe(1, seq, 0)
+		r, why := w.measureAt(p, s)
+		if r != nil {
+			w.checkDynamic(s, r)
+			return r, ""
+		}
+		last = why
+	}
+	return nil, last
+}
+
+// unitProbe evaluates the side's output with q set, per slot (every index
+// but the last axis), to the vector vec(slot).
+func (w *Work) unitProbe(p *Probe, s *side, shape []int, vec func(slot int, row []float64)) ([]float64, error) {
+	d := shape[len(shape)-1]
+	total := 1
+	for _, x := range shape {
+		total *= x
+	}
+	vals := make([]float64, total)
+	for k := 0; k < total/d; k++ {
+		vec(k, vals[k*d:(k+1)*d])
+	}
+	t := fromFloat64Any(w.ElemType(s.In), shape, vals)
+	if t == nil {
+		return nil, fmt.Errorf("element type %v of q", w.ElemType(s.In))
+	}
+	p.SetCuts(map[*graph.Value]*kernels.Tensor{s.In: t})
+	out, err := p.Value(s.Out)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Equal(out.Shape, shape) {
+		return nil, fmt.Errorf("the rotated value has shape %v, q has %v", out.Shape, shape)
+	}
+	return out.Float64s(), nil
+}
+
+func (w *Work) measureAt(p *Probe, s *side) (*rotation, string) {
+	shape, ok := p.BindShape(w.Shape(s.In))
+	if !ok || len(shape) < 2 {
+		return nil, fmt.Sprintf("the shape %s of %s is not known", w.shapeString(w.Shape(s.In)), w.name(s.In))
+	}
+	d := shape[len(shape)-1]
+	slots := 1
+	for _, x := range shape[:len(shape)-1] {
+		slots *= x
+	}
+	if d < 2 || slots < 2 {
+		return nil, "q has fewer than 2 dimensions or positions"
+	}
+	// 1. Which dimensions pair up: one unit vector per slot, the column
+	// moving from slot to slot.
+	partner := make([]map[int]int, d)
+	selfSeen := make([]int, d)
+	mixed := 0
+	maxEv := min(64, 3*((d+slots-1)/slots)+3)
+	for ev := 0; ev < maxEv; ev++ {
+		col := func(k int) int { return (k + ev*slots + ev) % d }
+		out, err := w.unitProbe(p, s, shape, func(k int, row []float64) { row[col(k)] = 1 })
+		if err != nil {
+			return nil, "probe: " + err.Error()
+		}
+		for k := 0; k < slots; k++ {
+			row := out[k*d : (k+1)*d]
+			c := col(k)
+			var others []int
+			for i, x := range row {
+				if i != c && x != 0 {
+					others = append(others, i)
+				}
+			}
+			if row[c] != 0 {
+				selfSeen[c]++
+			}
+			switch len(others) {
+			case 0:
+			case 1:
+				if partner[c] == nil {
+					partner[c] = map[int]int{}
+				}
+				partner[c][others[0]]++
+			default:
+				mixed++
+			}
+		}
+		done := true
+		for c := 0; c < d; c++ {
+			if partner[c] == nil && selfSeen[c] < 3 {
+				done = false
+			}
+		}
+		if done && ev >= 1 {
+			break
+		}
+	}
+	if mixed > 0 {
+		return nil, "the region mixes more than two dimensions of q (not a rotation of pairs)"
+	}
+	pair := make([]int, d)
+	var rot []int
+	for c := 0; c < d; c++ {
+		pair[c] = -1
+		best := 0
+		for o, n := range partner[c] {
+			if n > best || n == best && o < pair[c] {
+				pair[c], best = o, n
+			}
+		}
+		if pair[c] >= 0 {
+			rot = append(rot, c)
+		}
+	}
+	if len(rot) == 0 {
+		return nil, "no dimensions of q are paired (no rotation)"
+	}
+	for _, c := range rot {
+		if pair[pair[c]] != c {
+			return nil, fmt.Sprintf("dimension %d pairs with %d but %d pairs with %d", c, pair[c], pair[c], pair[pair[c]])
+		}
+	}
+	r := &rotation{headDim: d, rotaryDim: len(rot), half: isHalfType(w.ElemType(s.Out))}
+	o := rot[0]
+	rd := len(rot)
+	contiguous := rot[len(rot)-1] == o+rd-1 && rd%2 == 0
+	switch {
+	case contiguous && pairsAll(rot, func(c int) bool { return c-o < rd/2 == (pair[c] == c+rd/2) && (c-o >= rd/2) == (pair[c] == c-rd/2) }):
+		r.layout = "half_split"
+		for k := 0; k < rd/2; k++ {
+			r.pairs = append(r.pairs, [2]int{o + k, o + k + rd/2})
+		}
+	case contiguous && pairsAll(rot, func(c int) bool { return pair[c] == c+1-2*((c-o)%2) }):
+		r.layout = "interleaved"
+		for k := 0; k < rd/2; k++ {
+			r.pairs = append(r.pairs, [2]int{o + 2*k, o + 2*k + 1})
+		}
+	default:
+		return nil, fmt.Sprintf("the rotary pairs %v follow neither the half-split nor the interleaved layout", pair)
+	}
+	if o != 0 {
+		return nil, fmt.Sprintf("the rotary dimensions start at %d, not at the head's first dimension", o)
+	}
+	// 2. The angles: the first dimension of every pair set in every slot.
+	theta, amp, err := w.angles(p, s, shape, r.pairs)
+	if err != nil {
+		return nil, "probe: " + err.Error()
+	}
+	r.synthetic = p.Synthetic(s.Out)
+	// 3. The axis along which the angles change is the position.
+	r.posAxis = -1
+	for a := 0; a < len(shape)-1; a++ {
+		if shape[a] < 2 {
+			continue
+		}
+		stride := 1
+		for _, x := range shape[a+1 : len(shape)-1] {
+			stride *= x
+		}
+		for k := range r.pairs {
+			if math.Abs(theta[k][0]-theta[k][stride]) > 1e-6 {
+				if r.posAxis >= 0 && r.posAxis != a {
+					return nil, "the angles change along two axes of q"
+				}
+				r.posAxis = a
+			}
+		}
+	}
+	if r.posAxis < 0 {
+		return nil, "the angles do not change with the position"
+	}
+	r.seq = shape[r.posAxis]
+	r.omega, r.amp = omegas(theta, amp, shape, r.posAxis)
+	for _, x := range r.omega {
+		if math.IsNaN(x) {
+			return nil, "the angles are not linear in the position"
+		}
+	}
+	if r.omega[0] < 0 {
+		for i := range r.omega {
+			r.omega[i] = -r.omega[i]
+		}
+	}
+	// Heads: the other axis of a 4-D q.
+	if len(shape) == 4 {
+		for a := 1; a < 3; a++ {
+			if a != r.posAxis {
+				r.heads = shape[a]
+			}
+		}
+	}
+	cone := w.cone(s.Pos...)
+	if tv, rows := w.positionTable(cone); tv != nil {
+		r.table, r.tableRows = w.name(tv), rows
+	}
+	for _, n := range cone {
+		if n.OpType == "Shape" && w.cacheInput(n.Input(0)) {
+			r.pastLength = true
+		}
+	}
+	return r, ""
+}
+
+func pairsAll(cs []int, f func(int) bool) bool {
+	for _, c := range cs {
+		if !f(c) {
+			return false
+		}
+	}
+	return true
+}
+
+func isHalfType(dt graph.DataType) bool { return dt == graph.Float16 || dt == graph.BFloat16 }
+
+// angles probes with the first dimension of every pair set and returns,
+// per pair and slot, the angle and the amplitude of the rotation.
+func (w *Work) angles(p *Probe, s *side, shape []int, pairs [][2]int) ([][]float64, [][]float64, error) {
+	d := shape[len(shape)-1]
+	out, err := w.unitProbe(p, s, shape, func(k int, row []float64) {
+		for _, pr := range pairs {
+			row[pr[0]] = 1
+		}
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	slots := len(out) / d
+	theta := make([][]float64, len(pairs))
+	amp := make([][]float64, len(pairs))
+	for k, pr := range pairs {
+		theta[k] = make([]float64, slots)
+		amp[k] = make([]float64, slots)
+		for sl := 0; sl < slots; sl++ {
+			c, sn := out[sl*d+pr[0]], out[sl*d+pr[1]]
+			theta[k][sl] = math.Atan2(sn, c)
+			amp[k][sl] = math.Hypot(c, sn)
+		}
+	}
+	return theta, amp, nil
+}
+
+// omegas fits each pair's frequency along the position axis (other axes
+// at index 0) and averages the amplitude.
+func omegas(theta, amp [][]float64, shape []int, axis int) ([]float64, float64) {
+	stride := 1
+	for _, x := range shape[axis+1 : len(shape)-1] {
+		stride *= x
+	}
+	n := shape[axis]
+	out := make([]float64, len(theta))
+	var sa float64
+	var na int
+	for k := range theta {
+		seq := make([]float64, n)
+		for i := 0; i < n; i++ {
+			seq[i] = theta[k][i*stride]
+		}
+		out[k] = unwrapSlope(seq)
+		// Linear within a measurement.
+		for i := 1; i < n; i++ {
+			pred := seq[0] + out[k]*float64(i)
+			if math.Abs(math.Remainder(seq[i]-pred, 2*math.Pi)) > 1e-2 {
+				out[k] = math.NaN()
+				break
+			}
+		}
+		for _, a := range amp[k] {
+			sa += a
+			na++
+		}
+	}
+	return out, sa / float64(na)
+}
+
+// checkDynamic measures the frequencies again at other positions: when
+// they change, the cos/sin depend on the length (dynamic rules).
+func (w *Work) checkDynamic(s *side, r *rotation) {
+	if r.synthetic || r.tableRows > 0 {
+		return
+	}
+	hasPosInput := false
+	for _, n := range w.cone(s.Pos...) {
+		for _, in := range n.Inputs() {
+			if in != nil && in.Producer() == nil && w.Role(in) == RolePositions {
+				hasPosInput = true
+			}
+		}
+	}
+	measure := func(start, seq int) (dynPoint, bool) {
+		p := w.NewProbe(1, seq, int64(start))
+		shape, ok := p.BindShape(w.Shape(s.In))
+		if !ok || r.posAxis >= len(shape) {
+			return dynPoint{}, false
+		}
+		theta, amp, err := w.angles(p, s, shape, r.pairs)
+		if err != nil {
+			return dynPoint{}, false
+		}
+		om, _ := omegas(theta, amp, shape, r.posAxis)
+		if slices.ContainsFunc(om, math.IsNaN) {
+			return dynPoint{}, false
+		}
+		for i := range om {
+			om[i] = math.Abs(om[i])
+		}
+		return dynPoint{L: start + seq, span: seq, omega: om}, true
+	}
+	r.remeasure = func(L int) (dynPoint, bool) {
+		if hasPosInput {
+			return measure(max(L-r.seq, 0), min(r.seq, L))
+		}
+		if L > 1<<14 {
+			return dynPoint{}, false
+		}
+		return measure(0, L)
+	}
+	var probes []int // largest position + 1
+	if hasPosInput {
+		probes = []int{4, 1000 + r.seq, 100000 + r.seq}
+	} else {
+		probes = []int{4, 4 * r.seq, 16 * r.seq}
+	}
+	points := []dynPoint{{L: r.seq, span: r.seq, omega: r.omega}}
+	changed := false
+	angErr := 2e-7
+	if r.half {
+		angErr = 2e-3
+	}
+	for _, L := range probes {
+		pt, ok := r.remeasure(L)
+		if !ok {
+			continue
+		}
+		for i, x := range pt.omega {
+			// Angles of far positions are known to the rounding of
+			// position·frequency.
+			far := float64(pt.L) * r.omega[i]
+			sig := (angErr+2*far*relEps(r.half))/(r.omega[i]*float64(pt.span)) + (angErr+1e-7)/(r.omega[i]*float64(r.seq))
+			if math.Abs(x/r.omega[i]-1) > 8*sig+1e-6 {
+				changed = true
+			}
+		}
+		points = append(points, pt)
+	}
+	if changed {
+		slices.SortFunc(points, func(a, b dynPoint) int { return a.L - b.L })
+		r.dynamic = points
+	}
+}
+
+// relEps is the relative rounding of the type cos/sin angles are
+// computed in.
+func relEps(half bool) float64 {
+	if half {
+		return 1.0 / 2048
+	}
+	return 6e-8
+}
+
+// fitDynamic fits dynamic NTK: base' = base·max(1, f·L/orig - (f-1))^(d/(d-2)).
+func (w *Work) fitDynamic(r *rotation, angErr, tol float64) ropeFit {
+	if os.Getenv("ONNXPE_DEBUG_ROPE") != "" {
+		for _, pt := range r.dynamic {
+			fmt.Fprintln(os.Stderr, "dyn", pt.L, pt.omega)
+		}
+	}
+	rd := float64(r.rotaryDim)
+	var bases []float64
+	for _, pt := range r.dynamic {
+		sig := omegaSigma(pt.omega, angErr, pt.span, pt.L, relEps(r.half))
+		b, f, resid := plainFit(pt.omega, sig, r.rotaryDim)
+		if resid > 8 || math.Abs(f-1) > 8*sig[0]+50*tol {
+			return ropeFit{Scaling: "unknown", Base: math.NaN(), Notes: []string{"the frequencies change with the sequence length but not by a base change"}}
+		}
+		bases = append(bases, b)
+	}
+	base := slices.Min(bases)
+	var xs, ys []float64
+	for i, pt := range r.dynamic {
+		rr := math.Pow(bases[i]/base, (rd-2)/rd)
+		if rr > 1+1e-4 {
+			xs = append(xs, float64(pt.L))
+			ys = append(ys, rr)
+		}
+	}
+	if len(xs) < 2 {
+		return ropeFit{Scaling: "unknown", Base: math.NaN(), Notes: []string{"the frequencies change with the sequence length; too few measurements to fit a rule"}}
+	}
+	c, a := linreg(xs, ys)
+	factor := 1 - c
+	if a <= 0 || factor <= 1 {
+		return ropeFit{Scaling: "unknown", Base: math.NaN()}
+	}
+	orig := factor / a
+	// Refine near the original length, where the intercept is well
+	// determined: r(L) = f·L/orig - (f-1) at L = 2·orig and 4·orig.
+	if r.remeasure != nil && orig >= 2 {
+		var rx, ry []float64
+		for _, L := range []int{int(math.Round(2 * orig)), int(math.Round(4 * orig))} {
+			pt, ok := r.remeasure(L)
+			if !ok {
+				break
+			}
+			sig := omegaSigma(pt.omega, angErr, pt.span, pt.L, relEps(r.half))
+			b, _, resid := plainFit(pt.omega, sig, r.rotaryDim)
+			if resid > 8 {
+				break
+			}
+			rx = append(rx, float64(pt.L))
+			ry = append(ry, math.Pow(b/base, (rd-2)/rd))
+		}
+		if len(rx) == 2 {
+			c, a = linreg(rx, ry)
+			if a > 0 && 1-c > 1 {
+				factor, orig = 1-c, (1-c)/a
+			}
+		}
+	}
+	factor = snap(factor, 1e-3)
+	return ropeFit{Base: snap(base, 5*tol), Scaling: "ntk", Factor: factor, Orig: ptr(int(math.Round(orig)))}
+}
+
+// positionTable finds a stored table indexed by positions in the nodes of
+// a cone: a constant read (through layout ops) by a Gather, GatherElements
+// or Slice whose indices or bounds are not constant. rows is its largest
+// dimension but the last.
+func (w *Work) positionTable(cone []*graph.Node) (*graph.Value, int) {
+	var best *graph.Value
+	rows := 0
+	for _, n := range cone {
+		switch n.OpType {
+		case "Gather", "GatherElements", "Slice", "GatherND":
+		default:
+			continue
+		}
+		dynamic := false
+		for _, in := range n.Inputs()[1:] {
+			if in != nil && !w.IsConst(in) {
+				dynamic = true
+			}
+		}
+		if !dynamic {
+			continue
+		}
+		v := n.Input(0)
+		for steps := 0; steps < 8 && v != nil && !w.IsConst(v); steps++ {
+			p := v.Producer()
+			if p == nil || !layoutOps[p.OpType] {
+				v = nil
+				break
+			}
+			v = p.Input(0)
+		}
+		if v == nil || !w.IsConst(v) || !isFloatType(v.Const.DataType()) || len(v.Const.Dims()) < 2 {
+			continue
+		}
+		dims := v.Const.Dims()
+		r := 0
+		for _, x := range dims[:len(dims)-1] {
+			r = max(r, int(x))
+		}
+		if r > rows {
+			best, rows = v, r
+		}
+	}
+	return best, rows
+}

@@ -1,0 +1,122 @@
+package passes
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/onnxpe/onnxpe/graph"
+)
+
+// Temperatures finds query temperature tuning (Llama 4's NoPE layers).
+var Temperatures = &Pass{
+	Name: "temperature",
+	Doc: `Find position-dependent scaling of the queries (attention temperature tuning).
+
+A query side whose region multiplies q by a value that depends only on
+the position (the same for every dimension) is a temperature. Probing it
+at single positions finds where it first departs from 1 (floor_scale)
+and by how much (attn_scale), for Llama 4's
+log(floor((pos+1)/floor_scale)+1)·attn_scale+1.`,
+	Requires: []*Pass{Normalize, Blocks, Sides},
+	Run: func(c *Context) (any, error) {
+		w := c.Work()
+		out := map[int]*Temperature{}
+		for b, bs := range c.ResultOf[Sides].(map[*Block]*BlockSides) {
+			if bs.Q == nil || len(bs.Q.Nodes) != 1 || len(bs.Q.Pos) != 1 {
+				continue
+			}
+			n := bs.Q.Nodes[0]
+			if n.OpType != "Mul" && n.OpType != "Div" {
+				continue
+			}
+			if t, why := w.temperature(bs.Q.Pos[0], n.OpType == "Div"); t != nil {
+				out[b.Index] = t
+			} else {
+				c.Miss("temperature", w.OrigName(n), why, 1)
+			}
+		}
+		return out, nil
+	},
+}
+
+// scaleAt evaluates the scale value v at position pos: with a position
+// input, one position starting there; otherwise the last of pos+1
+// positions.
+func (w *Work) scaleAt(v *graph.Value, pos int64, posInput bool) (float64, bool) {
+	var p *Probe
+	if posInput {
+		p = w.NewProbe(1, 1, pos)
+	} else {
+		if pos > 1<<16 {
+			return 0, false
+		}
+		p = w.NewProbe(1, int(pos)+1, 0)
+	}
+	t, err := p.Value(v)
+	if err != nil || t.Len() < 1 || p.Synthetic(v) {
+		return 0, false
+	}
+	x := t.Float64s()
+	return x[len(x)-1], true
+}
+
+func (w *Work) temperature(v *graph.Value, inverse bool) (*Temperature, string) {
+	posInput := false
+	for _, n := range w.cone(v) {
+		for _, in := range n.Inputs() {
+			if in != nil && in.Producer() == nil && w.Role(in) == RolePositions {
+				posInput = true
+			}
+		}
+	}
+	at := func(pos int64) (float64, bool) {
+		x, ok := w.scaleAt(v, pos, posInput)
+		if ok && inverse {
+			x = 1 / x
+		}
+		return x, ok
+	}
+	one, ok := at(0)
+	if !ok || math.Abs(one-1) > 1e-6 {
+		return nil, "the scale of q is not 1 at position 0 or does not depend on the position alone"
+	}
+	// The first position where the scale departs from 1.
+	lo, hi := int64(0), int64(-1)
+	for k := 0; k < 26; k++ {
+		p := int64(1)<<k - 1
+		x, ok := at(p)
+		if !ok {
+			return nil, fmt.Sprintf("the scale could not be evaluated at position %d", p)
+		}
+		if math.Abs(x-1) > 1e-6 {
+			hi = p
+			break
+		}
+		lo = p
+	}
+	if hi < 0 {
+		return nil, "the scale of q stays 1 up to position 2^25"
+	}
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		x, _ := at(mid)
+		if math.Abs(x-1) > 1e-6 {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	fs := float64(hi + 1)
+	x, _ := at(hi)
+	as := (x - 1) / math.Log(2)
+	// Check the rule further out.
+	for _, k := range []float64{3, 10} {
+		pos := int64(k*fs) - 1
+		y, ok := at(pos)
+		want := math.Log(math.Floor(float64(pos+1)/fs)+1)*as + 1
+		if !ok || math.Abs(y-want) > 1e-5*want {
+			return nil, "the scale of q departs from 1 but does not follow log(floor((pos+1)/floor_scale)+1)·attn_scale+1"
+		}
+	}
+	return &Temperature{FloorScale: fs, AttnScale: snap(as, 1e-5)}, ""
+}

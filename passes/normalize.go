@@ -1,0 +1,610 @@
+package passes
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
+)
+
+// Work is the normalised working copy of a model that detectors read: a
+// copy (the caller's model is never changed) with model-local functions
+// inlined, Identity nodes removed, constants folded (Constant nodes,
+// anything computed from constants only, and shape arithmetic whose value
+// the symbolic shapes decide), every graph sorted, and a shape inferred
+// for every value. Every node of the copy maps back to a node of the
+// original (a node inlined from a function maps to the calling node), so
+// findings name original nodes.
+type Work struct {
+	// Orig is the caller's model; M is the working copy.
+	Orig, M *graph.Model
+
+	origNode  map[*graph.Node]*graph.Node
+	origValue map[*graph.Value]*graph.Value
+	opset     map[*graph.Node]int64 // nodes inlined from a function importing another version
+	shapes    map[*graph.Value]Shape
+	etypes    map[*graph.Value]graph.DataType
+	pv        map[*graph.Value][]Dim
+	consts    map[*graph.Value]*kernels.Tensor
+	constErr  map[*graph.Value]error
+	sums      map[string]Dim
+	exprs     map[Dim]symExpr
+	syms      symbols
+	pos       map[*graph.Node]int
+	folded    int
+	inlined   int
+	oorder    map[*graph.Node]int
+
+	roles *roles // input roles and activation flags (roles.go)
+}
+
+// Normalize makes the working copy every detector reads.
+var Normalize = &Pass{
+	Name: "normalize",
+	Doc: `Copy the model and normalise exporter noise on the copy.
+
+Model-local functions are inlined (attribute references substituted),
+Identity nodes dropped, Constant nodes and everything computed from
+constants only folded into initializers (with the kernels; bounded
+sizes; external tensors are not read), shapes inferred with symbolic
+dimensions so that Shape->Gather->Unsqueeze->Concat arithmetic folds to
+numbers, graphs sorted and dead nodes removed. Every copied node maps
+back to the original node it came from.`,
+	Run: func(c *Context) (any, error) { return NewWork(c.Model) },
+}
+
+// ErrModel marks errors caused by the model (a cycle, a function calling
+// an undefined value), as opposed to defects of onnxpe.
+var ErrModel = errors.New("the model cannot be analysed")
+
+// NewWork makes the normalised working copy of m.
+func NewWork(m *graph.Model) (*Work, error) {
+	w, err := newWork(m)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrModel, err)
+	}
+	return w, nil
+}
+
+func newWork(m *graph.Model) (*Work, error) {
+	data, err := m.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("copy model: %w", err)
+	}
+	c, err := graph.Decode(data, m.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("copy model: %w", err)
+	}
+	w := &Work{Orig: m, M: c,
+		origNode: map[*graph.Node]*graph.Node{}, origValue: map[*graph.Value]*graph.Value{},
+		opset: map[*graph.Node]int64{}, shapes: map[*graph.Value]Shape{}, etypes: map[*graph.Value]graph.DataType{},
+		pv: map[*graph.Value][]Dim{}, consts: map[*graph.Value]*kernels.Tensor{}, constErr: map[*graph.Value]error{},
+		sums: map[string]Dim{}, exprs: map[Dim]symExpr{}, pos: map[*graph.Node]int{}}
+	w.pair(m.Graph, c.Graph)
+	for i, f := range m.Functions {
+		w.pair(f.Body, c.Functions[i].Body)
+	}
+	if err := w.inlineFunctions(); err != nil {
+		return nil, err
+	}
+	w.dropIdentities(c.Graph)
+	if err := sortAll(c.Graph); err != nil {
+		return nil, err
+	}
+	w.fold(c.Graph)
+	c.Graph.EliminateDeadCode()
+	n := 0
+	w.number(c.Graph, &n)
+	w.roles = w.findRoles()
+	return w, nil
+}
+
+// pair maps the nodes and values of copy b to those of original a (same
+// bytes, so the same order).
+func (w *Work) pair(a, b *graph.Graph) {
+	for i, v := range a.Inputs {
+		w.origValue[b.Inputs[i]] = v
+	}
+	for i, v := range a.Initializers {
+		w.origValue[b.Initializers[i]] = v
+	}
+	an, bn := a.Nodes(), b.Nodes()
+	for i, n := range an {
+		w.origNode[bn[i]] = n
+		for j, o := range n.Outputs() {
+			w.origValue[bn[i].Output(j)] = o
+		}
+		as, bs := n.Subgraphs(), bn[i].Subgraphs()
+		for k := range as {
+			w.pair(as[k], bs[k])
+		}
+	}
+}
+
+// OrigNode is the original node a node of the copy comes from (nil for nodes
+// normalisation made without an origin).
+func (w *Work) OrigNode(n *graph.Node) *graph.Node { return w.origNode[n] }
+
+// OrigName is the name of the original node n comes from; a nameless
+// original node is named by its first output.
+func (w *Work) OrigName(n *graph.Node) string {
+	o := w.origNode[n]
+	if o == nil {
+		return ""
+	}
+	if o.Name != "" {
+		return o.Name
+	}
+	if len(o.Outputs()) > 0 {
+		return o.Output(0).Name
+	}
+	return ""
+}
+
+// OrigValue is the name of the original value v stands for ("" when v was
+// made by normalisation, such as a value inside an inlined function).
+func (w *Work) OrigValue(v *graph.Value) string {
+	if o := w.origValue[v]; o != nil {
+		return o.Name
+	}
+	return ""
+}
+
+// Opset is the version of n's domain that applies to n.
+func (w *Work) Opset(n *graph.Node) int64 {
+	if v, ok := w.opset[n]; ok {
+		return v
+	}
+	if v := w.M.OpsetVersion(n.Domain); v != 0 {
+		return v
+	}
+	if n.Domain == "" || n.Domain == "ai.onnx" {
+		return 23
+	}
+	return 1
+}
+
+// Pos is n's place in the model's topological order (subgraph nodes come
+// right after the node that holds them).
+func (w *Work) Pos(n *graph.Node) int { return w.pos[n] }
+
+func (w *Work) number(g *graph.Graph, k *int) {
+	for _, n := range g.Nodes() {
+		w.pos[n] = *k
+		*k++
+		for _, sg := range n.Subgraphs() {
+			w.number(sg, k)
+		}
+	}
+}
+
+func sortAll(g *graph.Graph) error {
+	if err := g.TopoSort(); err != nil {
+		return err
+	}
+	for _, n := range g.Nodes() {
+		for _, sg := range n.Subgraphs() {
+			if err := sortAll(sg); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// graphs lists g and every subgraph inside it.
+func graphs(g *graph.Graph) []*graph.Graph {
+	out := []*graph.Graph{g}
+	for _, n := range g.Nodes() {
+		for _, sg := range n.Subgraphs() {
+			out = append(out, graphs(sg)...)
+		}
+	}
+	return out
+}
+
+// inlineFunctions replaces every call of a model-local function by the
+// function's body, repeatedly (functions call functions).
+func (w *Work) inlineFunctions() error {
+	for round := 0; round < 64; round++ {
+		changed := false
+		for _, g := range graphs(w.M.Graph) {
+			for _, n := range g.Nodes() {
+				f := w.M.Function(n.Domain, n.OpType, n.Overload)
+				if f == nil || !inlinable(f) {
+					continue
+				}
+				if err := w.inlineCall(g, n, f); err != nil {
+					return err
+				}
+				changed = true
+			}
+		}
+		if !changed {
+			return nil
+		}
+	}
+	return fmt.Errorf("model-local functions nest more than 64 deep (recursion?)")
+}
+
+func inlinable(f *graph.Function) bool {
+	for _, n := range f.Body.Nodes() {
+		if len(n.Subgraphs()) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (w *Work) inlineCall(g *graph.Graph, call *graph.Node, f *graph.Function) error {
+	if err := f.Body.TopoSort(); err != nil {
+		return fmt.Errorf("function %s: %w", f.Name, err)
+	}
+	vmap := map[*graph.Value]*graph.Value{}
+	for i, bi := range f.Body.Inputs {
+		vmap[bi] = call.Input(i)
+	}
+	refs := map[string]*graph.Attr{}
+	for _, a := range f.AttrDefaults {
+		refs[a.Name()] = a
+	}
+	for _, a := range call.Attrs {
+		refs[a.Name()] = a
+	}
+	fops := map[string]int64{}
+	for _, o := range f.Opsets() {
+		d := o.Domain
+		if d == "ai.onnx" {
+			d = ""
+		}
+		fops[d] = o.Version
+	}
+	origin := w.origNode[call]
+	for _, bn := range f.Body.Nodes() {
+		ins := make([]*graph.Value, len(bn.Inputs()))
+		for i, x := range bn.Inputs() {
+			if x == nil {
+				continue
+			}
+			m, ok := vmap[x]
+			if !ok {
+				return fmt.Errorf("function %s: node %v reads %q, defined nowhere in the body", f.Name, bn, x.Name)
+			}
+			ins[i] = m
+		}
+		var attrs []*graph.Attr
+		for _, a := range bn.Attrs {
+			if r := a.RefAttrName(); r != "" {
+				if ca := refs[r]; ca != nil {
+					attrs = append(attrs, ca.Renamed(a.Name()))
+				}
+				continue
+			}
+			attrs = append(attrs, a)
+		}
+		nn := g.NewNode(bn.OpType, bn.Domain, ins, len(bn.Outputs()), attrs...)
+		nn.Overload = bn.Overload
+		g.InsertBefore(call, nn)
+		for j, o := range bn.Outputs() {
+			vmap[o] = nn.Output(j)
+		}
+		if origin != nil {
+			w.origNode[nn] = origin
+		}
+		d := bn.Domain
+		if d == "ai.onnx" {
+			d = ""
+		}
+		if v, ok := fops[d]; ok {
+			w.opset[nn] = v
+		}
+	}
+	for i, o := range call.Outputs() {
+		if o.Name == "" || i >= len(f.Body.Outputs) {
+			continue
+		}
+		r := vmap[f.Body.Outputs[i]]
+		if r == nil {
+			return fmt.Errorf("function %s: output %d is not computed", f.Name, i)
+		}
+		o.ReplaceAllUsesWith(r)
+		if w.origValue[r] == nil {
+			w.origValue[r] = w.origValue[o]
+		}
+	}
+	if err := g.Remove(call); err != nil {
+		return fmt.Errorf("inline %v: %w", call, err)
+	}
+	w.inlined++
+	return nil
+}
+
+// dropIdentities bypasses Identity nodes (and inference Dropouts) whose
+// output is not a graph output.
+func (w *Work) dropIdentities(g0 *graph.Graph) {
+	for _, g := range graphs(g0) {
+		for _, n := range g.Nodes() {
+			if !isONNX(n) {
+				continue
+			}
+			switch n.OpType {
+			case "Identity":
+			case "Dropout":
+				if len(n.Outputs()) > 1 && n.Output(1).Name != "" && n.Output(1).NumUses() > 0 {
+					continue
+				}
+				if t := n.Input(2); t != nil {
+					continue
+				}
+			default:
+				continue
+			}
+			o := n.Output(0)
+			if o.IsGraphOutput() || n.Input(0) == nil {
+				continue
+			}
+			o.ReplaceAllUsesWith(n.Input(0))
+			_ = g.Remove(n)
+		}
+	}
+}
+
+func isONNX(n *graph.Node) bool { return n.Domain == "" || n.Domain == "ai.onnx" }
+
+// Fold limits: inputs of at most foldMaxIn elements each, outputs of at
+// most foldMaxBytes.
+const (
+	foldMaxIn    = 1 << 20
+	foldMaxBytes = 1 << 24
+)
+
+var notFoldable = map[string]bool{
+	"RandomNormal": true, "RandomUniform": true, "RandomNormalLike": true, "RandomUniformLike": true,
+	"Bernoulli": true, "Multinomial": true, "Constant": false,
+}
+
+// fold infers shapes in topological order and replaces every node whose
+// value is known (constant inputs, or a fully known partial value) by an
+// initializer.
+func (w *Work) fold(g *graph.Graph) {
+	for _, n := range g.Nodes() {
+		w.etype(n)
+		w.infer(n)
+		if len(n.Subgraphs()) > 0 {
+			for _, sg := range n.Subgraphs() {
+				w.fold(sg)
+			}
+			w.inferControl(n)
+			continue
+		}
+		if w.tryFold(g, n) {
+			w.folded++
+		}
+	}
+}
+
+// inferControl sets the output shapes of If and Loop from their bodies.
+func (w *Work) inferControl(n *graph.Node) {
+	switch n.OpType {
+	case "If":
+		sgs := n.Subgraphs()
+		if len(sgs) == 0 {
+			return
+		}
+		for i, o := range n.Outputs() {
+			if i < len(sgs[0].Outputs) {
+				s := w.Shape(sgs[0].Outputs[i])
+				if len(sgs) > 1 && i < len(sgs[1].Outputs) {
+					t := w.Shape(sgs[1].Outputs[i])
+					if s.Ranked && t.Ranked && len(s.Dims) == len(t.Dims) {
+						d := make([]Dim, len(s.Dims))
+						for j := range d {
+							if s.Dims[j] == t.Dims[j] {
+								d[j] = s.Dims[j]
+							} else {
+								d[j] = w.syms.fresh()
+							}
+						}
+						s = ranked(d...)
+					} else {
+						s = Shape{}
+					}
+				}
+				w.shapes[o] = s
+			}
+		}
+	case "Loop":
+		body := n.Subgraphs()[0]
+		nCarried := len(n.Inputs()) - 2
+		for i, o := range n.Outputs() {
+			bi := i + 1
+			if bi >= len(body.Outputs) {
+				continue
+			}
+			s := w.Shape(body.Outputs[bi])
+			if i >= nCarried && s.Ranked {
+				s = ranked(append([]Dim{w.syms.fresh()}, s.Dims...)...)
+			}
+			w.shapes[o] = s
+		}
+	}
+}
+
+func (w *Work) tryFold(g *graph.Graph, n *graph.Node) bool {
+	if notFoldable[n.OpType] || len(n.Outputs()) == 0 {
+		return false
+	}
+	if n.OpType == "Constant" && isONNX(n) {
+		t, err := graph.ConstantNodeValue(n)
+		if err != nil {
+			return false
+		}
+		kt, err := kernels.FromGraph(t)
+		if err != nil {
+			return false
+		}
+		return w.replaceByConst(g, n, []*kernels.Tensor{kt})
+	}
+	// A fully known shape vector.
+	if len(n.Outputs()) == 1 {
+		o := n.Output(0)
+		if p, ok := w.pv[o]; ok && isONNX(n) {
+			vals := make([]int64, len(p))
+			known := true
+			for i, d := range p {
+				if d.IsSym() {
+					known = false
+					break
+				}
+				vals[i] = int64(d)
+			}
+			s := w.Shape(o)
+			dt := w.ElemType(o)
+			if known && s.AllKnown() && isIntType(dt) {
+				c, _ := product(s.Dims)
+				if c == int64(len(vals)) {
+					shape := make([]int, len(s.Dims))
+					for i, d := range s.Dims {
+						shape[i] = int(d)
+					}
+					t := kernels.FromSlice(shape, vals)
+					if dt != graph.Int64 {
+						t = castInts(t, dt)
+					}
+					if t != nil {
+						return w.replaceByConst(g, n, []*kernels.Tensor{t})
+					}
+				}
+			}
+		}
+	}
+	ins := make([]*kernels.Tensor, len(n.Inputs()))
+	for i, v := range n.Inputs() {
+		if v == nil {
+			continue
+		}
+		if !w.IsConst(v) || (v.Const != nil && (v.Const.IsExternal() || v.Const.Len() > foldMaxIn)) {
+			return false
+		}
+		t := w.Const(v)
+		if t == nil || t.Len() > foldMaxIn {
+			return false
+		}
+		ins[i] = t
+	}
+	outs, err := kernels.EvalNode(n, w.Opset(n), ins, kernels.Options{Threads: 1, MaxTensorBytes: foldMaxBytes})
+	if err != nil {
+		return false
+	}
+	return w.replaceByConst(g, n, outs)
+}
+
+func castInts(t *kernels.Tensor, dt graph.DataType) *kernels.Tensor {
+	v := t.Int64s()
+	switch dt {
+	case graph.Int32:
+		o := make([]int32, len(v))
+		for i, x := range v {
+			o[i] = int32(x)
+		}
+		return kernels.FromSlice(t.Shape, o)
+	case graph.Int8:
+		o := make([]int8, len(v))
+		for i, x := range v {
+			o[i] = int8(x)
+		}
+		return kernels.FromSlice(t.Shape, o)
+	case graph.Uint8:
+		o := make([]uint8, len(v))
+		for i, x := range v {
+			o[i] = uint8(x)
+		}
+		return kernels.FromSlice(t.Shape, o)
+	}
+	return nil
+}
+
+// replaceByConst makes the outputs of n initializers holding outs and
+// removes n. The initializer stands for the same original value.
+func (w *Work) replaceByConst(g *graph.Graph, n *graph.Node, outs []*kernels.Tensor) bool {
+	for i, o := range n.Outputs() {
+		if o.Name == "" {
+			continue
+		}
+		if i >= len(outs) || outs[i] == nil || outs[i].IsSequence() {
+			return false
+		}
+	}
+	for i, o := range n.Outputs() {
+		if o.Name == "" || o.IsGraphOutput() {
+			continue
+		}
+		gt, err := outs[i].ToGraph(w.M.NewName(o.Name + "_folded"))
+		if err != nil {
+			return false
+		}
+		nv := g.AddInitializer(gt)
+		w.consts[nv] = outs[i]
+		w.shapes[nv] = w.Shape(nv)
+		w.origValue[nv] = w.origValue[o]
+		if p, ok := w.pv[o]; ok {
+			w.pv[nv] = p
+		}
+		o.ReplaceAllUsesWith(nv)
+	}
+	for _, o := range n.Outputs() {
+		if o.NumUses() > 0 || o.IsGraphOutput() {
+			return true // kept for a graph output
+		}
+	}
+	_ = g.Remove(n)
+	return true
+}
+
+// etype infers the element types of n's outputs.
+func (w *Work) etype(n *graph.Node) {
+	outs := n.Outputs()
+	if len(outs) == 0 {
+		return
+	}
+	in0 := w.ElemType(n.Input(0))
+	var t graph.DataType
+	switch n.OpType {
+	case "Cast":
+		t = graph.DataType(n.AttrInt("to", 0))
+	case "CastLike":
+		t = w.ElemType(n.Input(1))
+	case "Shape", "Size", "NonZero", "ArgMax", "ArgMin":
+		t = graph.Int64
+	case "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Not", "IsNaN", "IsInf":
+		t = graph.Bool
+	case "Where":
+		t = w.ElemType(n.Input(1))
+	case "ConstantOfShape":
+		t = graph.Float
+		if a := n.Attr("value"); a != nil && a.Tensor != nil {
+			t = a.Tensor.DataType()
+		}
+	case "Constant":
+		if c, err := graph.ConstantNodeValue(n); err == nil {
+			t = c.DataType()
+		}
+	default:
+		t = in0
+		if t == graph.Undefined && slices.Contains([]string{"If", "Loop"}, n.OpType) {
+			t = graph.Undefined
+		}
+	}
+	if t == graph.Undefined && outs[0].Type != nil {
+		t = outs[0].Type.ElemType()
+	}
+	for i, o := range outs {
+		if i == 0 || n.OpType == "Split" {
+			w.etypes[o] = t
+		} else if o.Type != nil {
+			w.etypes[o] = o.Type.ElemType()
+		}
+	}
+}

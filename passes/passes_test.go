@@ -1,0 +1,296 @@
+package passes_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/testmodels"
+)
+
+func allPasses() []*passes.Pass {
+	return []*passes.Pass{passes.Normalize, passes.Blocks, passes.Sides, passes.RoPE, passes.Temperatures, passes.Audit}
+}
+
+func TestPipelineIsValid(t *testing.T) {
+	order, err := passes.Order(passes.Audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, p := range order {
+		if names[p.Name] {
+			t.Errorf("pass name %q used twice", p.Name)
+		}
+		names[p.Name] = true
+		if strings.TrimSpace(p.Doc) == "" {
+			t.Errorf("pass %s has no doc", p.Name)
+		}
+	}
+	for _, p := range allPasses() {
+		if !names[p.Name] {
+			t.Errorf("pass %s is not reached from the audit", p.Name)
+		}
+	}
+	for _, d := range passes.Detectors {
+		if !names[d.Name] {
+			t.Errorf("detector %s is not required by the audit", d.Name)
+		}
+	}
+}
+
+func TestOrderRefusesBadPipelines(t *testing.T) {
+	run := func(*passes.Context) (any, error) { return nil, nil }
+	a := &passes.Pass{Name: "a", Doc: "a", Run: run}
+	b := &passes.Pass{Name: "b", Doc: "b", Run: run, Requires: []*passes.Pass{a}}
+	a.Requires = []*passes.Pass{b}
+	if _, err := passes.Order(b); !errors.Is(err, passes.ErrCycle) {
+		t.Errorf("a cycle gives %v", err)
+	}
+	a.Requires = nil
+	if got, err := passes.Order(b); err != nil || len(got) != 2 || got[0] != a {
+		t.Errorf("Order(b) = %v, %v; want [a b]", got, err)
+	}
+	dup := &passes.Pass{Name: "a", Doc: "another a", Run: run}
+	if _, err := passes.Order(a, dup); err == nil {
+		t.Error("two passes named a were accepted")
+	}
+	if _, err := passes.Order(&passes.Pass{Name: "nodoc", Run: run}); err == nil {
+		t.Error("a pass without doc was accepted")
+	}
+}
+
+// schema compiles the report's JSON Schema.
+func schema(t testing.TB) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(passes.ReportSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("report.schema.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile("report.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func validate(t testing.TB, s *jsonschema.Schema, r *passes.Report) {
+	t.Helper()
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Validate(v); err != nil {
+		t.Errorf("%s: report does not follow the schema: %v", r.Model, err)
+	}
+}
+
+func TestSchemaRejectsWrongReports(t *testing.T) {
+	s := schema(t)
+	for _, bad := range []string{
+		`{"model":"m","schemes":["rope"],"layers":[],"findings":[]`,
+		`{"model":"m","schemes":["nope"],"layers":[{"index":0,"scheme":"nope"}],"findings":[{"scheme":"nope","layers":[0],"nodes":[],"fused":false,"params":{}}]}`,
+		`{"model":"m","schemes":["rope"],"layers":[],"findings":[{"scheme":"rope","layers":[],"nodes":[],"fused":false,"params":{"layout":"diagonal"}}]}`,
+		`{"model":"m","schemes":["wavelet"],"layers":[],"findings":[]}`,
+	} {
+		v, err := jsonschema.UnmarshalJSON(strings.NewReader(bad))
+		if err != nil {
+			continue // not even JSON: fine
+		}
+		if s.Validate(v) == nil {
+			t.Errorf("schema accepts %s", bad)
+		}
+	}
+}
+
+func loadCorpus(t *testing.T, e testmodels.Entry) *graph.Model {
+	t.Helper()
+	m, err := graph.Load(e.ModelPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestAuditLeavesTheModelAlone(t *testing.T) {
+	man, err := testmodels.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range man.Models[:3] {
+		m := loadCorpus(t, e)
+		before, _ := m.Marshal()
+		if _, _, err := passes.AuditModel(m, e.Name, passes.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		after, _ := m.Marshal()
+		if !bytes.Equal(before, after) {
+			t.Errorf("%s: the audit changed the caller's model", e.Name)
+		}
+	}
+}
+
+// closeEnough compares a truth value with a reported one: numbers within
+// 0.1%, lists elementwise, the rest exactly.
+func closeEnough(want, got any) bool {
+	switch w := want.(type) {
+	case float64:
+		g, ok := toFloat(got)
+		if !ok {
+			return false
+		}
+		return math.Abs(w-g) <= 1e-3*math.Abs(w) || w == g
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !closeEnough(w[i], g[i]) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok || len(g) != len(w) {
+			return false
+		}
+		for k := range w {
+			if !closeEnough(w[k], g[k]) {
+				return false
+			}
+		}
+		return true
+	}
+	return fmt.Sprint(want) == fmt.Sprint(got)
+}
+
+func toFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case int:
+		return float64(x), true
+	}
+	return 0, false
+}
+
+// jsonParams is a finding's params as JSON values (numbers as float64).
+func jsonParams(f *passes.Finding) map[string]any {
+	b, _ := json.Marshal(f.Params.Map())
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return m
+}
+
+// truthGaps are manifest params the graph does not determine, per scheme
+// and key, with the reason; the audit may leave them out.
+var truthGaps = map[string]string{
+	"rope/rotary_pct": "the graph holds the rotary dimension, not the configuration's fraction of the head",
+}
+
+// compareTruth checks a report's schemes, layers and every truth param
+// (the audit may print more params than the truth lists).
+func compareTruth(t *testing.T, name string, truth testmodels.Truth, r *passes.Report, schemes map[string]bool) {
+	t.Helper()
+	for _, l := range truth.Layers {
+		if !schemes[l.Scheme] {
+			continue
+		}
+		if l.Index >= len(r.Layers) || r.Layers[l.Index].Scheme != l.Scheme {
+			t.Errorf("%s: layer %d: want %s, report has %v", name, l.Index, l.Scheme, r.Layers)
+		}
+	}
+	for _, tf := range truth.Findings {
+		if !schemes[tf.Scheme] {
+			continue
+		}
+		var got *passes.Finding
+		for _, f := range r.Findings {
+			if f.Scheme == tf.Scheme && fmt.Sprint(f.Layers) == fmt.Sprint(tf.Layers) {
+				got = f
+			}
+		}
+		if got == nil {
+			t.Errorf("%s: no %s finding for layers %v", name, tf.Scheme, tf.Layers)
+			continue
+		}
+		gp := jsonParams(got)
+		keys := make([]string, 0, len(tf.Params))
+		for k := range tf.Params {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			g, ok := gp[k]
+			if !ok {
+				if _, gap := truthGaps[tf.Scheme+"/"+k]; gap {
+					continue
+				}
+				t.Errorf("%s: %s: param %s missing (want %v)", name, tf.Scheme, k, tf.Params[k])
+				continue
+			}
+			if !closeEnough(tf.Params[k], g) {
+				t.Errorf("%s: %s: param %s = %v, want %v", name, tf.Scheme, k, g, tf.Params[k])
+			}
+		}
+	}
+}
+
+// TestRoPEAndNoPEMatchTheManifest audits every exported model that uses
+// RoPE or no encoding at all and compares with the manifest's truth.
+func TestRoPEAndNoPEMatchTheManifest(t *testing.T) {
+	man, err := testmodels.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := schema(t)
+	checked := 0
+	for _, e := range man.Models {
+		onlyRoPE := true
+		for _, sc := range e.Schemes {
+			if sc != "rope" && sc != "nope" {
+				onlyRoPE = false
+			}
+		}
+		if !onlyRoPE {
+			continue
+		}
+		checked++
+		t.Run(e.Name, func(t *testing.T) {
+			r, _, err := passes.AuditModel(loadCorpus(t, e), e.Name, passes.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			validate(t, s, r)
+			if fmt.Sprint(r.Schemes) != fmt.Sprint(e.Schemes) {
+				t.Errorf("schemes %v, want %v", r.Schemes, e.Schemes)
+			}
+			if len(r.Layers) != len(e.Layers) {
+				t.Errorf("%d layers, want %d", len(r.Layers), len(e.Layers))
+			}
+			compareTruth(t, e.Name, e.Truth, r, map[string]bool{"rope": true, "nope": true})
+		})
+	}
+	if checked < 10 {
+		t.Errorf("only %d RoPE/NoPE models in the manifest", checked)
+	}
+}

@@ -1,0 +1,363 @@
+package passes
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/onnxpe/onnxpe/graph"
+)
+
+// side is what reaches one operand of Q·Kᵀ: the content value In (q or k
+// as projected), the value Out the scores read after any position-dependent
+// change (rotation, temperature), the nodes between them, and the values
+// that do not depend on content entering those nodes (cos/sin, scales).
+type side struct {
+	Operand *graph.Value
+	In, Out *graph.Value
+	Nodes   []*graph.Node
+	Pos     []*graph.Value
+	// Norm is "l2_after_rope" when Out is normalised without a weight
+	// before the scores read it.
+	Norm string
+	// Skipped are the nodes between Out and the operand (transposes,
+	// reshapes, the repeat of GQA, a constant scale, the norm).
+	Skipped []*graph.Node
+	// Cache is a KV-cache input concatenated with the new keys.
+	Cache *graph.Value
+}
+
+// layoutOps pass content through unchanged in value (up to layout), with
+// only constant or shape operands.
+var layoutOps = map[string]bool{"Transpose": true, "Reshape": true, "Cast": true, "Expand": true, "Tile": true,
+	"Unsqueeze": true, "Squeeze": true, "Identity": true, "Flatten": true}
+
+// findSide walks back from a score operand; hd is the head dimension (the
+// contracted axis of the scores).
+func (w *Work) findSide(operand *graph.Value, hd Dim) (*side, string) {
+	s := &side{Operand: operand}
+	v := operand
+	// 1. Skip layout changes, constant scales, a weightless norm and the
+	// concatenation with a KV cache.
+	for steps := 0; steps < 32; steps++ {
+		n := v.Producer()
+		if n == nil {
+			break
+		}
+		if !isONNX(n) {
+			break
+		}
+		if x, nodes, kind := w.rowNorm(v); x != nil {
+			s.Norm = kind
+			s.Skipped = append(s.Skipped, nodes...)
+			v = x
+			continue
+		}
+		acts := w.actInputs(n)
+		if len(acts) == 1 && layoutOps[n.OpType] && acts[0] == 0 &&
+			(w.Shape(n.Input(0)).Last() == hd || w.Shape(v).Last() != hd) {
+			s.Skipped = append(s.Skipped, n)
+			v = n.Input(0)
+			continue
+		}
+		if len(acts) == 1 && (n.OpType == "Mul" || n.OpType == "Div" && acts[0] == 0) && w.IsConst(n.Input(1-acts[0])) {
+			s.Skipped = append(s.Skipped, n)
+			v = n.Input(acts[0])
+			continue
+		}
+		if n.OpType == "Concat" && len(acts) == 2 {
+			// past ++ new along the sequence: follow the new part.
+			a, b := n.Input(acts[0]), n.Input(acts[1])
+			if w.cacheInput(a) {
+				s.Cache, v = a, b
+				s.Skipped = append(s.Skipped, n)
+				continue
+			}
+		}
+		break
+	}
+	s.Out = v
+	// 2. Walk back to the single content value everything between comes
+	// from.
+	frontier := []*graph.Value{v}
+	inRegion := map[*graph.Node]bool{}
+	mixing := false
+	for steps := 0; steps < 256; steps++ {
+		if len(frontier) == 1 && mixing {
+			s.In = frontier[0]
+			break
+		}
+		// The latest-computed value first.
+		k := 0
+		for i, f := range frontier {
+			if w.posOf(f) > w.posOf(frontier[k]) {
+				k = i
+			}
+		}
+		x := frontier[k]
+		n := x.Producer()
+		if n == nil || w.isProjection(n) || len(n.Subgraphs()) > 0 {
+			if len(frontier) == 1 {
+				s.In = x
+			}
+			break
+		}
+		frontier = slices.DeleteFunc(frontier, func(f *graph.Value) bool { return f.Producer() == n })
+		inRegion[n] = true
+		s.Nodes = append(s.Nodes, n)
+		for i, in := range n.Inputs() {
+			switch {
+			case in == nil:
+			case w.IsAct(in):
+				if !slices.Contains(frontier, in) {
+					frontier = append(frontier, in)
+				}
+			case shapeOperand(n, i):
+			case !w.IsConst(in):
+				mixing = true
+				if !slices.Contains(s.Pos, in) {
+					s.Pos = append(s.Pos, in)
+				}
+			}
+		}
+	}
+	if s.In == nil {
+		return nil, fmt.Sprintf("the content inputs of the scores' operand %s do not come from one value", w.name(operand))
+	}
+	if !mixing {
+		s.Nodes = nil
+	} else {
+		// Move q back through layout changes to a value of the rotated
+		// value's shape (a rotation of pairs may reshape q to
+		// [..., d/2, 2] first).
+		for steps := 0; steps < 8 && !sameShape(w.Shape(s.In), w.Shape(s.Out)); steps++ {
+			n := s.In.Producer()
+			if n == nil || !layoutOps[n.OpType] || !isONNX(n) || len(w.actInputs(n)) != 1 || w.actInputs(n)[0] != 0 {
+				break
+			}
+			s.Nodes = append(s.Nodes, n)
+			s.In = n.Input(0)
+		}
+	}
+	slices.SortFunc(s.Nodes, func(a, b *graph.Node) int { return w.Pos(a) - w.Pos(b) })
+	return s, ""
+}
+
+func (w *Work) posOf(v *graph.Value) int {
+	if n := v.Producer(); n != nil {
+		return w.Pos(n)
+	}
+	return -1
+}
+
+func (w *Work) name(v *graph.Value) string {
+	if o := w.OrigValue(v); o != "" {
+		return o
+	}
+	return v.Name
+}
+
+// actInputs lists the indexes of n's inputs that carry content.
+func (w *Work) actInputs(n *graph.Node) []int {
+	var out []int
+	for i, in := range n.Inputs() {
+		if w.IsAct(in) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// cacheInput reports whether v is a KV cache given as input (content that
+// comes straight from a graph input, maybe through layout ops).
+func (w *Work) cacheInput(v *graph.Value) bool {
+	for steps := 0; steps < 8 && v != nil; steps++ {
+		if v.Producer() == nil {
+			return w.Role(v) == RoleContent
+		}
+		n := v.Producer()
+		if !layoutOps[n.OpType] {
+			return false
+		}
+		v = n.Input(0)
+	}
+	return false
+}
+
+// isProjection reports whether n multiplies content by weights (a linear
+// layer, a convolution), or normalises it with learned weights: where the
+// walk back from the scores stops.
+func (w *Work) isProjection(n *graph.Node) bool {
+	if n.OpType == "Gather" {
+		return !w.IsAct(n.Input(0)) // an embedding lookup, not a slice of content
+	}
+	switch n.OpType {
+	case "MatMul", "Gemm", "Einsum", "FusedMatMul", "Conv", "MatMulInteger", "MatMulNBits", "QLinearMatMul",
+		"LayerNormalization", "SimplifiedLayerNormalization", "SkipLayerNormalization",
+		"SkipSimplifiedLayerNormalization", "RMSNormalization", "EmbedLayerNormalization":
+		return true
+	}
+	return false
+}
+
+// rowNorm matches a normalisation of each row of v's producer by a
+// statistic of the row itself without a weight: x·rsqrt(mean(x²)+eps),
+// x/sqrt(sum(x²)), x/ReduceL2(x). It returns x, the nodes and the kind.
+func (w *Work) rowNorm(v *graph.Value) (*graph.Value, []*graph.Node, string) {
+	n := v.Producer()
+	if n == nil || (n.OpType != "Mul" && n.OpType != "Div") {
+		return nil, nil, ""
+	}
+	for xi := 0; xi < 2; xi++ {
+		if n.OpType == "Div" && xi == 1 {
+			break
+		}
+		x, stat := n.Input(xi), n.Input(1-xi)
+		if x == nil || stat == nil || !w.IsAct(x) || !w.IsAct(stat) {
+			continue
+		}
+		if w.Shape(stat).Last() != 1 {
+			continue
+		}
+		// The statistic must come from x alone through reductions and
+		// scalar arithmetic.
+		nodes := []*graph.Node{n}
+		ok, reduced := w.statOf(stat, x, &nodes, 0)
+		if ok && reduced {
+			return x, nodes, "l2_after_rope"
+		}
+	}
+	return nil, nil, ""
+}
+
+func (w *Work) statOf(v, x *graph.Value, nodes *[]*graph.Node, depth int) (ok, reduced bool) {
+	if depth > 8 {
+		return false, false
+	}
+	if v == x {
+		return true, false
+	}
+	if w.IsConst(v) {
+		return true, false
+	}
+	n := v.Producer()
+	if n == nil || !isONNX(n) {
+		return false, false
+	}
+	switch n.OpType {
+	case "ReduceMean", "ReduceSum", "ReduceL2", "ReduceSumSquare", "Pow", "Mul", "Add", "Sqrt", "Reciprocal",
+		"Div", "Cast", "Max", "Clip":
+	default:
+		return false, false
+	}
+	*nodes = append(*nodes, n)
+	red := n.OpType == "ReduceMean" || n.OpType == "ReduceSum" || n.OpType == "ReduceL2" || n.OpType == "ReduceSumSquare"
+	for _, in := range n.Inputs() {
+		if in == nil {
+			continue
+		}
+		if !w.IsAct(in) && !w.IsConst(in) {
+			return false, false
+		}
+		o, r := w.statOf(in, x, nodes, depth+1)
+		if !o {
+			return false, false
+		}
+		red = red || r
+	}
+	return true, red
+}
+
+// cone lists the nodes computing vs from values that do not carry content
+// (stopping at constants and graph inputs), in topological order.
+func (w *Work) cone(vs ...*graph.Value) []*graph.Node {
+	seen := map[*graph.Node]bool{}
+	var out []*graph.Node
+	var walk func(v *graph.Value)
+	walk = func(v *graph.Value) {
+		if v == nil || w.IsConst(v) || w.IsAct(v) {
+			return
+		}
+		n := v.Producer()
+		if n == nil || seen[n] {
+			return
+		}
+		seen[n] = true
+		out = append(out, n)
+		for _, in := range n.Inputs() {
+			walk(in)
+		}
+		for _, sg := range n.Subgraphs() {
+			for _, o := range sg.Outputs {
+				walk(o)
+			}
+			sg.Walk(func(m *graph.Node) {
+				for _, in := range m.Inputs() {
+					if in != nil && in.Graph() != sg {
+						walk(in)
+					}
+				}
+			})
+		}
+	}
+	for _, v := range vs {
+		walk(v)
+	}
+	slices.SortFunc(out, func(a, b *graph.Node) int { return w.Pos(a) - w.Pos(b) })
+	return out
+}
+
+// origNames lists the original names of nodes (Constant nodes left out),
+// deduplicated, in the original model's order.
+func (w *Work) origNames(nodes []*graph.Node) []string {
+	seen := map[*graph.Node]bool{}
+	var origs []*graph.Node
+	for _, n := range nodes {
+		o := w.origNode[n]
+		if o == nil || seen[o] || (o.OpType == "Constant" && isONNX(o)) {
+			continue
+		}
+		seen[o] = true
+		origs = append(origs, o)
+	}
+	order := w.origOrder()
+	slices.SortFunc(origs, func(a, b *graph.Node) int { return order[a] - order[b] })
+	out := make([]string, 0, len(origs))
+	for _, o := range origs {
+		name := o.Name
+		if name == "" && len(o.Outputs()) > 0 {
+			name = o.Output(0).Name
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+func (w *Work) origOrder() map[*graph.Node]int {
+	if w.oorder == nil {
+		w.oorder = map[*graph.Node]int{}
+		k := 0
+		w.Orig.Walk(func(n *graph.Node) {
+			w.oorder[n] = k
+			k++
+		})
+	}
+	return w.oorder
+}
+
+func sameShape(a, b Shape) bool {
+	return a.Ranked && b.Ranked && slices.Equal(a.Dims, b.Dims)
+}
+
+// shapeOperand reports whether input i of n is a shape, axes or bounds
+// (which say how content is laid out, not what is added to it).
+func shapeOperand(n *graph.Node, i int) bool {
+	if i == 0 {
+		return false
+	}
+	switch n.OpType {
+	case "Reshape", "Expand", "Tile", "Slice", "Unsqueeze", "Squeeze", "Split", "Pad", "ReduceMean", "ReduceSum",
+		"ReduceMax", "ReduceMin", "ReduceL2", "Resize", "CumSum", "TopK":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,148 @@
+package passes
+
+import (
+	_ "embed"
+	"slices"
+	"sort"
+
+	"github.com/onnxpe/onnxpe/graph"
+)
+
+// Report is the audit of one model: the schemes found, the scheme reaching
+// every attention layer, and the findings. Its JSON form is the report of
+// `onnxpe audit --json` (see DESIGN.md and report.schema.json).
+type Report struct {
+	Model    string        `json:"model"`
+	Schemes  []string      `json:"schemes"`
+	Layers   []LayerScheme `json:"layers"`
+	Findings []*Finding    `json:"findings"`
+}
+
+// LayerScheme is the scheme one attention layer receives.
+type LayerScheme struct {
+	Index  int    `json:"index"`
+	Scheme string `json:"scheme"`
+}
+
+// Detectors are the passes whose results are findings ([]*Finding). The
+// report collects them; adding a detector is adding it here.
+var Detectors = []*Pass{RoPE}
+
+// Audit assembles the report from the detectors' findings.
+var Audit = &Pass{
+	Name: "audit",
+	Doc: `Collect the findings of every detector into the report.
+
+Each attention block gets the scheme of the finding that reaches it
+(relative schemes before absolute ones when two do); blocks no finding
+reaches get nope. The findings are ordered by their first layer.`,
+	Requires: append([]*Pass{Normalize, Blocks, Sides, Temperatures}, Detectors...),
+	Run:      runAudit,
+}
+
+// priority orders the schemes a layer may receive from two findings.
+var priority = map[string]int{RoPEScheme: 0, ALiBi: 1, T5RelativeBias: 2, RelativeClipped: 3, Sinusoidal: 4, LearnedAbsolute: 5, NoPE: 9}
+
+func runAudit(c *Context) (any, error) {
+	blocks := c.ResultOf[Blocks].([]*Block)
+	var all []*Finding
+	for _, d := range Detectors {
+		if fs, ok := c.ResultOf[d].([]*Finding); ok {
+			all = append(all, fs...)
+		}
+	}
+	scheme := map[int]string{}
+	for _, f := range all {
+		for _, l := range f.Layers {
+			if old, ok := scheme[l]; !ok || priority[f.Scheme] < priority[old] {
+				scheme[l] = f.Scheme
+			}
+		}
+	}
+	var nope []int
+	for _, b := range blocks {
+		if _, ok := scheme[b.Index]; !ok {
+			nope = append(nope, b.Index)
+		}
+	}
+	if len(nope) > 0 || len(all) == 0 {
+		w := c.Work()
+		temps := c.ResultOf[Temperatures].(map[int]*Temperature)
+		var fs []*Finding
+		for _, l := range nope {
+			scheme[l] = NoPE
+			p := &NoPEParams{Temperature: temps[l]}
+			var f *Finding
+			for _, g := range fs {
+				if sameParams(g.Params, p) {
+					f = g
+				}
+			}
+			if f == nil {
+				f = &Finding{Scheme: NoPE, Params: p}
+				fs = append(fs, f)
+			}
+			f.Layers = append(f.Layers, l)
+			if p.Temperature != nil {
+				for _, b := range blocks {
+					if b.Index == l {
+						if bs := c.ResultOf[Sides].(map[*Block]*BlockSides)[b]; bs != nil && bs.Q != nil {
+							f.Nodes = w.sortOrig(append(f.Nodes, w.origNames(append(bs.Q.Nodes, w.cone(bs.Q.Pos...)...))...))
+						}
+					}
+				}
+			}
+		}
+		if len(fs) == 0 {
+			fs = append(fs, &Finding{Scheme: NoPE, Params: &NoPEParams{}})
+		}
+		all = append(all, fs...)
+	}
+	for _, f := range all {
+		f.Layers = sortedUnique(f.Layers)
+		if f.Layers == nil {
+			f.Layers = []int{}
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool {
+		a, b := firstLayer(all[i]), firstLayer(all[j])
+		if a != b {
+			return a < b
+		}
+		return priority[all[i].Scheme] < priority[all[j].Scheme]
+	})
+	r := &Report{Findings: all, Layers: []LayerScheme{}}
+	for _, b := range blocks {
+		r.Layers = append(r.Layers, LayerScheme{Index: b.Index, Scheme: scheme[b.Index]})
+	}
+	for _, f := range all {
+		if !slices.Contains(r.Schemes, f.Scheme) {
+			r.Schemes = append(r.Schemes, f.Scheme)
+		}
+	}
+	sort.Strings(r.Schemes)
+	return r, nil
+}
+
+func firstLayer(f *Finding) int {
+	if len(f.Layers) == 0 {
+		return 1 << 30
+	}
+	return f.Layers[0]
+}
+
+// AuditModel runs the audit of m; name is the report's model field.
+func AuditModel(m *graph.Model, name string, opts Options) (*Report, *Context, error) {
+	ctx, err := Run(m, opts, Audit)
+	if err != nil {
+		return nil, ctx, err
+	}
+	r := ctx.ResultOf[Audit].(*Report)
+	r.Model = name
+	return r, ctx, nil
+}
+
+// ReportSchema is the JSON Schema (draft 2020-12) of a Report.
+//
+//go:embed report.schema.json
+var ReportSchema []byte

@@ -1,0 +1,299 @@
+package passes
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/onnxpe/onnxpe/graph"
+)
+
+// Sides finds, for every unfused block, what reaches its Q and K operands.
+var Sides = &Pass{
+	Name: "sides",
+	Doc: `Walk back from both operands of every block's Q·Kᵀ to the projected q and k.
+
+Layout changes, constant scales, the repeat of grouped KV heads, the
+concatenation with a KV cache and a weightless row norm are skipped; what
+remains between the projection and the scores is the side's region, with
+the values that do not depend on content entering it (cos/sin, a
+temperature). A region with no such value means no positional change.`,
+	Requires: []*Pass{Normalize, Blocks},
+	Run: func(c *Context) (any, error) {
+		w := c.Work()
+		out := map[*Block]*BlockSides{}
+		for _, b := range c.ResultOf[Blocks].([]*Block) {
+			if b.Fused != nil {
+				continue
+			}
+			bs := &BlockSides{}
+			hd := w.Shape(b.Q).Last()
+			bs.Q, bs.QWhy = w.findSide(b.Q, hd)
+			bs.K, bs.KWhy = w.findSide(b.K, hd)
+			if bs.QWhy != "" {
+				c.Miss("rope", w.OrigName(b.QK), bs.QWhy, 0)
+			}
+			out[b] = bs
+		}
+		return out, nil
+	},
+}
+
+// BlockSides are the two sides of a block.
+type BlockSides struct {
+	Q, K       *side
+	QWhy, KWhy string
+}
+
+// RoPEEvidence is what the RoPE detector measured, per finding.
+type RoPEEvidence struct {
+	// Pairs are the rotary pairs (dimension indexes of the head) in
+	// frequency order.
+	Pairs [][2]int
+	// InvFreq are the measured frequencies (radians per position) of the
+	// pairs; InvFreqLong those measured beyond the original length for
+	// rules that switch (longrope), else nil.
+	InvFreq, InvFreqLong []float64
+	// Amplitude multiplies cos and sin (1 unless YaRN/LongRoPE scale them).
+	Amplitude float64
+	// Synthetic is true when cos/sin come from graph inputs (the values
+	// are not in the file).
+	Synthetic bool
+	// Table names the stored cos/sin (or sin|cos) table, when there is one.
+	Table string
+	// Blocks are the rotations found, per block and side.
+	Blocks []RoPEBlock
+	// CosSinNodes compute the values that enter the rotations (positions,
+	// frequencies, cos and sin).
+	CosSinNodes []string
+}
+
+// RoPEBlock is one block's rotations of q and k.
+type RoPEBlock struct {
+	Layer int
+	Q, K  RoPESide
+}
+
+// RoPESide is the rotation of one operand: the original values it reads
+// and writes, the values that enter it besides (cos, sin) and its nodes.
+type RoPESide struct {
+	In, Out string
+	Pos     []string
+	Nodes   []string
+}
+
+// RoPE finds rotary position embeddings in unfused form.
+var RoPE = &Pass{
+	Name: "rope",
+	Doc: `Find rotary position embeddings (RoPE) on q and k.
+
+A side whose region rotates pairs of head dimensions by angles that grow
+linearly with the position is RoPE. The region is probed with unit
+vectors: which dimensions pair up gives the layout (half_split or
+interleaved) and the rotary dim; the angles over consecutive positions
+give the frequency of every pair and the amplitude. The base and the
+scaling rule (none, linear, ntk, llama3, yarn, unknown) are fitted from
+the frequencies; a second probe at other positions shows whether they
+depend on the sequence length (dynamic NTK). Frequencies that come from
+graph inputs are reported as null.`,
+	Requires: []*Pass{Normalize, Blocks, Sides},
+	Run:      runRoPE,
+}
+
+type ropeMeasure struct {
+	rot *rotation
+	fit ropeFit
+}
+
+func runRoPE(c *Context) (any, error) {
+	w := c.Work()
+	blocks := c.ResultOf[Blocks].([]*Block)
+	sides := c.ResultOf[Sides].(map[*Block]*BlockSides)
+	cache := map[string]*ropeMeasure{}
+	type hit struct {
+		b      *Block
+		params *RoPEParams
+		ev     RoPEBlock
+		m      *ropeMeasure
+		nodes  []*graph.Node
+		notes  []string
+	}
+	var hits []hit
+	for _, b := range blocks {
+		bs := sides[b]
+		if bs == nil || bs.Q == nil || len(bs.Q.Nodes) == 0 || len(bs.Q.Pos) == 0 {
+			continue
+		}
+		at := w.OrigName(b.QK)
+		mq, why := w.measureCached(cache, bs.Q)
+		if mq == nil {
+			c.Miss("rope", at, "q: "+why, 2)
+			continue
+		}
+		var mk *ropeMeasure
+		if bs.K != nil && len(bs.K.Nodes) > 0 {
+			mk, why = w.measureCached(cache, bs.K)
+			if mk == nil {
+				c.Miss("rope", at, "k: "+why, 3)
+			}
+		}
+		p, notes := w.ropeParams(b, bs, mq, mk)
+		ev := RoPEBlock{Layer: b.Index, Q: w.sideEvidence(bs.Q)}
+		nodes := append([]*graph.Node{}, bs.Q.Nodes...)
+		if bs.K != nil && mk != nil {
+			ev.K = w.sideEvidence(bs.K)
+			nodes = append(nodes, bs.K.Nodes...)
+		}
+		hits = append(hits, hit{b, p, ev, mq, nodes, notes})
+	}
+	// One finding per distinct parameter set.
+	var out []*Finding
+	for _, h := range hits {
+		var f *Finding
+		for _, g := range out {
+			if sameParams(g.Params, h.params) {
+				f = g
+				break
+			}
+		}
+		if f == nil {
+			f = &Finding{Scheme: RoPEScheme, Params: h.params, Evidence: &RoPEEvidence{
+				Pairs: h.m.rot.pairs, InvFreq: h.m.rot.omega, InvFreqLong: h.m.rot.omegaLong, Amplitude: h.m.rot.amp,
+				Synthetic: h.m.rot.synthetic, Table: h.m.rot.table}}
+			out = append(out, f)
+		}
+		ev := f.Evidence.(*RoPEEvidence)
+		ev.Blocks = append(ev.Blocks, h.ev)
+		f.Layers = append(f.Layers, h.b.Index)
+		for _, n := range h.notes {
+			if !slices.Contains(f.Notes, n) {
+				f.Notes = append(f.Notes, n)
+			}
+		}
+		f.Nodes = append(f.Nodes, w.origNames(h.nodes)...)
+	}
+	for _, f := range out {
+		ev := f.Evidence.(*RoPEEvidence)
+		var pos []*graph.Value
+		for _, b := range blocks {
+			if bs := sides[b]; bs != nil && slices.Contains(f.Layers, b.Index) {
+				pos = append(pos, bs.Q.Pos...)
+				if bs.K != nil {
+					pos = append(pos, bs.K.Pos...)
+				}
+			}
+		}
+		cs := w.origNames(w.cone(pos...))
+		ev.CosSinNodes = cs
+		f.Nodes = w.sortOrig(append(f.Nodes, cs...))
+	}
+	return out, nil
+}
+
+// sortOrig dedups original node names and sorts them in the original order.
+func (w *Work) sortOrig(names []string) []string {
+	order := map[string]int{}
+	k := 0
+	w.Orig.Walk(func(n *graph.Node) {
+		name := n.Name
+		if name == "" && len(n.Outputs()) > 0 {
+			name = n.Output(0).Name
+		}
+		if _, ok := order[name]; !ok {
+			order[name] = k
+		}
+		k++
+	})
+	names = slices.Clone(names)
+	slices.SortFunc(names, func(a, b string) int { return order[a] - order[b] })
+	return slices.Compact(names)
+}
+
+func (w *Work) sideEvidence(s *side) RoPESide {
+	r := RoPESide{In: w.OrigValue(s.In), Out: w.OrigValue(s.Out), Nodes: w.origNames(s.Nodes)}
+	for _, p := range s.Pos {
+		r.Pos = append(r.Pos, w.OrigValue(p))
+	}
+	return r
+}
+
+func (w *Work) measureCached(cache map[string]*ropeMeasure, s *side) (*ropeMeasure, string) {
+	// Sides sharing their cos/sin values and head shape measure the same.
+	var key strings.Builder
+	for _, p := range s.Pos {
+		fmt.Fprintf(&key, "%p,", p)
+	}
+	fmt.Fprintf(&key, "%s|%d", w.shapeString(w.Shape(s.In)), len(s.Nodes))
+	if m, ok := cache[key.String()]; ok {
+		return m, ""
+	}
+	rot, why := w.measureRotation(s)
+	if rot == nil {
+		return nil, why
+	}
+	m := &ropeMeasure{rot: rot}
+	if !rot.synthetic {
+		tol, angErr := 1e-6, 2e-7
+		if rot.half {
+			tol, angErr = 1e-3, 2e-3
+		}
+		m.fit = fitRoPE(rot.omega, omegaSigma(rot.omega, angErr, rot.seq, rot.seq, relEps(rot.half)), rot.rotaryDim, rot.amp, tol)
+		if rot.dynamic != nil {
+			m.fit = w.fitDynamic(rot, angErr, tol)
+		}
+	}
+	cache[key.String()] = m
+	return m, ""
+}
+
+// ropeParams assembles the params of one block.
+func (w *Work) ropeParams(b *Block, bs *BlockSides, mq, mk *ropeMeasure) (*RoPEParams, []string) {
+	r := mq.rot
+	p := &RoPEParams{Layout: r.layout, HeadDim: r.headDim, RotaryDim: r.rotaryDim, QKNorm: bs.Q.Norm}
+	var notes []string
+	if r.heads > 0 {
+		p.NumHeads = ptr(r.heads)
+	}
+	if mk != nil && mk.rot.heads > 0 {
+		p.NumKVHeads = ptr(mk.rot.heads)
+	} else if p.NumHeads != nil {
+		p.NumKVHeads = ptr(*p.NumHeads)
+	}
+	if r.tableRows > 0 {
+		p.MaxPositions = ptr(r.tableRows)
+	}
+	if r.pastLength {
+		p.PositionSource = "past_length"
+	}
+	if r.synthetic {
+		notes = append(notes, "base, scaling and factor: the frequencies (or the cos/sin caches) are graph inputs, not in the file")
+		if r.tableRows == 0 {
+			notes = append(notes, "max_positions: no stored cos/sin table")
+		}
+		return p, notes
+	}
+	f := mq.fit
+	if f.Scaling == "unknown" {
+		p.Scaling = ptr("unknown")
+		p.Frequencies = r.omega
+		if math.Abs(r.amp-1) > 1e-5 {
+			p.AttentionFactor = ptr(snapF32(r.amp))
+		}
+		notes = append(notes, "scaling: the measured frequencies follow no known rule; see frequencies")
+		return p, notes
+	}
+	p.Base = ptr(f.Base)
+	p.Scaling = ptr(f.Scaling)
+	p.Factor = ptr(f.Factor)
+	p.OriginalMaxPositions = f.Orig
+	p.LowFreqFactor, p.HighFreqFactor = f.Low, f.High
+	p.BetaFast, p.BetaSlow = f.BetaFast, f.BetaSlow
+	p.AttentionFactor = f.AttnF
+	p.CorrectionRange = f.Range
+	if f.Scaling == "ntk" {
+		p.Dynamic = ptr(true)
+	}
+	notes = append(notes, f.Notes...)
+	return p, notes
+}
