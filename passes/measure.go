@@ -32,8 +32,8 @@ type rotation struct {
 	// given largest position.
 	dynamic   []dynPoint
 	remeasure func(L int) (dynPoint, bool)
-	posAxis int
-	seq     int
+	posAxis   int
+	seq       int
 }
 
 type dynPoint struct {
