@@ -93,6 +93,7 @@ type auditResult struct {
 	path   string
 	report *passes.Report
 	trace  []passes.Miss
+	warn   bytes.Buffer // load warnings, printed in the order of the models
 	err    error
 }
 
@@ -119,6 +120,9 @@ func auditRun(opts *auditOptions) error {
 		return badInput("audit: --max-positions-at-least must not be negative")
 	}
 	results := auditModels(opts)
+	for i := range results {
+		_, _ = opts.IO.ErrOut.Write(results[i].warn.Bytes())
+	}
 	for _, r := range results {
 		if r.err != nil {
 			return r.err
@@ -167,8 +171,8 @@ func auditRun(opts *auditOptions) error {
 
 // auditModels audits every model, several at once, with a progress bar on
 // a terminal.
-func auditModels(opts *auditOptions) []auditResult {
-	results := make([]auditResult, len(opts.Models))
+func auditModels(opts *auditOptions) []*auditResult {
+	results := make([]*auditResult, len(opts.Models))
 	workers := opts.Parallel
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -205,14 +209,14 @@ func auditModels(opts *auditOptions) []auditResult {
 	return results
 }
 
-func auditOne(opts *auditOptions, path string) (res auditResult) {
-	res.path = path
+func auditOne(opts *auditOptions, path string) (res *auditResult) {
+	res = &auditResult{path: path}
 	defer func() {
 		if r := recover(); r != nil {
 			res.err = fmt.Errorf("%s: audit panicked: %v", path, r)
 		}
 	}()
-	m, err := loadModel(path)
+	m, err := loadModel(&res.warn, path)
 	if err != nil {
 		res.err = err
 		return res
