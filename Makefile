@@ -45,7 +45,7 @@ fuzz:
 
 ## test-ort: tests that run ONNX Runtime beside the Go executor (build tag ort, cgo)
 test-ort: ort
-	CGO_ENABLED=1 ONNXPE_ORT_LIB=$(ORT_LIB) $(GO) test -json -count=1 -tags ort -run 'ORT|Differential' ./kernels ./testmodels ./internal/ortpeer | $(GO) run ./internal/tools/testsummary
+	CGO_ENABLED=1 ONNXPE_ORT_LIB=$(ORT_LIB) $(GO) test -json -count=1 -tags ort -run 'ORT|Differential' ./kernels ./testmodels ./internal/ortpeer ./verify ./internal/cli | $(GO) run ./internal/tools/testsummary
 
 ## ort: install ONNX Runtime's CPU library from the npm package into .cache/ort
 ort: $(ORT_LIB)
@@ -58,6 +58,8 @@ demo: build
 	./$(BIN) inspect $(DEMO_MODEL)
 	@echo
 	./$(BIN) run $(DEMO_MODEL) --inputs $(dir $(DEMO_MODEL))test_data_set_0
+	@echo
+	./$(BIN) verify $(DEMO_MODEL) $(dir $(DEMO_MODEL))ort_extended.onnx
 
 ## bench: Go benchmarks, the memory check of inspect, and onnxpe vs ONNX Runtime (figures for BENCHMARKS.md)
 bench: ort

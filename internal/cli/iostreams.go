@@ -14,11 +14,14 @@ type IOStreams struct {
 	// IsTerminal says whether Out is a terminal (tables and progress bars
 	// are for people; pipes get plain output).
 	IsTerminal bool
+	// ErrIsTerminal says whether ErrOut is a terminal (progress lines
+	// are drawn there).
+	ErrIsTerminal bool
 }
 
 // System returns the process's streams.
 func System() *IOStreams {
-	return &IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, IsTerminal: isTerminal(os.Stdout)}
+	return &IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, IsTerminal: isTerminal(os.Stdout), ErrIsTerminal: isTerminal(os.Stderr)}
 }
 
 func isTerminal(f *os.File) bool {

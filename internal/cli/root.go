@@ -22,15 +22,17 @@ func NewRootCmd(ios *IOStreams) *cobra.Command {
 		Long: `onnxpe is a tool for the positional encodings of ONNX models (sinusoidal,
 learned, RoPE and its variants, ALiBi, T5 relative bias, Shaw relative
 embeddings, NoPE). Today it inspects models, converts their storage without
-losing a byte, and runs them with its own reference kernels; auditing,
-rewriting, verifying and code generation are built on these.
+losing a byte, runs them with its own reference kernels, and verifies that
+two models compute the same outputs on inputs that exercise positions;
+auditing, rewriting and code generation are built on these.
 
 ` + exitCodesHelp,
 		Example: `  onnxpe audit model.onnx
   onnxpe inspect model.onnx
   onnxpe inspect model.onnx --json
   onnxpe convert big.onnx -o small.onnx --external-data
-  onnxpe run model.onnx --inputs test_data_set_0`,
+  onnxpe run model.onnx --inputs test_data_set_0
+  onnxpe verify model.onnx rewritten.onnx`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -43,6 +45,7 @@ rewriting, verifying and code generation are built on these.
 		NewCmdInspect(ios),
 		NewCmdConvert(ios),
 		NewCmdRun(ios),
+		NewCmdVerify(ios),
 		NewCmdVersion(ios),
 	)
 	// Usage errors (unknown command, wrong argument count) exit 2.

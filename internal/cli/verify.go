@@ -1,0 +1,375 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
+	"github.com/onnxpe/onnxpe/verify"
+)
+
+type verifyOptions struct {
+	IO           *IOStreams
+	A, B         string
+	Against      string
+	Inputs       string
+	Seqs         []int
+	Batches      []int
+	Seed         uint64
+	Rtol, Atol   float64
+	rtolSet      bool
+	atolSet      bool
+	JUnit        string
+	JSON         bool
+	Runtime      string
+	Bisect       bool
+	Precision    string
+	As           string
+	Positions    int
+	Bound        float64
+	MaxPositions int
+	Threads      int
+	ctx          context.Context
+}
+
+const verifyToleranceHelp = `Tolerance: an element b of B passes when |a - b| <= atol + rtol*|a|, a
+being A's (or the reference's) element; NaN only equals NaN, an infinity
+only the same infinity; integer and bool outputs must be equal. Defaults
+per element type:
+  float32, float64  rtol 1e-5  atol 1e-5
+  float16           rtol 4e-3  atol 4e-3
+  bfloat16          rtol 3e-2  atol 3e-2
+--rtol and --atol replace that part for every float type. The report also
+gives the largest distance in units in the last place (ULP) of the type.`
+
+// NewCmdVerify builds `onnxpe verify`.
+func NewCmdVerify(ios *IOStreams) *cobra.Command {
+	opts := &verifyOptions{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "verify A B [flags] | verify A --against DIR | verify --precision MODEL",
+		Short: "Check that two models compute the same outputs, on inputs that exercise positions",
+		Long: `Verify runs models A and B on the same inputs and compares every output (by
+name; by position, with a warning, when the names differ).
+
+The inputs are synthesised from what each input means in the graph, found
+from its type, shape and uses: token ids within the vocabulary (the rows of
+the table they index), position ids (0..S-1, offset by the past length, and
+up to the largest position the model supports), attention masks (all ones,
+left and right padding; outputs at padding tokens are not compared), past
+keys/values with consistent lengths, float features from a normal
+distribution (--seed). The default sweep is: a single token, a short padded
+batch, the longest sequence (the size of the largest stored position table,
+cos/sin cache or bias table, checked by running A; 128 when none bounds
+it), positions near the largest supported one (4095 for computed
+encodings), and KV-cache steps when the model takes a cache. --seq and
+--batch replace the lengths and batch sizes.
+
+--inputs DIR|FILE.npz uses given inputs instead (an ONNX test-data folder,
+a folder of test_data_set_N folders, or a .npz file named by input).
+--against DIR compares A with the reference outputs stored there
+(output_N.pb beside input_N.pb) instead of a second model.
+
+--runtime go runs the models with onnxpe's kernels; ort with ONNX Runtime
+(default optimisations) and both compares all four pairings (A and B in
+each runtime, and each model across runtimes). ONNX Runtime needs a build
+with the ort tag (the pure-Go build says how to get one).
+
+--bisect, when outputs differ, runs both graphs again exposing every value
+they compute under the same name and names the first node where they
+diverge.
+
+--precision MODEL audits how precisely the cos/sin (RoPE) or sinusoidal
+values of a float16/bfloat16 model (or of a float32 model read --as float16
+or bfloat16) hold positions: per frequency, the first position where a
+value is further than --bound from float64 (default: the type's atol), and
+the first where two consecutive positions get the same values. It exits 1
+when a value exceeds the bound.
+
+Reports: a table, --json, and --junit FILE (JUnit XML, one test case per
+input set and runtime pairing, skipped sets as skipped cases).
+
+` + verifyToleranceHelp + `
+
+Exit codes:
+  0  the models are equal on every input set (precision: within the bound)
+  1  an output differs (precision: a value exceeds the bound)
+  2  usage error, unreadable input, or a pair that cannot be compared:
+     different input names or types, a model that cannot run
+  3  internal error (a bug: please report it)`,
+		Example: `  onnxpe verify model.onnx model_rewritten.onnx
+  onnxpe verify model.onnx ort_optimized.onnx --json --junit verify.xml
+  onnxpe verify model.onnx --against test_data_set_0
+  onnxpe verify a.onnx b.onnx --seq 1,7,128 --batch 2 --bisect
+  onnxpe verify a.onnx b.onnx --runtime both     (a build with -tags ort)
+  onnxpe verify --precision model_fp16.onnx
+  onnxpe verify --precision model.onnx --as bfloat16`,
+		Args: cobra.MaximumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				opts.A = args[0]
+			}
+			if len(args) > 1 {
+				opts.B = args[1]
+			}
+			opts.rtolSet = cmd.Flags().Changed("rtol")
+			opts.atolSet = cmd.Flags().Changed("atol")
+			opts.ctx = cmd.Context()
+			return verifyRun(opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Against, "against", "", "compare A with the reference outputs in `DIR` instead of a model B")
+	f.StringVar(&opts.Inputs, "inputs", "", "use the input sets in `DIR|FILE.npz` instead of the sweep")
+	f.IntSliceVar(&opts.Seqs, "seq", nil, "sequence lengths of the sweep, e.g. 1,7,128")
+	f.IntSliceVar(&opts.Batches, "batch", nil, "batch sizes of the sweep, e.g. 1,2")
+	f.Uint64Var(&opts.Seed, "seed", 1, "seed of the synthesised values")
+	f.Float64Var(&opts.Rtol, "rtol", 0, "relative tolerance for every float type (default: per type, see above)")
+	f.Float64Var(&opts.Atol, "atol", 0, "absolute tolerance for every float type (default: per type, see above)")
+	f.StringVar(&opts.JUnit, "junit", "", "also write the report as JUnit XML to `FILE`")
+	f.BoolVar(&opts.JSON, "json", false, "print JSON")
+	f.StringVar(&opts.Runtime, "runtime", "go", "executors: go, ort or both")
+	f.BoolVar(&opts.Bisect, "bisect", false, "when outputs differ, name the first node where the graphs diverge")
+	f.StringVar(&opts.Precision, "precision", "", "audit the precision of the cos/sin or sinusoidal values of `MODEL`")
+	f.StringVar(&opts.As, "as", "", "with --precision: audit the values as float16 or bfloat16")
+	f.IntVar(&opts.Positions, "positions", 0, "with --precision: positions to check (default: the sweep's largest position + 1, or the table's rows)")
+	f.Float64Var(&opts.Bound, "bound", 0, "with --precision: largest accepted difference from float64 (default: the type's atol)")
+	f.IntVar(&opts.MaxPositions, "max-positions", 0, "the number of positions A supports, when its graph does not say (a stored table's rows)")
+	f.IntVar(&opts.Threads, "threads", 0, "goroutines of onnxpe's kernels and ONNX Runtime threads (0: all cores)")
+	return cmd
+}
+
+func verifyRun(opts *verifyOptions) error {
+	ctx := opts.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if opts.Precision != "" {
+		return precisionRun(ctx, opts)
+	}
+	switch {
+	case opts.A == "":
+		return badInput("verify: give two models, a model and --against DIR, or --precision MODEL (see 'onnxpe verify --help')")
+	case opts.As != "" || opts.Positions != 0 || opts.Bound != 0:
+		return badInput("verify: --as, --positions and --bound go with --precision")
+	case opts.Against != "" && opts.B != "":
+		return badInput("verify: give a model B or --against DIR, not both")
+	case opts.Against == "" && opts.B == "":
+		return badInput("verify: give a model B to compare %s with, or --against DIR", opts.A)
+	case opts.Against != "" && (len(opts.Seqs) > 0 || len(opts.Batches) > 0 || opts.Inputs != ""):
+		return badInput("verify: --against uses the inputs stored beside the reference outputs; --seq, --batch and --inputs do not apply")
+	case opts.Inputs != "" && (len(opts.Seqs) > 0 || len(opts.Batches) > 0):
+		return badInput("verify: --seq and --batch shape the sweep; they do not apply to --inputs")
+	}
+	for _, n := range opts.Seqs {
+		if n < 1 {
+			return badInput("verify: --seq lengths must be at least 1, not %d", n)
+		}
+	}
+	for _, n := range opts.Batches {
+		if n < 1 {
+			return badInput("verify: --batch sizes must be at least 1, not %d", n)
+		}
+	}
+	vo := verify.Options{Seed: opts.Seed, Seqs: opts.Seqs, Batches: opts.Batches, PathA: opts.A, PathB: opts.B,
+		Bisect: opts.Bisect, Threads: opts.Threads, Hints: verify.Hints{MaxPositions: opts.MaxPositions}}
+	switch opts.Runtime {
+	case "go", "ort", "both":
+		vo.Runtime = verify.Runtime(opts.Runtime)
+	default:
+		return badInput("verify: --runtime must be go, ort or both, not %q", opts.Runtime)
+	}
+	if vo.Runtime != verify.RuntimeGo && !verify.ORTAvailable() {
+		return badInput("verify: --runtime %s: %v", opts.Runtime, verify.ErrNoORT)
+	}
+	if opts.rtolSet {
+		if !(opts.Rtol >= 0) {
+			return badInput("verify: --rtol must be at least 0")
+		}
+		vo.Policy.Rtol = &opts.Rtol
+	}
+	if opts.atolSet {
+		if !(opts.Atol >= 0) {
+			return badInput("verify: --atol must be at least 0")
+		}
+		vo.Policy.Atol = &opts.Atol
+	}
+	a, err := loadModel(opts.IO.ErrOut, opts.A)
+	if err != nil {
+		return err
+	}
+	prog := newProgress(opts.IO)
+	vo.Progress = prog.update
+	var rep *verify.Report
+	if opts.Against != "" {
+		sets, err := verify.ReadSets(opts.Against, a, true)
+		if err != nil {
+			return badInput("%v", err)
+		}
+		vo.Inputs = sets
+		rep, err = verify.CompareReference(ctx, a, opts.Against, vo)
+		prog.done()
+		if err != nil {
+			return verifyError(err)
+		}
+	} else {
+		b, err := loadModel(opts.IO.ErrOut, opts.B)
+		if err != nil {
+			return err
+		}
+		if opts.Inputs != "" {
+			sets, err := verify.ReadSets(opts.Inputs, a, false)
+			if err != nil {
+				return badInput("%v", err)
+			}
+			vo.Inputs = sets
+		}
+		rep, err = verify.Compare(ctx, a, b, vo)
+		prog.done()
+		if err != nil {
+			return verifyError(err)
+		}
+	}
+	if opts.JUnit != "" {
+		var buf bytes.Buffer
+		if err := rep.WriteJUnit(&buf); err != nil {
+			return err
+		}
+		if err := writeFileAtomic(opts.JUnit, buf.Bytes()); err != nil {
+			return badInput("%s: %v", opts.JUnit, err)
+		}
+	}
+	if opts.JSON {
+		if err := writeJSON(opts.IO, rep); err != nil {
+			return err
+		}
+	} else if err := rep.WriteTable(opts.IO.Out); err != nil {
+		return err
+	}
+	if !rep.Equal {
+		return &checkFailed{msg: rep.Summary}
+	}
+	return nil
+}
+
+// verifyError classifies the errors of Compare: a pair that cannot be
+// compared or a model that cannot run is exit 2; a kernel's internal
+// failure is exit 3.
+func verifyError(err error) error {
+	if errors.Is(err, kernels.ErrInternal) {
+		return err
+	}
+	var me *verify.ModelError
+	if errors.As(err, &me) || errors.Is(err, verify.ErrIncompatible) || errors.Is(err, verify.ErrNoORT) ||
+		errors.Is(err, context.Canceled) {
+		return badInput("verify: %v", err)
+	}
+	return err
+}
+
+func precisionRun(ctx context.Context, opts *verifyOptions) error {
+	if opts.A != "" || opts.Against != "" || opts.Inputs != "" || len(opts.Seqs) > 0 || opts.JUnit != "" || opts.Bisect {
+		return badInput("verify: --precision MODEL takes no other model and only --as, --positions, --bound, --max-positions, --json")
+	}
+	po := verify.PrecisionOptions{Positions: opts.Positions, Bound: opts.Bound, Threads: opts.Threads,
+		Hints: verify.Hints{MaxPositions: opts.MaxPositions}}
+	switch opts.As {
+	case "":
+	case "float16", "bfloat16":
+		po.As, _ = graph.ParseDataType(opts.As)
+	default:
+		return badInput("verify: --as must be float16 or bfloat16, not %q", opts.As)
+	}
+	if opts.Positions < 0 || opts.Bound < 0 {
+		return badInput("verify: --positions and --bound must not be negative")
+	}
+	m, err := loadModel(opts.IO.ErrOut, opts.Precision)
+	if err != nil {
+		return err
+	}
+	rep, err := verify.Precision(ctx, m, po)
+	if err != nil {
+		if errors.Is(err, kernels.ErrInternal) {
+			return err
+		}
+		return badInput("%s: %v", opts.Precision, err)
+	}
+	rep.Model = opts.Precision
+	if opts.JSON {
+		if err := writeJSON(opts.IO, rep); err != nil {
+			return err
+		}
+	} else if err := rep.WriteTable(opts.IO.Out); err != nil {
+		return err
+	}
+	if !rep.OK {
+		return &checkFailed{msg: rep.Summary}
+	}
+	return nil
+}
+
+// writeFileAtomic writes data to path through a temporary file in the
+// same folder renamed into place.
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, ".onnxpe-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, werr := f.Write(data)
+	cerr := f.Close()
+	if werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp, path)
+	}
+	if werr != nil {
+		os.Remove(tmp)
+	}
+	return werr
+}
+
+// progress draws one line on a terminal for runs longer than a second.
+type progress struct {
+	w     io.Writer
+	on    bool
+	start time.Time
+	shown bool
+}
+
+func newProgress(ios *IOStreams) *progress {
+	return &progress{w: ios.ErrOut, on: ios.ErrIsTerminal, start: time.Now()}
+}
+
+func (p *progress) update(pr verify.Progress) {
+	if !p.on || time.Since(p.start) < time.Second {
+		return
+	}
+	line := "verify: " + pr.Step
+	if pr.Total > 0 {
+		line = fmt.Sprintf("verify %d/%d: %s", min(pr.Done+1, pr.Total), pr.Total, pr.Step)
+	}
+	if len(line) > 78 {
+		line = line[:78]
+	}
+	fmt.Fprint(p.w, "\r\033[K"+strings.TrimSpace(line))
+	p.shown = true
+}
+
+func (p *progress) done() {
+	if p.shown {
+		fmt.Fprint(p.w, "\r\033[K")
+		p.shown = false
+	}
+}

@@ -1,0 +1,731 @@
+package verify
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
+)
+
+// Role is what an input means to the model, as read from the graph.
+type Role string
+
+// The roles of inputs. They decide the values the sweep feeds.
+const (
+	// RoleTokenIDs indexes the largest embedding table (its rows are the
+	// vocabulary): uniform ids within it.
+	RoleTokenIDs Role = "token_ids"
+	// RoleTableIndex indexes another small table (token types, segments):
+	// uniform values within its rows.
+	RoleTableIndex Role = "table_index"
+	// RolePositionIDs feeds the positional path: 0..S-1 offset by the
+	// past length, and positions near the largest the model supports.
+	RolePositionIDs Role = "position_ids"
+	// RoleAttentionMask marks real tokens (1) and padding (0): all ones,
+	// left and right padding.
+	RoleAttentionMask Role = "attention_mask"
+	// RolePastKV is a key or value cache from earlier steps, concatenated
+	// with the new keys along its past axis.
+	RolePastKV Role = "past_kv"
+	// RolePastLength is a scalar count of cached tokens.
+	RolePastLength Role = "past_length"
+	// RoleFeatures is float data (embeddings, image or audio features):
+	// standard normal values.
+	RoleFeatures Role = "features"
+	// RoleUnknown is an input whose use the analysis does not recognise:
+	// zeros (or false).
+	RoleUnknown Role = "unknown"
+)
+
+// DimKind says what a dimension of an input or output counts.
+type DimKind string
+
+// The kinds of dimensions.
+const (
+	DimFixed DimKind = "fixed"
+	DimBatch DimKind = "batch"
+	DimSeq   DimKind = "sequence"
+	DimPast  DimKind = "past"
+	// DimTotal counts past and current tokens (masks and presents of
+	// models with a cache).
+	DimTotal DimKind = "total"
+	// DimOther is any other symbolic dimension: it is bound to the
+	// sequence length.
+	DimOther DimKind = "other"
+)
+
+// DimSpec is one dimension of an input.
+type DimSpec struct {
+	Kind  DimKind `json:"kind"`
+	Size  int     `json:"size,omitempty"`
+	Param string  `json:"param,omitempty"`
+}
+
+// InputInfo is what the analysis found about one input.
+type InputInfo struct {
+	Name  string    `json:"name"`
+	DType string    `json:"dtype"`
+	Dims  []DimSpec `json:"dims"`
+	Role  Role      `json:"role"`
+	// Rows is the number of rows of the table an index input reads (the
+	// vocabulary for token ids); 0 when unknown.
+	Rows int `json:"rows,omitempty"`
+	// MaxPosition is, for position ids, the largest position a stored
+	// table indexed by them allows; 0 when no table bounds them.
+	MaxPosition int `json:"max_position,omitempty"`
+	// Evidence says which uses in the graph decided the role.
+	Evidence string `json:"evidence"`
+
+	dt graph.DataType
+	v  *graph.Value
+	ev *inputEvents
+}
+
+// Table is a stored table the model reads at positions (a position
+// table, a cos/sin cache, a bias table): its size bounds the positions
+// the model accepts.
+type Table struct {
+	// Value is the table's name in the graph.
+	Value string `json:"value"`
+	// Node is the node that reads it (Gather, Slice, RotaryEmbedding...).
+	Node string `json:"node"`
+	Op   string `json:"op"`
+	// Rows is its size along the axis that is read.
+	Rows int `json:"rows"`
+	// BySequence is true when the table is cut to the sequence length
+	// before it is read (its rows then follow the input).
+	BySequence bool `json:"by_sequence,omitempty"`
+}
+
+// Analysis is what verify knows about a model's inputs: roles, symbolic
+// dimensions, the vocabulary, the tables that bound positions, and the
+// longest sequence the sweep feeds.
+type Analysis struct {
+	Inputs []InputInfo `json:"inputs"`
+	// HasCache is true when the model takes past keys/values.
+	HasCache bool `json:"has_cache"`
+	// FixedSeq is the sequence length when the model's shapes fix it.
+	FixedSeq int     `json:"fixed_seq,omitempty"`
+	Tables   []Table `json:"tables,omitempty"`
+	// MaxLength is the longest sequence (past plus current tokens) the
+	// sweep feeds: the largest a stored table allows, checked by running
+	// the model, or DefaultLongSequence when no table bounds it.
+	MaxLength int `json:"max_length"`
+	// MaxLengthFrom says where MaxLength comes from.
+	MaxLengthFrom string `json:"max_length_from"`
+	// MaxPosition is the largest position id the sweep feeds.
+	MaxPosition int `json:"max_position,omitempty"`
+	// Notes are things the analysis could not settle.
+	Notes []string `json:"notes,omitempty"`
+
+	model  *graph.Model
+	feeds  []*graph.Value
+	d      *deps
+	params map[string]DimKind
+	reads  []*boundedRead
+}
+
+// boundedRead is a Gather/Slice/RotaryEmbedding reading a table that
+// depends on no input's values at indices that depend on the inputs.
+type boundedRead struct {
+	node  *graph.Node
+	data  *graph.Value
+	axis  int  // Gather axis; -1 for a Slice (found from the probe)
+	slice bool // data is cut by a Slice (output compared with the data)
+	// token: the indices come straight from a token-id or table-index
+	// input (a vocabulary lookup, not a position bound).
+	token bool
+	rows  [2]int // probed sizes at two sequence lengths
+	// value is the table as the first probe read it (kept for the
+	// precision audit; dropped for vocabulary tables).
+	value *kernels.Tensor
+}
+
+// inputEvents are the uses of one input reached through ops that keep
+// its values (Reshape, Unsqueeze, Cast to an integer type, ...).
+type inputEvents struct {
+	gathers  []*graph.Node // Gather*/index input reached directly
+	arithGat []*graph.Node // Gather* reached after integer arithmetic
+	rotary   []*graph.Node // fused RotaryEmbedding position input
+	mask     []string      // mask-like uses
+	position []string      // position-like uses (arithmetic, comparisons with ranges)
+	concat   []*graph.Node // float: concatenated with non-constant values
+	concatAx []int
+	rng      bool // an operand of Range
+	other    []string
+}
+
+func (e *inputEvents) add(list *[]string, n *graph.Node) {
+	s := n.OpType
+	if !slices.Contains(*list, s) {
+		*list = append(*list, s)
+	}
+}
+
+// walkUses follows v's values forward through ops that keep them and
+// records the first uses that do something with them.
+func walkUses(g *graph.Graph, v *graph.Value, isFloat bool) *inputEvents {
+	e := &inputEvents{}
+	seen := map[*graph.Value]bool{}
+	var walk func(v *graph.Value, float, arith bool, depth int)
+	walk = func(v *graph.Value, float, arith bool, depth int) {
+		if v == nil || seen[v] || depth > 24 {
+			return
+		}
+		seen[v] = true
+		for _, u := range v.Uses() {
+			n := u.Node
+			if n.Graph() != g {
+				e.add(&e.other, n)
+				continue
+			}
+			onnx := isONNX(n.Domain)
+			pass := func() {
+				for _, o := range n.Outputs() {
+					walk(o, float, arith, depth+1)
+				}
+			}
+			switch {
+			case !onnx && n.OpType == "RotaryEmbedding" && n.Domain == "com.microsoft" && u.Index == 1,
+				onnx && n.OpType == "RotaryEmbedding" && u.Index == 3:
+				e.rotary = append(e.rotary, n)
+			case !onnx:
+				e.add(&e.other, n)
+			case n.OpType == "Shape" || n.OpType == "Size":
+				// only the shape is read
+			case n.OpType == "Cast" || n.OpType == "CastLike":
+				to := graph.DataType(n.AttrInt("to", 0))
+				if n.OpType == "CastLike" {
+					if u.Index != 0 {
+						continue
+					}
+					if n.Input(1) != nil && n.Input(1).Type != nil {
+						to = n.Input(1).Type.ElemType()
+					}
+				}
+				switch {
+				case to == graph.Bool:
+					e.add(&e.mask, n)
+				case to.IsFloat():
+					if isFloat {
+						pass()
+					} else {
+						for _, o := range n.Outputs() {
+							walk(o, true, arith, depth+1)
+						}
+					}
+				default:
+					pass()
+				}
+			case (n.OpType == "Gather" || n.OpType == "GatherElements" || n.OpType == "GatherND") && u.Index == 1 && !float:
+				if arith {
+					e.arithGat = append(e.arithGat, n)
+				} else {
+					e.gathers = append(e.gathers, n)
+				}
+			case isFloat && n.OpType == "Concat":
+				other := false
+				for _, in := range n.Inputs() {
+					if in != nil && in != v {
+						if _, c := graph.ConstantValue(in); !c {
+							other = true
+						}
+					}
+				}
+				if other {
+					e.concat = append(e.concat, n)
+					e.concatAx = append(e.concatAx, int(n.AttrInt("axis", 0)))
+				} else {
+					pass()
+				}
+			case keepsValues(n, u.Index):
+				pass()
+			case n.OpType == "CumSum" || n.OpType == "Not" || n.OpType == "And" || n.OpType == "Or" || n.OpType == "Xor" ||
+				(n.OpType == "Where" && u.Index == 0):
+				e.add(&e.mask, n)
+			case n.OpType == "Equal":
+				if _, c := graph.ConstantValue(n.Input(1 - u.Index)); c {
+					e.add(&e.mask, n) // compared with 0 or a pad id
+				} else {
+					e.add(&e.position, n)
+				}
+			case n.OpType == "Less" || n.OpType == "Greater" || n.OpType == "LessOrEqual" || n.OpType == "GreaterOrEqual":
+				if _, c := graph.ConstantValue(n.Input(1 - u.Index)); c {
+					e.add(&e.mask, n)
+				} else {
+					e.add(&e.position, n)
+				}
+			case n.OpType == "Range":
+				e.rng = true
+				e.add(&e.position, n)
+			case n.OpType == "ReduceMax" || n.OpType == "ReduceMin" || n.OpType == "ArgMax" || n.OpType == "ArgMin":
+				e.add(&e.position, n)
+			case n.OpType == "Sub" && u.Index == 1 && isConstOne(n.Input(0)):
+				e.add(&e.mask, n) // 1 - mask
+			case n.OpType == "Mul" && isConstHuge(n.Input(1-u.Index)):
+				e.add(&e.mask, n) // mask * finfo.min
+			case float:
+				e.add(&e.position, n) // arithmetic on the value as a number
+			case isIntArith(n.OpType):
+				e.add(&e.position, n)
+				for _, o := range n.Outputs() {
+					walk(o, float, true, depth+1)
+				}
+			default:
+				e.add(&e.other, n)
+			}
+		}
+	}
+	walk(v, false, false, 0)
+	return e
+}
+
+// keepsValues reports whether input i of n passes its values through
+// unchanged (moved, reshaped, repeated, cut).
+func keepsValues(n *graph.Node, i int) bool {
+	switch n.OpType {
+	case "Identity", "Unsqueeze", "Squeeze", "Flatten", "Transpose", "Concat":
+		return true
+	case "Reshape", "Expand", "Tile", "Slice", "Split", "Gather", "GatherElements", "Pad":
+		return i == 0
+	}
+	return false
+}
+
+func isIntArith(op string) bool {
+	switch op {
+	case "Add", "Sub", "Mul", "Div", "Mod", "Max", "Min", "Clip", "Neg", "Abs":
+		return true
+	}
+	return false
+}
+
+func constScalar(v *graph.Value) (float64, bool) {
+	t, ok := graph.ConstantValue(v)
+	if !ok || t.Len() != 1 {
+		return 0, false
+	}
+	f, err := t.Float64s()
+	if err != nil || len(f) != 1 {
+		return 0, false
+	}
+	return f[0], true
+}
+
+func isConstOne(v *graph.Value) bool  { f, ok := constScalar(v); return ok && f == 1 }
+func isConstHuge(v *graph.Value) bool { f, ok := constScalar(v); return ok && math.Abs(f) >= 1e4 }
+
+// analyzeGraph reads roles, dimensions and bounded table reads from the
+// graph alone (no run). Rows of tables come later, from probeTables.
+func analyzeGraph(m *graph.Model) *Analysis {
+	g := m.Graph
+	a := &Analysis{model: m, feeds: kernels.FeedInputs(m), params: map[string]DimKind{}}
+	a.d = computeDeps(g, a.feeds)
+	for _, v := range a.feeds {
+		info := InputInfo{Name: v.Name, v: v, Role: RoleUnknown}
+		if v.Type != nil {
+			info.dt = v.Type.ElemType()
+		}
+		info.DType = info.dt.String()
+		dims, _ := v.Type.Shape()
+		info.Dims = make([]DimSpec, len(dims))
+		for i, d := range dims {
+			info.Dims[i] = DimSpec{Kind: DimOther, Param: d.Param}
+			if d.Known {
+				info.Dims[i] = DimSpec{Kind: DimFixed, Size: int(d.Value)}
+			}
+		}
+		info.ev = walkUses(g, v, info.dt.IsFloat())
+		a.Inputs = append(a.Inputs, info)
+	}
+	for i := range a.Inputs {
+		classify(&a.Inputs[i])
+	}
+	a.findReads()
+	return a
+}
+
+// classify decides the role of an input from its uses, before table
+// sizes are known (index inputs are told apart later).
+func classify(in *InputInfo) {
+	e := in.ev
+	rank := len(in.Dims)
+	scalar := rank == 0 || (rank == 1 && in.Dims[0].Kind == DimFixed && in.Dims[0].Size == 1)
+	switch {
+	case in.dt.IsFloat():
+		if len(e.concat) > 0 && rank >= 2 {
+			in.Role = RolePastKV
+			in.Evidence = fmt.Sprintf("concatenated with computed values by %s (axis %d)", e.concat[0], e.concatAx[0])
+			return
+		}
+		in.Role = RoleFeatures
+		in.Evidence = "float data"
+		return
+	case in.dt != graph.Bool && !in.dt.IsInt():
+		in.Evidence = fmt.Sprintf("element type %v", in.dt)
+		return
+	}
+	switch {
+	case scalar && (e.rng || len(e.position) > 0):
+		in.Role = RolePastLength
+		in.Evidence = "integer scalar used in " + strings.Join(e.position, ", ")
+	case len(e.mask) > 0 && len(e.gathers) == 0 && len(e.rotary) == 0:
+		in.Role = RoleAttentionMask
+		in.Evidence = "mask arithmetic: " + strings.Join(e.mask, ", ")
+	case len(e.rotary) > 0:
+		in.Role = RolePositionIDs
+		in.Evidence = "position input of " + e.rotary[0].String()
+	case len(e.gathers) > 0:
+		in.Role = RoleTableIndex
+		in.Evidence = "indexes a table (" + e.gathers[0].String() + ")"
+		if len(e.position) > 0 {
+			in.Role = RolePositionIDs
+			in.Evidence = "indexes a table and is used as a number (" + strings.Join(e.position, ", ") + ")"
+		}
+	case len(e.position) > 0 || len(e.arithGat) > 0:
+		in.Role = RolePositionIDs
+		in.Evidence = "used as a number: " + strings.Join(e.position, ", ")
+	case in.dt == graph.Bool && len(e.mask) > 0:
+		in.Role = RoleAttentionMask
+		in.Evidence = "boolean mask: " + strings.Join(e.mask, ", ")
+	default:
+		in.Evidence = "no recognised use"
+		if len(e.other) > 0 {
+			in.Evidence += " (" + strings.Join(e.other, ", ") + ")"
+		}
+	}
+}
+
+// findReads lists the bounded table reads of the main graph.
+func (a *Analysis) findReads() {
+	g := a.model.Graph
+	tokenGathers := map[*graph.Node]bool{}
+	for _, in := range a.Inputs {
+		if in.Role == RoleTableIndex {
+			for _, n := range in.ev.gathers {
+				tokenGathers[n] = true
+			}
+		}
+	}
+	for _, n := range g.Nodes() {
+		if !isONNX(n.Domain) && !(n.Domain == "com.microsoft" && n.OpType == "RotaryEmbedding") {
+			continue
+		}
+		var r *boundedRead
+		switch {
+		case n.OpType == "Gather" || n.OpType == "GatherElements":
+			r = &boundedRead{node: n, data: n.Input(0), axis: int(n.AttrInt("axis", 0))}
+			if !a.d.any[n.Input(1)].any() {
+				continue
+			}
+		case n.OpType == "GatherND":
+			r = &boundedRead{node: n, data: n.Input(0), axis: int(n.AttrInt("batch_dims", 0))}
+			if !a.d.any[n.Input(1)].any() {
+				continue
+			}
+		case n.OpType == "Slice":
+			r = &boundedRead{node: n, data: n.Input(0), axis: -1, slice: true}
+			if !a.d.any[n.Input(1)].any() && !a.d.any[n.Input(2)].any() {
+				continue
+			}
+		case n.OpType == "RotaryEmbedding" && n.Domain == "com.microsoft":
+			r = &boundedRead{node: n, data: n.Input(2), axis: 0}
+		case n.OpType == "RotaryEmbedding":
+			r = &boundedRead{node: n, data: n.Input(1), axis: 0}
+			if n.Input(3) == nil { // positions are 0..S-1: the cache is read up to S
+				r.axis = 1
+			}
+		default:
+			continue
+		}
+		if r.data == nil || a.d.vals[r.data].any() {
+			continue // a computed value, not a stored table
+		}
+		if a.d.any[r.data].any() && !r.slice && n.OpType != "GatherElements" && !bigEnough(r.data) {
+			continue // indexing a shape vector
+		}
+		r.token = tokenGathers[n]
+		a.reads = append(a.reads, r)
+	}
+}
+
+// bigEnough reports whether v may be a table rather than a shape vector:
+// following first inputs back, it comes from a constant of rank 2 or more
+// (or a declared shape of rank 2 or more), not from a Shape node.
+func bigEnough(v *graph.Value) bool {
+	for depth := 0; v != nil && depth < 16; depth++ {
+		if t, ok := graph.ConstantValue(v); ok {
+			return len(t.Dims()) >= 2
+		}
+		if dims, ok := v.Type.Shape(); ok {
+			return len(dims) >= 2
+		}
+		p := v.Producer()
+		if p == nil {
+			return true
+		}
+		switch p.OpType {
+		case "Shape", "Size", "Range":
+			return false
+		}
+		v = p.Input(0)
+	}
+	return true
+}
+
+// finishRoles tells index inputs apart once table sizes are known: the
+// input that reads the largest table holds token ids; another input whose
+// table is larger than a segment table and whose gathered rows rotate
+// another value, or that is bigger than 16 rows, holds positions.
+func (a *Analysis) finishRoles() {
+	var idx []*InputInfo
+	for i := range a.Inputs {
+		in := &a.Inputs[i]
+		if in.Role == RoleTableIndex || in.Role == RolePositionIDs {
+			for _, n := range in.ev.gathers {
+				if r := a.readOf(n); r != nil && r.rows[0] > 0 && r.rows[0] == r.rows[1] {
+					if in.Rows == 0 || r.rows[0] < in.Rows {
+						in.Rows = r.rows[0]
+					}
+				}
+			}
+		}
+		if in.Role == RoleTableIndex {
+			idx = append(idx, in)
+		}
+	}
+	// Gathered rows that multiply a value which does not depend on this
+	// input are rotation factors (a cos/sin cache read at positions).
+	var rest []*InputInfo
+	for _, in := range idx {
+		if n := a.rotates(in); n != nil {
+			in.Role = RolePositionIDs
+			in.Evidence = "indexes a table whose rows multiply other values (" + n.String() + ")"
+			continue
+		}
+		rest = append(rest, in)
+	}
+	if len(rest) > 0 {
+		sort.SliceStable(rest, func(i, j int) bool {
+			if rest[i].Rows != rest[j].Rows {
+				return rest[i].Rows > rest[j].Rows
+			}
+			// Equal tables: the name decides, weakly.
+			return !looksLike(rest[i].Name, "pos") && looksLike(rest[j].Name, "pos")
+		})
+		tok := rest[0]
+		tok.Role = RoleTokenIDs
+		tok.Evidence = fmt.Sprintf("indexes the largest table (%d rows)", tok.Rows)
+		for _, in := range rest[1:] {
+			if in.Rows > 16 && !looksLike(in.Name, "type") && !looksLike(in.Name, "segment") {
+				in.Role = RolePositionIDs
+				in.Evidence = fmt.Sprintf("indexes a second table of %d rows (more than a segment table)", in.Rows)
+			}
+		}
+	}
+	for i := range a.Inputs {
+		in := &a.Inputs[i]
+		if in.Role != RolePositionIDs {
+			continue
+		}
+		for _, n := range append(slices.Clone(in.ev.gathers), in.ev.rotary...) {
+			r := a.readOf(n)
+			if r == nil || r.rows[0] == 0 || r.rows[0] != r.rows[1] {
+				continue
+			}
+			if in.MaxPosition == 0 || r.rows[0]-1 < in.MaxPosition {
+				in.MaxPosition = r.rows[0] - 1
+			}
+		}
+	}
+	// Reads by token ids are vocabulary lookups, not position bounds.
+	for _, r := range a.reads {
+		for _, in := range a.Inputs {
+			if (in.Role == RoleTokenIDs || in.Role == RoleTableIndex) && slices.Contains(in.ev.gathers, r.node) {
+				r.token = true
+			}
+		}
+		if r.token || r.rows[0] != r.rows[1] {
+			r.value = nil
+		}
+	}
+}
+
+func looksLike(name, part string) bool { return strings.Contains(strings.ToLower(name), part) }
+
+func (a *Analysis) readOf(n *graph.Node) *boundedRead {
+	for _, r := range a.reads {
+		if r.node == n {
+			return r
+		}
+	}
+	return nil
+}
+
+// rotates returns the node where rows gathered by in multiply a value
+// that does not depend on in (and is not a constant), or nil.
+func (a *Analysis) rotates(in *InputInfo) *graph.Node {
+	idx := slices.Index(a.feeds, in.v)
+	for _, gn := range in.ev.gathers {
+		seen := map[*graph.Value]bool{}
+		var found *graph.Node
+		var walk func(v *graph.Value, depth int)
+		walk = func(v *graph.Value, depth int) {
+			if found != nil || seen[v] || depth > 8 {
+				return
+			}
+			seen[v] = true
+			for _, u := range v.Uses() {
+				n := u.Node
+				switch {
+				case n.OpType == "Mul" && isONNX(n.Domain):
+					o := n.Input(1 - u.Index)
+					if _, c := graph.ConstantValue(o); !c && !a.d.vals[o].has(idx) && a.d.vals[o].any() {
+						found = n
+						return
+					}
+				case keepsValues(n, u.Index) || n.OpType == "Cast" || n.OpType == "Neg":
+					for _, o := range n.Outputs() {
+						walk(o, depth+1)
+					}
+				}
+			}
+		}
+		walk(gn.Output(0), 0)
+		if found != nil {
+			return found
+		}
+	}
+	return nil
+}
+
+// assignDims gives every input dimension a kind.
+func (a *Analysis) assignDims() {
+	setParam := func(p string, k DimKind) {
+		if p != "" {
+			if _, ok := a.params[p]; !ok {
+				a.params[p] = k
+			}
+		}
+	}
+	var seqParam string
+	hasSeqInput := false
+	// Token-like inputs [batch, sequence] first.
+	for i := range a.Inputs {
+		in := &a.Inputs[i]
+		switch in.Role {
+		case RoleTokenIDs, RoleTableIndex, RolePositionIDs:
+		default:
+			continue
+		}
+		if len(in.Dims) == 2 {
+			hasSeqInput = true
+			a.setDim(in, 0, DimBatch)
+			a.setDim(in, 1, DimSeq)
+			setParam(in.Dims[0].Param, DimBatch)
+			setParam(in.Dims[1].Param, DimSeq)
+			if seqParam == "" {
+				seqParam = in.Dims[1].Param
+			}
+		}
+	}
+	for i := range a.Inputs {
+		in := &a.Inputs[i]
+		if in.Role != RolePastKV {
+			continue
+		}
+		a.HasCache = true
+		ax := in.ev.concatAx[0]
+		if ax < 0 {
+			ax += len(in.Dims)
+		}
+		if ax >= 0 && ax < len(in.Dims) {
+			a.setDim(in, ax, DimPast)
+			setParam(in.Dims[ax].Param, DimPast)
+		}
+		if len(in.Dims) > 0 {
+			a.setDim(in, 0, DimBatch)
+			setParam(in.Dims[0].Param, DimBatch)
+		}
+	}
+	for i := range a.Inputs {
+		in := &a.Inputs[i]
+		if in.Role != RoleAttentionMask || len(in.Dims) < 2 {
+			continue
+		}
+		a.setDim(in, 0, DimBatch)
+		setParam(in.Dims[0].Param, DimBatch)
+		last := len(in.Dims) - 1
+		p := in.Dims[last].Param
+		k := DimSeq
+		switch {
+		case p != "" && a.params[p] != "":
+			k = a.params[p]
+		case a.HasCache && (p != seqParam || p == ""):
+			k = DimTotal // a mask over cached and new tokens
+		case !hasSeqInput:
+			hasSeqInput = true
+		}
+		a.setDim(in, last, k)
+		setParam(p, k)
+		if len(in.Dims) == 4 {
+			a.setDim(in, 2, DimSeq)
+		}
+	}
+	// Float inputs without a token input carry the sequence themselves
+	// ([batch, sequence, features]).
+	for i := range a.Inputs {
+		in := &a.Inputs[i]
+		if in.Role != RoleFeatures || len(in.Dims) == 0 {
+			continue
+		}
+		a.setDim(in, 0, DimBatch)
+		setParam(in.Dims[0].Param, DimBatch)
+		if !hasSeqInput && len(in.Dims) == 3 {
+			hasSeqInput = true
+			a.setDim(in, 1, DimSeq)
+			setParam(in.Dims[1].Param, DimSeq)
+		}
+	}
+	for i := range a.Inputs {
+		in := &a.Inputs[i]
+		for j := range in.Dims {
+			d := &in.Dims[j]
+			if d.Kind == DimOther {
+				if k, ok := a.params[d.Param]; ok && d.Param != "" {
+					d.Kind = k
+				}
+			}
+		}
+	}
+	for _, in := range a.Inputs {
+		if (in.Role == RoleTokenIDs || in.Role == RoleTableIndex || in.Role == RolePositionIDs) && len(in.Dims) == 2 {
+			if d := in.v.Type; d != nil {
+				if dims, ok := d.Shape(); ok && dims[1].Known {
+					a.FixedSeq = int(dims[1].Value)
+				}
+			}
+		}
+	}
+}
+
+// setDim sets the kind of axis i of in unless the model fixes its size.
+func (a *Analysis) setDim(in *InputInfo, i int, k DimKind) {
+	if i < len(in.Dims) && in.Dims[i].Kind != DimFixed {
+		in.Dims[i].Kind = k
+	}
+}
+
+// input returns the analysis of the named input.
+func (a *Analysis) input(name string) *InputInfo {
+	for i := range a.Inputs {
+		if a.Inputs[i].Name == name {
+			return &a.Inputs[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,397 @@
+package verify
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
+)
+
+// Hints are facts about model A that a caller already knows (the audit's
+// findings, a user's flags); they take precedence over the analysis.
+type Hints struct {
+	// Roles forces the role of named inputs.
+	Roles map[string]Role `json:"roles,omitempty"`
+	// Rows gives the rows of the table an index input reads (the
+	// vocabulary of token ids).
+	Rows map[string]int `json:"rows,omitempty"`
+	// MaxPositions is the number of positions the model supports (the
+	// rows of its stored position table or cos/sin cache); 0: analysis.
+	MaxPositions int `json:"max_positions,omitempty"`
+}
+
+// planner builds the sweep of input sets for model A, running A to probe
+// what it accepts.
+type planner struct {
+	a      *Analysis
+	opts   *Options
+	run    func(s SetSpec) (map[string]*kernels.Tensor, error)
+	cached map[string]map[string]*kernels.Tensor // A's outputs by set key
+	sets   []*inputSet
+}
+
+// Analyze reads what verify needs to know about a model's inputs from
+// its graph and by running it on probe inputs (table sizes, the longest
+// sequence it accepts). It is what the sweep is built from; Compare
+// calls it on model A.
+func Analyze(m *graph.Model, hints Hints, threads int) (*Analysis, error) {
+	a := analyzeGraph(m)
+	r, err := newGoRunner(m, threads, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	p := &planner{a: a, opts: &Options{Hints: hints, Threads: threads}, cached: map[string]map[string]*kernels.Tensor{}}
+	p.run = func(s SetSpec) (map[string]*kernels.Tensor, error) {
+		set, err := a.synthesize(s, 1)
+		if err != nil {
+			return nil, err
+		}
+		return r.run(set.inputs, nil)
+	}
+	if err := p.analyze(); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// applyHints overrides roles and rows.
+func (a *Analysis) applyHints(h Hints) {
+	for i := range a.Inputs {
+		in := &a.Inputs[i]
+		if r, ok := h.Roles[in.Name]; ok {
+			in.Role, in.Evidence = r, "given"
+		}
+		if n, ok := h.Rows[in.Name]; ok && n > 0 {
+			in.Rows = n
+		}
+	}
+}
+
+// analyze completes the static analysis: probes the tables, tells index
+// inputs apart, binds dimensions and finds the longest sequence.
+func (p *planner) analyze() error {
+	a := p.a
+	a.applyHints(p.opts.Hints)
+	a.assignDims()
+	if err := p.probeTables(); err != nil {
+		return err
+	}
+	a.finishRoles()
+	a.applyHints(p.opts.Hints)
+	a.assignDims()
+	return p.findMaxLength()
+}
+
+// probeTables runs A at two short lengths, reading the tables the model
+// indexes by positions, to learn their sizes.
+func (p *planner) probeTables() error {
+	a := p.a
+	var names []string
+	for _, r := range a.reads {
+		if r.data.Name == "" {
+			continue
+		}
+		names = append(names, r.data.Name)
+		if r.slice && r.node.Output(0).Name != "" {
+			names = append(names, r.node.Output(0).Name)
+		}
+	}
+	names = dedupe(names)
+	lens := [2]int{2, 3}
+	if a.FixedSeq > 0 {
+		lens = [2]int{a.FixedSeq, a.FixedSeq}
+	}
+	var probe *goRunner
+	if len(names) > 0 {
+		var err error
+		probe, err = newGoRunner(a.model, p.opts.Threads, names)
+		if err != nil {
+			return &ModelError{Model: "A", Runtime: RuntimeGo, Err: err}
+		}
+		defer probe.close()
+	}
+	for k, n := range lens {
+		spec := SetSpec{Name: fmt.Sprintf("probe (sequence %d)", n), Batch: 1, Seq: n}
+		set, err := a.synthesize(spec, 1)
+		if err != nil {
+			return err
+		}
+		if probe == nil {
+			continue
+		}
+		out, err := probe.run(set.inputs, nil)
+		if err != nil {
+			return &ModelError{Model: "A", Runtime: RuntimeGo, Set: spec.Name, Err: err}
+		}
+		for _, r := range a.reads {
+			d := out[r.data.Name]
+			if d == nil {
+				continue
+			}
+			if r.slice {
+				o := out[r.node.Output(0).Name]
+				if o == nil || len(o.Shape) != len(d.Shape) {
+					continue
+				}
+				for ax := range d.Shape {
+					if d.Shape[ax] != o.Shape[ax] {
+						r.axis = ax
+						break
+					}
+				}
+				if r.axis < 0 {
+					continue
+				}
+			}
+			ax := r.axis
+			if ax < 0 {
+				ax += len(d.Shape)
+			}
+			if ax >= 0 && ax < len(d.Shape) {
+				r.rows[k] = d.Shape[ax]
+				if k == 0 {
+					r.value = d
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func dedupe(s []string) []string {
+	var out []string
+	for _, x := range s {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// findMaxLength sets MaxLength: the largest stored table's rows (or
+// DefaultLongSequence when larger or when there is none), lowered by
+// bisection to the longest sequence A runs when A refuses it.
+func (p *planner) findMaxLength() error {
+	a := p.a
+	a.Tables = nil
+	longest, from := 0, ""
+	for _, r := range a.reads {
+		if r.token || r.rows[0] == 0 {
+			continue
+		}
+		t := Table{Value: r.data.Name, Node: r.node.Name, Op: r.node.OpType, Rows: r.rows[0], BySequence: r.rows[0] != r.rows[1]}
+		a.Tables = append(a.Tables, t)
+		if !t.BySequence && t.Rows > longest {
+			longest, from = t.Rows, fmt.Sprintf("table %q read by %s (%d rows)", t.Value, t.Op, t.Rows)
+		}
+	}
+	if h := p.opts.Hints.MaxPositions; h > 0 {
+		longest, from = h, fmt.Sprintf("given: %d positions", h)
+	}
+	// Positions: the largest a table indexed by position ids allows,
+	// DefaultFarPosition when they feed a computed encoding.
+	a.MaxPosition = 0
+	for i := range a.Inputs {
+		in := &a.Inputs[i]
+		if in.Role != RolePositionIDs {
+			continue
+		}
+		mp := in.MaxPosition
+		if p.opts.Hints.MaxPositions > 0 {
+			mp = p.opts.Hints.MaxPositions - 1
+		}
+		if mp == 0 && !a.readsBySequence(in) {
+			mp = DefaultFarPosition
+		}
+		if mp > 0 && (a.MaxPosition == 0 || mp < a.MaxPosition) {
+			a.MaxPosition = mp
+		}
+	}
+	if a.FixedSeq > 0 {
+		a.MaxLength, a.MaxLengthFrom = a.FixedSeq, "fixed by the model's input shapes"
+		return nil
+	}
+	if !a.hasSeq() {
+		a.MaxLengthFrom = "the inputs have no sequence axis"
+		return nil
+	}
+	if longest < DefaultLongSequence {
+		if longest > 0 {
+			from = fmt.Sprintf("default (the largest stored table, %s, is shorter)", from)
+		} else {
+			from = "default (no stored table bounds positions)"
+		}
+		longest = DefaultLongSequence
+	}
+	limit := p.opts.MaxLength
+	if limit <= 0 {
+		limit = DefaultMaxLength
+	}
+	if longest > limit {
+		a.Notes = append(a.Notes, fmt.Sprintf("the model supports %d positions (%s); the sweep stops at %d (raise it with a longer --seq)", longest, from, limit))
+		longest, from = limit, fmt.Sprintf("capped at %d", limit)
+	}
+	if p.run == nil {
+		a.MaxLength, a.MaxLengthFrom = longest, from
+		return nil
+	}
+	try := func(n int) (bool, error) {
+		s := SetSpec{Name: fmt.Sprintf("probe (sequence %d)", n), Batch: 2, Seq: n, Purpose: "long"}
+		out, err := p.run(s)
+		if err != nil {
+			if errors.Is(err, kernels.ErrInternal) {
+				return false, &ModelError{Model: "A", Runtime: RuntimeGo, Set: s.Name, Err: err}
+			}
+			return false, nil
+		}
+		p.cached[s.key()] = out
+		return true, nil
+	}
+	ok, err := try(longest)
+	if err != nil {
+		return err
+	}
+	if ok {
+		a.MaxLength, a.MaxLengthFrom = longest, from
+		return nil
+	}
+	// Refused: try the stored tables' sizes, longest first, then bisect
+	// below the shortest refused length.
+	hi := longest
+	var sizes []int
+	for _, t := range a.Tables {
+		if !t.BySequence && t.Rows < hi && !slices.Contains(sizes, t.Rows) {
+			sizes = append(sizes, t.Rows)
+		}
+	}
+	slices.Sort(sizes)
+	slices.Reverse(sizes)
+	for _, n := range sizes {
+		ok, err := try(n)
+		if err != nil {
+			return err
+		}
+		if ok {
+			a.MaxLength = n
+			a.MaxLengthFrom = fmt.Sprintf("the size of a stored table (%d rows); %d is refused", n, hi)
+			return nil
+		}
+		hi = n
+	}
+	lo := 1
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		ok, err := try(mid)
+		if err != nil {
+			return err
+		}
+		if ok {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	a.MaxLength, a.MaxLengthFrom = lo, fmt.Sprintf("the longest sequence model A runs (from %d on it refuses inputs)", hi)
+	return nil
+}
+
+// readsBySequence reports whether position input in indexes a table cut
+// to the sequence length (positions must then stay below it).
+func (a *Analysis) readsBySequence(in *InputInfo) bool {
+	for _, n := range in.ev.gathers {
+		if r := a.readOf(n); r != nil && r.rows[0] != r.rows[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// specs lists the input sets of the sweep.
+func (p *planner) specs() []SetSpec {
+	a, o := p.a, p.opts
+	mask := a.hasRole(RoleAttentionMask)
+	padded := func(s SetSpec) SetSpec {
+		if mask && s.Batch >= 2 && !s.unpadded {
+			s.Padding = []string{"none", "left", "right"}[:min(s.Batch, 3)]
+			for len(s.Padding) < s.Batch {
+				s.Padding = append(s.Padding, "none")
+			}
+			s.Pads = min(2, s.Past+s.Seq-1)
+		}
+		return s
+	}
+	var out []SetSpec
+	add := func(s SetSpec) {
+		if len(o.Batches) > 0 {
+			for _, b := range o.Batches {
+				t := s
+				t.Batch = b
+				t.Padding = nil
+				t = padded(t)
+				if len(o.Batches) > 1 {
+					t.Name = fmt.Sprintf("%s/b%d", s.Name, b)
+				}
+				out = append(out, t)
+			}
+			return
+		}
+		out = append(out, padded(s))
+	}
+	if !a.hasSeq() {
+		add(SetSpec{Name: "batch1", Batch: 1, Purpose: "one example", required: true})
+		add(SetSpec{Name: "batch3", Batch: 3, Purpose: "a batch"})
+		return dedupeSpecs(out)
+	}
+	fix := func(n int) int {
+		if a.FixedSeq > 0 {
+			return a.FixedSeq
+		}
+		return n
+	}
+	if len(o.Seqs) > 0 {
+		for i, n := range o.Seqs {
+			b := 2
+			if n > 64 {
+				b = 1
+			}
+			add(SetSpec{Name: fmt.Sprintf("seq%d", n), Batch: b, Seq: fix(n), Purpose: "requested length", required: i == 0 && !a.HasCache})
+			if a.HasCache {
+				add(SetSpec{Name: fmt.Sprintf("seq%d-past%d", n, decodePast), Batch: b, Seq: fix(n), Past: decodePast, Purpose: "requested length after a KV cache", required: i == 0})
+			}
+		}
+	} else {
+		if a.HasCache {
+			add(SetSpec{Name: "decode", Batch: 2, Seq: fix(1), Past: decodePast, Purpose: "one token after a KV cache", required: true})
+			add(SetSpec{Name: "chunk", Batch: 2, Seq: fix(4), Past: 5, Purpose: "a few tokens after a KV cache, padded rows"})
+		}
+		add(SetSpec{Name: "token", Batch: 2, Seq: fix(1), Purpose: "a single token", required: !a.HasCache})
+		add(SetSpec{Name: "short", Batch: 3, Seq: fix(shortSeq), Purpose: "a short sequence, padded rows", required: !a.HasCache})
+		if a.MaxLength > shortSeq {
+			add(SetSpec{Name: "long", Batch: 2, Seq: fix(a.MaxLength), Purpose: "the longest sequence (" + a.MaxLengthFrom + ")", unpadded: true})
+		}
+		if a.HasCache && a.MaxLength > decodePast+1 {
+			add(SetSpec{Name: "decode-last", Batch: 1, Seq: fix(1), Past: a.MaxLength - 1, Purpose: "one token at the last position, after a KV cache"})
+		}
+	}
+	if a.hasRole(RolePositionIDs) && a.MaxPosition > 0 && a.MaxPosition+1 > a.MaxLength {
+		n := fix(min(shortSeq, a.MaxPosition+1))
+		out = append(out, SetSpec{Name: "far", Batch: 2, Seq: n, Offset: a.MaxPosition + 1 - n,
+			Purpose: fmt.Sprintf("positions up to %d, the largest the model supports", a.MaxPosition)})
+	}
+	return dedupeSpecs(out)
+}
+
+func dedupeSpecs(in []SetSpec) []SetSpec {
+	var out []SetSpec
+	seen := map[string]bool{}
+	for _, s := range in {
+		if !seen[s.key()] {
+			seen[s.key()] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,394 @@
+package verify
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"strings"
+
+	"github.com/x448/float16"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
+)
+
+// Sweep defaults.
+const (
+	// DefaultLongSequence is the long sequence of the sweep when no stored
+	// table bounds the model's positions.
+	DefaultLongSequence = 128
+	// DefaultMaxLength caps the long sequence a stored table asks for
+	// (Options.MaxLength overrides it).
+	DefaultMaxLength = 2048
+	// DefaultFarPosition is the largest position id fed to a model that
+	// computes its positional encoding (no stored table bounds it).
+	DefaultFarPosition = 4095
+	shortSeq           = 7
+	decodePast         = 7
+)
+
+// SetSpec describes one synthesised input set.
+type SetSpec struct {
+	Name  string `json:"name"`
+	Batch int    `json:"batch"`
+	Seq   int    `json:"seq"`
+	Past  int    `json:"past"`
+	// Offset is added to every position id (positions near the largest
+	// the model supports).
+	Offset int `json:"offset,omitempty"`
+	// Padding is the padding of each row of the attention mask: "none",
+	// "left" or "right" (Pads tokens each).
+	Padding []string `json:"padding,omitempty"`
+	Pads    int      `json:"pads,omitempty"`
+	// Purpose says what the set exercises.
+	Purpose string `json:"purpose"`
+	// required sets must run in model A; optional ones are skipped (and
+	// reported) when A refuses them.
+	required bool
+	// unpadded sets keep every row whole (they reach the last position).
+	unpadded bool
+}
+
+func (s SetSpec) key() string {
+	return fmt.Sprintf("%d/%d/%d/%d/%v/%d", s.Batch, s.Seq, s.Past, s.Offset, s.Padding, s.Pads)
+}
+
+// describe prints a set's shape for tables: "batch 3, seq 7, past 0".
+func (s SetSpec) describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "batch %d, seq %d", s.Batch, s.Seq)
+	if s.Past > 0 {
+		fmt.Fprintf(&b, ", past %d", s.Past)
+	}
+	if s.Offset > 0 {
+		fmt.Fprintf(&b, ", positions from %d", s.Offset)
+	}
+	var pads []string
+	for _, p := range s.Padding {
+		if p != "none" && s.Pads > 0 && !slices.Contains(pads, p) {
+			pads = append(pads, p)
+		}
+	}
+	if len(pads) > 0 {
+		fmt.Fprintf(&b, ", %s padding", strings.Join(pads, "+"))
+	}
+	return b.String()
+}
+
+// inputSet is a set of inputs with what is known of its positions.
+type inputSet struct {
+	name   string
+	spec   *SetSpec // nil for given inputs
+	inputs map[string]*kernels.Tensor
+	// pos[b][j] is the position of current token j of row b (nil when
+	// unknown); past is the number of cached tokens.
+	pos [][]int64
+	// pad[b][j] is true when current token j of row b is padding (its
+	// outputs are not compared); nil when no row is padded.
+	pad  [][]bool
+	past int
+	seq  int
+}
+
+// shapeOf resolves an input's dimensions for a set.
+func shapeOf(in *InputInfo, s SetSpec) []int {
+	shape := make([]int, len(in.Dims))
+	for i, d := range in.Dims {
+		switch d.Kind {
+		case DimFixed:
+			shape[i] = d.Size
+		case DimBatch:
+			shape[i] = s.Batch
+		case DimPast:
+			shape[i] = s.Past
+		case DimTotal:
+			shape[i] = s.Past + s.Seq
+		default: // sequence and other symbolic dimensions
+			shape[i] = s.Seq
+		}
+	}
+	return shape
+}
+
+// synthesize makes the inputs of one set, seeded by seed and the set's
+// shape (the same set gets the same values whenever it is made).
+func (a *Analysis) synthesize(s SetSpec, seed uint64) (*inputSet, error) {
+	h := fnv.New64a()
+	h.Write([]byte(s.key()))
+	rng := rand.New(rand.NewPCG(seed, h.Sum64()))
+	set := &inputSet{name: s.Name, spec: &s, inputs: map[string]*kernels.Tensor{}, past: s.Past, seq: s.Seq}
+	total := s.Past + s.Seq
+	// mask[b][t] over past and current tokens.
+	mask := make([][]bool, s.Batch)
+	for b := range mask {
+		mask[b] = make([]bool, total)
+		for t := range mask[b] {
+			mask[b][t] = true
+		}
+		pad := "none"
+		if b < len(s.Padding) {
+			pad = s.Padding[b]
+		}
+		n := min(s.Pads, total-1)
+		for j := 0; j < n && pad != "none"; j++ {
+			if pad == "left" {
+				mask[b][j] = false
+			} else {
+				mask[b][total-1-j] = false
+			}
+		}
+	}
+	hasMask := false
+	for _, in := range a.Inputs {
+		hasMask = hasMask || in.Role == RoleAttentionMask
+	}
+	if hasMask && s.Pads > 0 {
+		set.pad = make([][]bool, s.Batch)
+		for b := range set.pad {
+			set.pad[b] = make([]bool, s.Seq)
+			for j := range set.pad[b] {
+				set.pad[b][j] = !mask[b][s.Past+j]
+			}
+		}
+	}
+	// Positions: real tokens count from the first real one (Hugging Face
+	// derives them as cumsum(mask) - 1), padding gets 1, then Offset.
+	set.pos = make([][]int64, s.Batch)
+	for b := range set.pos {
+		set.pos[b] = make([]int64, s.Seq)
+		p := int64(0)
+		for t := 0; t < total; t++ {
+			real := !hasMask || mask[b][t]
+			if t >= s.Past {
+				j := t - s.Past
+				if real {
+					set.pos[b][j] = p + int64(s.Offset)
+				} else {
+					set.pos[b][j] = 1 + int64(s.Offset)
+				}
+			}
+			if real {
+				p++
+			}
+		}
+	}
+	for i := range a.Inputs {
+		in := &a.Inputs[i]
+		shape := shapeOf(in, s)
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		var vals []float64
+		switch in.Role {
+		case RoleTokenIDs, RoleTableIndex:
+			rows := max(in.Rows, 2)
+			vals = make([]float64, n)
+			for k := range vals {
+				vals[k] = float64(rng.IntN(rows))
+			}
+		case RolePositionIDs:
+			vals = make([]float64, n)
+			if len(shape) == 0 {
+				vals[0] = float64(s.Past + s.Offset)
+				break
+			}
+			last := shape[len(shape)-1]
+			for k := range vals {
+				j := k % last
+				b := 0
+				if len(shape) >= 2 && in.Dims[0].Kind == DimBatch {
+					b = (k / (n / shape[0])) % max(s.Batch, 1)
+				}
+				if j < s.Seq && b < len(set.pos) {
+					vals[k] = float64(set.pos[b][j])
+				} else {
+					vals[k] = float64(s.Past + s.Offset + j)
+				}
+			}
+		case RoleAttentionMask:
+			vals = make([]float64, n)
+			if len(shape) == 0 {
+				vals[0] = 1
+				break
+			}
+			last := shape[len(shape)-1]
+			for k := range vals {
+				j := k % last
+				b := 0
+				if in.Dims[0].Kind == DimBatch && shape[0] > 0 {
+					b = (k / (n / shape[0])) % max(s.Batch, 1)
+				}
+				// The mask's last axis covers the current tokens, or past
+				// and current ones; either way it ends at the last token.
+				t := total - last + j
+				if b < len(mask) && t >= 0 && t < total && !mask[b][t] {
+					vals[k] = 0
+				} else {
+					vals[k] = 1
+				}
+			}
+		case RolePastLength:
+			vals = make([]float64, n)
+			for k := range vals {
+				vals[k] = float64(s.Past)
+			}
+		case RolePastKV, RoleFeatures:
+			vals = make([]float64, n)
+			for k := range vals {
+				vals[k] = rng.NormFloat64()
+			}
+		default:
+			vals = make([]float64, n)
+			if in.dt == graph.Bool {
+				for k := range vals {
+					vals[k] = 1
+				}
+			}
+		}
+		t, err := tensorOf(in.dt, shape, vals)
+		if err != nil {
+			return nil, fmt.Errorf("input %q: %w", in.Name, err)
+		}
+		set.inputs[in.Name] = t
+	}
+	return set, nil
+}
+
+// tensorOf makes a tensor of element type dt from float64 values.
+func tensorOf(dt graph.DataType, shape []int, v []float64) (*kernels.Tensor, error) {
+	switch dt {
+	case graph.Float:
+		d := make([]float32, len(v))
+		for i, x := range v {
+			d[i] = float32(x)
+		}
+		return kernels.FromSlice(shape, d), nil
+	case graph.Double:
+		return kernels.FromSlice(shape, slices.Clone(v)), nil
+	case graph.Float16:
+		d := make([]float16.Float16, len(v))
+		for i, x := range v {
+			d[i] = float16.Fromfloat32(float32(x))
+		}
+		return kernels.FromSlice(shape, d), nil
+	case graph.BFloat16:
+		d := make([]graph.BF16, len(v))
+		for i, x := range v {
+			d[i] = graph.BF16FromFloat32(float32(x))
+		}
+		return kernels.FromSlice(shape, d), nil
+	case graph.Int64:
+		d := make([]int64, len(v))
+		for i, x := range v {
+			d[i] = int64(x)
+		}
+		return kernels.FromSlice(shape, d), nil
+	case graph.Int32:
+		d := make([]int32, len(v))
+		for i, x := range v {
+			d[i] = int32(x)
+		}
+		return kernels.FromSlice(shape, d), nil
+	case graph.Int8:
+		d := make([]int8, len(v))
+		for i, x := range v {
+			d[i] = int8(x)
+		}
+		return kernels.FromSlice(shape, d), nil
+	case graph.Uint8:
+		d := make([]uint8, len(v))
+		for i, x := range v {
+			d[i] = uint8(x)
+		}
+		return kernels.FromSlice(shape, d), nil
+	case graph.Bool:
+		d := make([]bool, len(v))
+		for i, x := range v {
+			d[i] = x != 0
+		}
+		return kernels.FromSlice(shape, d), nil
+	}
+	return nil, fmt.Errorf("element type %v is not supported", dt)
+}
+
+// hasSeq reports whether some input has a sequence axis.
+func (a *Analysis) hasSeq() bool {
+	for _, in := range a.Inputs {
+		for _, d := range in.Dims {
+			if d.Kind == DimSeq || d.Kind == DimTotal {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (a *Analysis) hasRole(r Role) bool {
+	for _, in := range a.Inputs {
+		if in.Role == r {
+			return true
+		}
+	}
+	return false
+}
+
+// positionMapFor says where the sequence axis of output v is in a set.
+func (a *Analysis) positionMapFor(v *graph.Value, set *inputSet, shape []int) *positionMap {
+	pm := &positionMap{batchAxis: -1, seqAxis: -1, past: set.past, pos: set.pos, pad: set.pad}
+	if dims, ok := v.Type.Shape(); ok && len(dims) == len(shape) {
+		for i, d := range dims {
+			if d.Param == "" {
+				continue
+			}
+			switch a.params[d.Param] {
+			case DimBatch:
+				if pm.batchAxis < 0 {
+					pm.batchAxis = i
+				}
+			case DimSeq:
+				if pm.seqAxis < 0 || pm.total {
+					pm.seqAxis, pm.total = i, false
+				}
+			case DimTotal:
+				if pm.seqAxis < 0 {
+					pm.seqAxis, pm.total = i, true
+				}
+			}
+		}
+	}
+	if pm.seqAxis >= 0 || !a.hasSeq() {
+		return pm
+	}
+	// No declared symbol: an axis (after the batch axis) whose size is
+	// the sequence length, when exactly one is.
+	find := func(n int) int {
+		at := -1
+		for i, d := range shape {
+			if i == 0 && len(shape) > 1 {
+				continue
+			}
+			if d == n {
+				if at >= 0 {
+					return -1
+				}
+				at = i
+			}
+		}
+		return at
+	}
+	if set.seq > 1 {
+		if i := find(set.seq); i >= 0 {
+			pm.seqAxis = i
+		} else if set.past > 0 {
+			if i := find(set.past + set.seq); i >= 0 {
+				pm.seqAxis, pm.total = i, true
+			}
+		}
+	}
+	if pm.seqAxis > 0 && pm.batchAxis < 0 && len(shape) > 1 && len(set.pos) == shape[0] {
+		pm.batchAxis = 0
+	}
+	return pm
+}
