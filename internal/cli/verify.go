@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -315,29 +313,6 @@ func precisionRun(ctx context.Context, opts *verifyOptions) error {
 		return &checkFailed{msg: rep.Summary}
 	}
 	return nil
-}
-
-// writeFileAtomic writes data to path through a temporary file in the
-// same folder renamed into place.
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".onnxpe-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, werr := f.Write(data)
-	cerr := f.Close()
-	if werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, path)
-	}
-	if werr != nil {
-		os.Remove(tmp)
-	}
-	return werr
 }
 
 // progress draws one line on a terminal for runs longer than a second.

@@ -10,7 +10,7 @@ import (
 // TestVerifyRuntimeORTInPureGoBuild: the pure-Go build says how to get
 // ONNX Runtime, in one line, exit 2.
 func TestVerifyRuntimeORTInPureGoBuild(t *testing.T) {
-	a := corpusModel("rope_llama", "model.onnx")
+	a := corpusFile("rope_llama", "model.onnx")
 	for _, rt := range []string{"ort", "both"} {
 		code, out, errOut := runCLI(t, "verify", a, a, "--runtime", rt)
 		if code != 2 || out != "" || strings.Count(strings.TrimSpace(errOut), "\n") != 0 ||

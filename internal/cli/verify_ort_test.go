@@ -12,7 +12,7 @@ import (
 // TestVerifyRuntimeBothORT runs the command with ONNX Runtime beside the
 // Go kernels: four pairings per input set, all equal.
 func TestVerifyRuntimeBothORT(t *testing.T) {
-	a, b := corpusModel("rope_gptj", "model.onnx"), corpusModel("rope_gptj", "ort_basic.onnx")
+	a, b := corpusFile("rope_gptj", "model.onnx"), corpusFile("rope_gptj", "ort_basic.onnx")
 	code, js, errOut := runCLI(t, "verify", a, b, "--runtime", "both", "--json", "--threads", "1")
 	var r verify.Report
 	if code != 0 || json.Unmarshal([]byte(js), &r) != nil {

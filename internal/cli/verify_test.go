@@ -14,7 +14,7 @@ import (
 	"github.com/onnxpe/onnxpe/verify"
 )
 
-func corpusModel(name, file string) string {
+func corpusFile(name, file string) string {
 	return filepath.Join(testmodels.Dir(), "models", name, file)
 }
 
@@ -22,7 +22,7 @@ func corpusModel(name, file string) string {
 // folder.
 func saveEdited(t *testing.T, name string, edit func(m *graph.Model)) string {
 	t.Helper()
-	m, err := graph.Load(corpusModel(name, "model.onnx"))
+	m, err := graph.Load(corpusFile(name, "model.onnx"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func saveEdited(t *testing.T, name string, edit func(m *graph.Model)) string {
 }
 
 func TestVerifyEqualPairExitsZero(t *testing.T) {
-	a, b := corpusModel("rope_llama", "model.onnx"), corpusModel("rope_llama", "ort_extended.onnx")
+	a, b := corpusFile("rope_llama", "model.onnx"), corpusFile("rope_llama", "ort_extended.onnx")
 	code, out, errOut := runCLI(t, "verify", a, b)
 	if code != 0 {
 		t.Fatalf("exit %d: %s%s", code, out, errOut)
@@ -58,7 +58,7 @@ func TestVerifyEqualPairExitsZero(t *testing.T) {
 // TestVerifyJUnit writes the report of a differing pair as JUnit XML and
 // parses it: one test case per input set, failed where the set differs.
 func TestVerifyJUnit(t *testing.T) {
-	a := corpusModel("learned_gpt2", "model.onnx")
+	a := corpusFile("learned_gpt2", "model.onnx")
 	b := saveEdited(t, "learned_gpt2", func(m *graph.Model) {
 		for _, v := range m.Graph.Initializers {
 			if v.Name == "wpe.weight" {
@@ -122,7 +122,7 @@ func TestVerifyJUnit(t *testing.T) {
 // TestVerifyBadPairsExitTwo: pairs that cannot be compared exit 2 with one
 // line on stderr and nothing on stdout.
 func TestVerifyBadPairsExitTwo(t *testing.T) {
-	gpt2 := corpusModel("learned_gpt2", "model.onnx")
+	gpt2 := corpusFile("learned_gpt2", "model.onnx")
 	int32IDs := saveEdited(t, "learned_gpt2", func(m *graph.Model) {
 		v := m.Graph.Inputs[0]
 		dims, _ := v.Type.Shape()
@@ -152,7 +152,7 @@ func TestVerifyBadPairsExitTwo(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{gpt2, corpusModel("rope_llama", "model.onnx")}, `has no input "position_ids"`},
+		{[]string{gpt2, corpusFile("rope_llama", "model.onnx")}, `has no input "position_ids"`},
 		{[]string{gpt2, int32IDs}, `input "input_ids" is int64`},
 		{[]string{gpt2, unknownOp}, "NoSuchSoftmax"},
 		{[]string{gpt2, failsToRun}, "cannot run input set"},
@@ -180,13 +180,13 @@ func TestVerifyBadPairsExitTwo(t *testing.T) {
 
 func TestVerifyAgainstReference(t *testing.T) {
 	for _, name := range []string{"rope_llama_fp16", "rope_kvcache", "t5_decoder"} {
-		code, out, errOut := runCLI(t, "verify", corpusModel(name, "model.onnx"), "--against", corpusModel(name, "test_data_set_0"))
+		code, out, errOut := runCLI(t, "verify", corpusFile(name, "model.onnx"), "--against", corpusFile(name, "test_data_set_0"))
 		if code != 0 || !strings.Contains(out, "reference outputs agree on 1 input set") {
 			t.Errorf("%s: exit %d\n%s%s", name, code, out, errOut)
 		}
 	}
 	// A tolerance below the float16 model's difference from PyTorch fails.
-	code, _, errOut := runCLI(t, "verify", corpusModel("rope_llama_fp16", "model.onnx"), "--against", corpusModel("rope_llama_fp16", "test_data_set_0"), "--atol", "0", "--rtol", "0")
+	code, _, errOut := runCLI(t, "verify", corpusFile("rope_llama_fp16", "model.onnx"), "--against", corpusFile("rope_llama_fp16", "test_data_set_0"), "--atol", "0", "--rtol", "0")
 	if code != 1 || !strings.Contains(errOut, "not equal") {
 		t.Errorf("zero tolerance: exit %d %s", code, errOut)
 	}
@@ -195,8 +195,8 @@ func TestVerifyAgainstReference(t *testing.T) {
 // TestVerifyGivenInputsAndSweepFlags uses --inputs (a folder and an .npz
 // file), --seq and --batch, and --bisect on a differing pair.
 func TestVerifyGivenInputsAndSweepFlags(t *testing.T) {
-	a, b := corpusModel("rope_kvcache", "model.onnx"), corpusModel("rope_kvcache", "ort_basic.onnx")
-	code, js, errOut := runCLI(t, "verify", a, b, "--inputs", corpusModel("rope_kvcache", "test_data_set_0"), "--json")
+	a, b := corpusFile("rope_kvcache", "model.onnx"), corpusFile("rope_kvcache", "ort_basic.onnx")
+	code, js, errOut := runCLI(t, "verify", a, b, "--inputs", corpusFile("rope_kvcache", "test_data_set_0"), "--json")
 	var r verify.Report
 	if code != 0 || json.Unmarshal([]byte(js), &r) != nil || len(r.Sets) != 1 || r.Sets[0].Name != "test_data_set_0" {
 		t.Fatalf("--inputs folder: exit %d %s\n%s", code, errOut, js)
@@ -218,7 +218,7 @@ func TestVerifyGivenInputsAndSweepFlags(t *testing.T) {
 }
 
 func TestVerifyBisectNamesTheNode(t *testing.T) {
-	a := corpusModel("rope_neox", "model.onnx")
+	a := corpusFile("rope_neox", "model.onnx")
 	var perturbed string
 	b := saveEdited(t, "rope_neox", func(m *graph.Model) {
 		for _, n := range m.Graph.Nodes() {
@@ -258,7 +258,7 @@ func TestVerifyBisectNamesTheNode(t *testing.T) {
 }
 
 func TestVerifyPrecision(t *testing.T) {
-	code, js, errOut := runCLI(t, "verify", "--precision", corpusModel("rope_llama_fp16", "model.onnx"), "--json")
+	code, js, errOut := runCLI(t, "verify", "--precision", corpusFile("rope_llama_fp16", "model.onnx"), "--json")
 	var r verify.PrecisionReport
 	if code != 0 || json.Unmarshal([]byte(js), &r) != nil {
 		t.Fatalf("exit %d %s\n%s", code, errOut, js)
@@ -267,12 +267,12 @@ func TestVerifyPrecision(t *testing.T) {
 		t.Fatalf("report %+v", r)
 	}
 	// A bound below float16's rounding fails.
-	code, out, errOut := runCLI(t, "verify", "--precision", corpusModel("rope_llama_fp16", "model.onnx"), "--bound", "1e-5")
+	code, out, errOut := runCLI(t, "verify", "--precision", corpusFile("rope_llama_fp16", "model.onnx"), "--bound", "1e-5")
 	if code != 1 || !strings.Contains(out, "OVER BOUND FROM") || !strings.Contains(errOut, "exceed 1e-05") {
 		t.Fatalf("--bound 1e-5: exit %d\n%s%s", code, out, errOut)
 	}
 	// A model without cos/sin values is an input error.
-	code, _, errOut = runCLI(t, "verify", "--precision", corpusModel("nope_causal", "model.onnx"))
+	code, _, errOut = runCLI(t, "verify", "--precision", corpusFile("nope_causal", "model.onnx"))
 	if code != 2 || !strings.Contains(errOut, "no cos/sin") {
 		t.Fatalf("NoPE model: exit %d %s", code, errOut)
 	}
@@ -290,7 +290,7 @@ func TestVerifyHelpDocumentsPolicy(t *testing.T) {
 // TestVerifyRunWithBuffers calls the run function directly.
 func TestVerifyRunWithBuffers(t *testing.T) {
 	var out, errOut bytes.Buffer
-	opts := &verifyOptions{IO: &IOStreams{Out: &out, ErrOut: &errOut}, A: corpusModel("alibi_mpt", "model.onnx"), B: corpusModel("alibi_mpt", "ort_basic.onnx"), Seed: 1, Runtime: "go"}
+	opts := &verifyOptions{IO: &IOStreams{Out: &out, ErrOut: &errOut}, A: corpusFile("alibi_mpt", "model.onnx"), B: corpusFile("alibi_mpt", "ort_basic.onnx"), Seed: 1, Runtime: "go"}
 	if err := verifyRun(opts); err != nil {
 		t.Fatal(err)
 	}
