@@ -433,9 +433,7 @@ func maxUnpool(c *Call, in []*Tensor) ([]*Tensor, error) {
 			shape[i] = int(d)
 		}
 	}
-	if err := c.checkShape(x.DType, inferred); err != nil {
-		return nil, err
-	}
+	block := c.alloc(x.DType, inferred...)
 	n := shapeSize(inferred)
 	vals := make([]float64, n)
 	xs := x.Float64s()
@@ -445,7 +443,6 @@ func maxUnpool(c *Call, in []*Tensor) ([]*Tensor, error) {
 		}
 		vals[j] = xs[i]
 	}
-	block := New(x.DType, inferred...)
 	fromFloat64(block, vals)
 	if equalShape(shape, inferred) {
 		return []*Tensor{block}, nil
