@@ -182,7 +182,9 @@ func (w *Work) infer(n *graph.Node) {
 		"Dropout", "LayerNormalization", "CumSum", "Trilu", "Elu", "LeakyRelu", "Gelu", "HardSigmoid",
 		"Softplus", "Clip", "IsNaN", "IsInf", "ScatterND", "ScatterElements", "RMSNormalization", "Mish",
 		"BatchNormalization", "InstanceNormalization", "GroupNormalization", "Selu", "Celu", "Swish",
-		"Atan", "Asin", "Acos", "Tan", "Sinh", "Cosh", "Bernoulli", "HardSwish", "PRelu", "ThresholdedRelu":
+		"Atan", "Asin", "Acos", "Tan", "Sinh", "Cosh", "Bernoulli", "HardSwish", "PRelu", "ThresholdedRelu",
+		"SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization", "SkipLayerNormalization",
+		"FastGelu", "BiasGelu", "QuickGelu", "RotaryEmbedding", "BiasAdd":
 		same()
 		if n.OpType == "Cast" || n.OpType == "Identity" || n.OpType == "CastLike" {
 			if p, ok := w.Partial(n.Input(0)); ok && (n.OpType == "Identity" || isIntType(graph.DataType(n.AttrInt("to", int64(graph.Int64))))) {
@@ -362,6 +364,17 @@ func (w *Work) infer(n *graph.Node) {
 	case "Split":
 		s := in(0)
 		axis, sizes, ok := w.SplitSizes(n)
+		if p, okp := w.Partial(n.Input(0)); okp && ok && len(s.Dims) == 1 {
+			at := 0
+			for i, o := range outs {
+				if i < len(sizes) && at+int(sizes[i]) <= len(p) && o.Name != "" {
+					w.pv[o] = append([]Dim(nil), p[at:at+int(sizes[i])]...)
+				}
+				if i < len(sizes) {
+					at += int(sizes[i])
+				}
+			}
+		}
 		for i := range outs {
 			if !ok || !s.Ranked || i >= len(sizes) {
 				if s.Ranked {
@@ -610,6 +623,8 @@ func (w *Work) inferReshape(n *graph.Node, set func(int, Shape)) {
 		switch {
 		case d == 0 && !allowZero && s.Ranked && i < len(s.Dims):
 			out[i] = s.Dims[i]
+		case d == 0 && !allowZero:
+			out[i] = w.syms.fresh() // copied from an input of unknown shape
 		case d == -1:
 			neg = i
 		case d < 0 && !d.IsSym():

@@ -20,7 +20,8 @@ type rotation struct {
 	omegaLong []float64
 	amp       float64
 	synthetic bool
-	half      bool // computed in float16/bfloat16
+	half      bool    // computed in float16/bfloat16
+	noise     float64 // RMS of the angles around their linear fit
 	heads     int
 	table     string
 	tableRows int
@@ -221,7 +222,10 @@ func (w *Work) measureAt(p *Probe, s *side) (*rotation, string) {
 		return nil, "the angles do not change with the position"
 	}
 	r.seq = shape[r.posAxis]
-	r.omega, r.amp = omegas(theta, amp, shape, r.posAxis)
+	r.omega, r.amp, r.noise = omegas(theta, amp, shape, r.posAxis)
+	if r.noise > 1e-5 {
+		r.half = true // the cos/sin went through a half type somewhere
+	}
 	for _, x := range r.omega {
 		if math.IsNaN(x) {
 			return nil, "the angles are not linear in the position"
@@ -292,14 +296,14 @@ func (w *Work) angles(p *Probe, s *side, shape []int, pairs [][2]int) ([][]float
 
 // omegas fits each pair's frequency along the position axis (other axes
 // at index 0) and averages the amplitude.
-func omegas(theta, amp [][]float64, shape []int, axis int) ([]float64, float64) {
+func omegas(theta, amp [][]float64, shape []int, axis int) ([]float64, float64, float64) {
 	stride := 1
 	for _, x := range shape[axis+1 : len(shape)-1] {
 		stride *= x
 	}
 	n := shape[axis]
 	out := make([]float64, len(theta))
-	var sa float64
+	var sa, noise float64
 	var na int
 	for k := range theta {
 		seq := make([]float64, n)
@@ -307,20 +311,30 @@ func omegas(theta, amp [][]float64, shape []int, axis int) ([]float64, float64) 
 			seq[i] = theta[k][i*stride]
 		}
 		out[k] = unwrapSlope(seq)
-		// Linear within a measurement.
-		for i := 1; i < n; i++ {
-			pred := seq[0] + out[k]*float64(i)
-			if math.Abs(math.Remainder(seq[i]-pred, 2*math.Pi)) > 1e-2 {
+		// Linear within a measurement; the residual is the noise of the
+		// angles (float16 caches are noisier than float32 ones).
+		var res []float64
+		for i := 0; i < n; i++ {
+			res = append(res, math.Remainder(seq[i]-seq[0]-out[k]*float64(i), 2*math.Pi))
+		}
+		mean := 0.0
+		for _, r := range res {
+			mean += r / float64(n)
+		}
+		var ss float64
+		for _, r := range res {
+			ss += (r - mean) * (r - mean)
+			if math.Abs(r-mean) > 1e-2 {
 				out[k] = math.NaN()
-				break
 			}
 		}
+		noise = max(noise, math.Sqrt(ss/float64(n)))
 		for _, a := range amp[k] {
 			sa += a
 			na++
 		}
 	}
-	return out, sa / float64(na)
+	return out, sa / float64(na), noise
 }
 
 // checkDynamic measures the frequencies again at other positions: when
@@ -347,7 +361,7 @@ func (w *Work) checkDynamic(s *side, r *rotation) {
 		if err != nil {
 			return dynPoint{}, false
 		}
-		om, _ := omegas(theta, amp, shape, r.posAxis)
+		om, _, _ := omegas(theta, amp, shape, r.posAxis)
 		if slices.ContainsFunc(om, math.IsNaN) {
 			return dynPoint{}, false
 		}
@@ -373,10 +387,7 @@ func (w *Work) checkDynamic(s *side, r *rotation) {
 	}
 	points := []dynPoint{{L: r.seq, span: r.seq, omega: r.omega}}
 	changed := false
-	angErr := 2e-7
-	if r.half {
-		angErr = 2e-3
-	}
+	angErr := r.angErr()
 	for _, L := range probes {
 		pt, ok := r.remeasure(L)
 		if !ok {
@@ -398,6 +409,9 @@ func (w *Work) checkDynamic(s *side, r *rotation) {
 		r.dynamic = points
 	}
 }
+
+// angErr is the error of a measured angle.
+func (r *rotation) angErr() float64 { return max(2e-7, 4*r.noise) }
 
 // relEps is the relative rounding of the type cos/sin angles are
 // computed in.

@@ -94,6 +94,7 @@ func newWork(m *graph.Model) (*Work, error) {
 		return nil, err
 	}
 	w.fold(c.Graph)
+	w.canonicalise(c.Graph)
 	c.Graph.EliminateDeadCode()
 	n := 0
 	w.number(c.Graph, &n)

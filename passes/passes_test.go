@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -255,42 +256,68 @@ func compareTruth(t *testing.T, name string, truth testmodels.Truth, r *passes.R
 	}
 }
 
-// TestRoPEAndNoPEMatchTheManifest audits every exported model that uses
-// RoPE or no encoding at all and compares with the manifest's truth.
-func TestRoPEAndNoPEMatchTheManifest(t *testing.T) {
+// implemented are the schemes the detectors of this package find so far.
+var implemented = map[string]bool{"rope": true, "nope": true, "sinusoidal": true, "learned_absolute": true}
+
+// TestCorpusMatchesTheManifest audits every exported model (and its ONNX
+// Runtime optimised saves) and every Go-built model whose schemes are
+// implemented, and compares with the ground truth.
+func TestCorpusMatchesTheManifest(t *testing.T) {
 	man, err := testmodels.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := schema(t)
 	checked := 0
-	for _, e := range man.Models {
-		onlyRoPE := true
-		for _, sc := range e.Schemes {
-			if sc != "rope" && sc != "nope" {
-				onlyRoPE = false
+	check := func(t *testing.T, name string, m *graph.Model, truth testmodels.Truth) {
+		r, _, err := passes.AuditModel(m, name, passes.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		validate(t, s, r)
+		if fmt.Sprint(r.Schemes) != fmt.Sprint(truth.Schemes) {
+			t.Errorf("schemes %v, want %v", r.Schemes, truth.Schemes)
+		}
+		if len(r.Layers) != len(truth.Layers) {
+			t.Errorf("%d layers, want %d", len(r.Layers), len(truth.Layers))
+		}
+		compareTruth(t, name, truth, r, implemented)
+		checked++
+	}
+	supported := func(tr testmodels.Truth) bool {
+		for _, sc := range tr.Schemes {
+			if !implemented[sc] {
+				return false
 			}
 		}
-		if !onlyRoPE {
+		for _, f := range tr.Findings {
+			if f.Fused {
+				return false
+			}
+		}
+		return true
+	}
+	for _, e := range man.Models {
+		if !supported(e.Truth) {
 			continue
 		}
-		checked++
-		t.Run(e.Name, func(t *testing.T) {
-			r, _, err := passes.AuditModel(loadCorpus(t, e), e.Name, passes.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			validate(t, s, r)
-			if fmt.Sprint(r.Schemes) != fmt.Sprint(e.Schemes) {
-				t.Errorf("schemes %v, want %v", r.Schemes, e.Schemes)
-			}
-			if len(r.Layers) != len(e.Layers) {
-				t.Errorf("%d layers, want %d", len(r.Layers), len(e.Layers))
-			}
-			compareTruth(t, e.Name, e.Truth, r, map[string]bool{"rope": true, "nope": true})
-		})
+		for _, file := range []string{"model.onnx", "ort_basic.onnx", "ort_extended.onnx"} {
+			t.Run(e.Name+"/"+file, func(t *testing.T) {
+				m, err := graph.Load(filepath.Join(filepath.Dir(e.ModelPath()), file))
+				if err != nil {
+					t.Fatal(err)
+				}
+				check(t, e.Name, m, e.Truth)
+			})
+		}
 	}
-	if checked < 10 {
-		t.Errorf("only %d RoPE/NoPE models in the manifest", checked)
+	for _, sy := range testmodels.Synthetics() {
+		if !supported(sy.Truth) {
+			continue
+		}
+		t.Run(sy.Name, func(t *testing.T) { check(t, sy.Name, sy.Build(), sy.Truth) })
+	}
+	if checked < 60 {
+		t.Errorf("only %d models checked", checked)
 	}
 }

@@ -234,10 +234,8 @@ func (w *Work) measureCached(cache map[string]*ropeMeasure, s *side) (*ropeMeasu
 	}
 	m := &ropeMeasure{rot: rot}
 	if !rot.synthetic {
-		tol, angErr := 1e-6, 2e-7
-		if rot.half {
-			tol, angErr = 1e-3, 2e-3
-		}
+		angErr := rot.angErr()
+		tol := max(1e-6, 2*angErr)
 		m.fit = fitRoPE(rot.omega, omegaSigma(rot.omega, angErr, rot.seq, rot.seq, relEps(rot.half)), rot.rotaryDim, rot.amp, tol)
 		if rot.dynamic != nil {
 			m.fit = w.fitDynamic(rot, angErr, tol)

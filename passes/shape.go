@@ -93,7 +93,7 @@ func (s *symbols) canon(d Dim) Dim {
 // named symbols over fresh ones.
 func (s *symbols) unify(a, b Dim) {
 	a, b = s.canon(a), s.canon(b)
-	if a == b || (!a.IsSym() && !b.IsSym()) {
+	if a == b || (!a.IsSym() && !b.IsSym()) || a == 0 || b == 0 {
 		return
 	}
 	if s.alias == nil {

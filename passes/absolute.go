@@ -1,0 +1,391 @@
+package passes
+
+import (
+	"math"
+	"slices"
+
+	"github.com/onnxpe/onnxpe/graph"
+)
+
+// TableEvidence is what the absolute detector read: the position table
+// added to the token embeddings.
+type TableEvidence struct {
+	// Add is the original node adding the encoding to the embeddings;
+	// Value the original value added.
+	Add, Value string
+	// Table names the stored table (an initializer), when there is one,
+	// and Rows its number of positions.
+	Table string
+	Rows  int
+	// Rows0 are the first rows of the encoding as the probe evaluated them
+	// (positions Offset, Offset+1, ...), [len][dim].
+	Rows0 [][]float64
+	// Omega are the frequencies of a sinusoidal table, per sin/cos pair.
+	Omega []float64
+}
+
+// Absolute finds absolute position encodings added to the embeddings.
+var Absolute = &Pass{
+	Name: "absolute",
+	Doc: `Find absolute position encodings: sinusoidal and learned tables added to the embeddings.
+
+A candidate is a value that does not depend on the tokens' content (or a
+constant with a row per position) added to an activation, outside the
+score paths of the attention blocks. It is evaluated on probe positions:
+rows that do not change with the position are not an encoding (token-type
+embeddings). Rows that lie on sin/cos circles whose angles grow linearly
+with the position are sinusoidal: the layout (interleaved or
+[sin|cos]) from which columns pair up, the base and the denominator
+(d/2 or d/2-1) from the frequencies, the offset from the first row's
+phase. Anything else is a learned table. A stored table in the value's
+cone gives max_positions (its rows) and, for sinusoidal tables,
+computed=false and a zeroed padding row. The encoding reaches the blocks
+downstream of the addition.`,
+	Requires: []*Pass{Normalize, Blocks},
+	Run:      runAbsolute,
+}
+
+func runAbsolute(c *Context) (any, error) {
+	w := c.Work()
+	blocks := c.ResultOf[Blocks].([]*Block)
+	onScores := map[*graph.Node]bool{}
+	for _, b := range blocks {
+		for _, n := range b.ScorePath {
+			onScores[n] = true
+		}
+	}
+	var out []*Finding
+	for _, g := range graphs(w.M.Graph) {
+		for _, n := range g.Nodes() {
+			if n.OpType != "Add" || !isONNX(n) || onScores[n] {
+				continue
+			}
+			acts := w.actInputs(n)
+			if len(acts) != 1 || len(n.Inputs()) != 2 {
+				continue
+			}
+			act, x := n.Input(acts[0]), n.Input(1-acts[0])
+			f := w.absoluteAt(c, n, act, x, blocks)
+			if f == nil {
+				continue
+			}
+			merged := false
+			for _, g := range out {
+				if g.Scheme == f.Scheme && sameParams(g.Params, f.Params) {
+					g.Layers = sortedUnique(append(g.Layers, f.Layers...))
+					g.Nodes = w.sortOrig(append(g.Nodes, f.Nodes...))
+					merged = true
+				}
+			}
+			if !merged {
+				out = append(out, f)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (w *Work) absoluteAt(c *Context, add *graph.Node, act, x *graph.Value, blocks []*Block) *Finding {
+	at := w.OrigName(add)
+	sa, sx := w.Shape(act), w.Shape(x)
+	if sa.Rank() < 2 || sx.Rank() < 2 {
+		return nil
+	}
+	d := sa.Last()
+	if !d.Known() || sx.Last() != d {
+		return nil
+	}
+	if seq := sx.Dims[len(sx.Dims)-2]; seq == 1 {
+		return nil // one row for every position: a bias
+	}
+	if w.IsConst(x) && !sa.Dims[len(sa.Dims)-2].Known() {
+		return nil
+	}
+	var rows [][]float64
+	var why string
+	var probe *Probe
+	for _, seq := range []int{16, 8, 4} {
+		p := w.NewProbe(1, seq, 0)
+		rows, why = w.tableRows(p, x)
+		if rows != nil {
+			probe = p
+			break
+		}
+	}
+	if rows == nil {
+		c.Miss("absolute", at, "the added value could not be evaluated: "+why, 1)
+		return nil
+	}
+	if probe.Synthetic(x) {
+		c.Miss("absolute", at, "the added value comes from parameters given as inputs", 1)
+		return nil
+	}
+	varies := false
+	for _, r := range rows[1:] {
+		if !slices.Equal(r, rows[0]) {
+			varies = true
+		}
+	}
+	if !varies {
+		c.Miss("absolute", at, "the added value is the same at every position (not a position encoding)", 2)
+		return nil
+	}
+	cone := w.cone(x)
+	var tableV *graph.Value
+	var tableRows int
+	if w.IsConst(x) {
+		tableV, tableRows = x, len(rows)
+	} else if tv, r := w.positionTable(cone); tv != nil && tv.Const.Dims()[len(tv.Const.Dims())-1] == int64(d) {
+		tableV, tableRows = tv, r
+	}
+	ev := &TableEvidence{Add: at, Value: w.OrigValue(x), Rows0: rows}
+	if tableV != nil {
+		ev.Table, ev.Rows = w.name(tableV), tableRows
+	}
+	f := &Finding{Layers: w.reachedBlocks(add.Output(0), blocks), Evidence: ev}
+	f.Nodes = w.origNames(append([]*graph.Node{add}, cone...))
+	if sp, ok := w.fitSinusoidal(rows, int(d)); ok {
+		ev.Omega = sp.omega
+		f.Scheme = Sinusoidal
+		p := &SinusoidalParams{Layout: sp.layout, Dim: int(d), Computed: tableV == nil, FreqDenominator: sp.denom}
+		if !math.IsNaN(sp.base) {
+			p.Base = ptr(sp.base)
+		}
+		if sp.note != "" {
+			f.Notes = append(f.Notes, sp.note)
+		}
+		if tableV != nil {
+			p.MaxPositions = ptr(tableRows)
+			if off, ok := w.rowOffset(tableV, rows); ok {
+				p.PositionOffset = ptr(off)
+			}
+			if pad, ok := w.paddingRow(tableV, sp); ok {
+				p.PaddingIdx = ptr(pad)
+			}
+		} else {
+			p.PositionOffset = ptr(sp.offset)
+		}
+		f.Params = p
+		return f
+	}
+	f.Scheme = LearnedAbsolute
+	p := &LearnedParams{Dim: int(d)}
+	if tableV != nil {
+		p.MaxPositions = ptr(tableRows)
+		if off, ok := w.rowOffset(tableV, rows); ok {
+			p.PositionOffset = ptr(off)
+		}
+	} else {
+		f.Notes = append(f.Notes, "max_positions: the added rows are computed, not read from a stored table")
+	}
+	f.Params = p
+	return f
+}
+
+// tableRows evaluates x and returns its rows per position (the next to
+// last axis; leading axes at index 0), [positions][dim].
+func (w *Work) tableRows(p *Probe, x *graph.Value) ([][]float64, string) {
+	t, err := p.Value(x)
+	if err != nil {
+		return nil, err.Error()
+	}
+	if t.Rank() < 2 {
+		return nil, "rank below 2"
+	}
+	d := t.Shape[t.Rank()-1]
+	n := t.Shape[t.Rank()-2]
+	v := t.Float64s()
+	rows := make([][]float64, n)
+	for i := range rows {
+		rows[i] = slices.Clone(v[i*d : (i+1)*d])
+	}
+	return rows, ""
+}
+
+// reachedBlocks lists the blocks whose scores depend on v.
+func (w *Work) reachedBlocks(v *graph.Value, blocks []*Block) []int {
+	reached := map[*graph.Node]bool{}
+	queue := []*graph.Value{v}
+	seen := map[*graph.Value]bool{v: true}
+	for len(queue) > 0 {
+		x := queue[0]
+		queue = queue[1:]
+		for _, u := range x.Uses() {
+			n := u.Node
+			if reached[n] {
+				continue
+			}
+			reached[n] = true
+			outs := n.Outputs()
+			if g := n.Graph(); g != nil && g != x.Graph() && g.Owner() != nil {
+				// A read from inside a subgraph reaches the node holding it.
+				outs = append(outs, g.Owner().Outputs()...)
+			}
+			for _, o := range outs {
+				if !seen[o] {
+					seen[o] = true
+					queue = append(queue, o)
+				}
+			}
+		}
+	}
+	var out []int
+	for _, b := range blocks {
+		if reached[b.node()] || b.QK != nil && reached[b.QK] {
+			out = append(out, b.Index)
+		}
+	}
+	return out
+}
+
+// rowOffset is the index of the table row equal to the first probed row.
+func (w *Work) rowOffset(tv *graph.Value, rows [][]float64) (int, bool) {
+	t := w.Const(tv)
+	if t == nil || len(rows) == 0 {
+		return 0, false
+	}
+	d := len(rows[0])
+	v := t.Float64s()
+	for r := 0; (r+1)*d <= len(v); r++ {
+		if slices.Equal(v[r*d:(r+1)*d], rows[0]) {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// sinFit is a sinusoidal table read from rows.
+type sinFit struct {
+	layout string
+	pairs  [][2]int // (sin column, cos column)
+	omega  []float64
+	base   float64
+	denom  string
+	offset int
+	note   string
+}
+
+// fitSinusoidal checks whether rows (consecutive positions) are
+// sin/cos pairs with angles linear in the position.
+func (w *Work) fitSinusoidal(rows [][]float64, d int) (sinFit, bool) {
+	if d%2 != 0 || len(rows) < 3 {
+		return sinFit{}, false
+	}
+	layouts := []struct {
+		name  string
+		pairs func(i int) (int, int)
+	}{
+		{"interleaved", func(i int) (int, int) { return 2 * i, 2*i + 1 }},
+		{"concat_sin_cos", func(i int) (int, int) { return i, i + d/2 }},
+	}
+	for _, l := range layouts {
+		f := sinFit{layout: l.name}
+		ok := true
+		for i := 0; i < d/2 && ok; i++ {
+			s, c := l.pairs(i)
+			f.pairs = append(f.pairs, [2]int{s, c})
+			theta := make([]float64, len(rows))
+			for p, r := range rows {
+				if math.Abs(r[s]*r[s]+r[c]*r[c]-1) > 2e-3 {
+					ok = false
+					break
+				}
+				theta[p] = math.Atan2(r[s], r[c])
+			}
+			if !ok {
+				break
+			}
+			om := unwrapSlope(theta)
+			for p := range theta {
+				if math.Abs(math.Remainder(theta[p]-theta[0]-om*float64(p), 2*math.Pi)) > 2e-3 {
+					ok = false
+				}
+			}
+			f.omega = append(f.omega, om)
+		}
+		if !ok || f.omega[0] <= 0 {
+			continue
+		}
+		// Base and denominator: ω_i = base^(-i/D), D = d/2 or d/2-1; the
+		// denominator is the one whose base is a round number.
+		n := d / 2
+		x := make([]float64, n)
+		y := make([]float64, n)
+		sig := make([]float64, n)
+		for i, om := range f.omega {
+			x[i], y[i] = float64(i), math.Log(om)
+			sig[i] = 1e-3/(om*float64(len(rows))) + 1e-6
+		}
+		_, slope := wlinreg(x, y, sig)
+		cands := []struct {
+			denom string
+			D     float64
+		}{{"d/2", float64(n)}, {"d/2-1", float64(n - 1)}}
+		f.base = math.NaN()
+		for _, cd := range cands {
+			if b, ok := roundNumber(math.Exp(-slope*cd.D), 1e-4); ok {
+				f.base, f.denom = b, cd.denom
+				break
+			}
+		}
+		if math.IsNaN(f.base) {
+			f.base, f.denom = snap(math.Exp(-slope*float64(n)), 1e-4), "d/2"
+			f.note = "freq_denominator: neither d/2 nor d/2-1 gives a round base; reported d/2"
+		}
+		// The first row's position: its phase over the frequency, from a
+		// slow pair (no wrap-around for offsets below π/ω).
+		k := n / 2
+		s, cc := f.pairs[k][0], f.pairs[k][1]
+		th := math.Atan2(rows[0][s], rows[0][cc])
+		f.offset = int(math.Round(th / f.omega[k]))
+		return f, true
+	}
+	return sinFit{}, false
+}
+
+// roundNumber returns the number of at most three significant digits
+// within rel of v.
+func roundNumber(v, rel float64) (float64, bool) {
+	for digits := 1; digits <= 3; digits++ {
+		if r := snapDigits(v, digits); math.Abs(r-v) <= rel*math.Abs(v) {
+			return r, true
+		}
+	}
+	return v, false
+}
+
+func snapDigits(v float64, digits int) float64 {
+	if v == 0 {
+		return 0
+	}
+	e := math.Pow(10, math.Floor(math.Log10(math.Abs(v)))-float64(digits-1))
+	return math.Round(v/e) * e
+}
+
+// paddingRow finds the row of a stored sinusoidal table that is zero where
+// the sinusoid is not (fairseq zeroes the row of padding_idx).
+func (w *Work) paddingRow(tv *graph.Value, f sinFit) (int, bool) {
+	t := w.Const(tv)
+	if t == nil {
+		return 0, false
+	}
+	v := t.Float64s()
+	d := 2 * len(f.pairs)
+	pad := -1
+	for r := 0; (r+1)*d <= len(v); r++ {
+		row := v[r*d : (r+1)*d]
+		zero := true
+		for _, x := range row {
+			if x != 0 {
+				zero = false
+			}
+		}
+		if zero && r > 0 {
+			if pad >= 0 {
+				return 0, false
+			}
+			pad = r
+		}
+	}
+	return pad, pad >= 0
+}

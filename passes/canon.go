@@ -1,0 +1,62 @@
+package passes
+
+import (
+	"github.com/onnxpe/onnxpe/graph"
+)
+
+// softmaxPattern is a Softmax written out: exp(x - max(x)) / sum(exp(...)),
+// with or without the max (ONNX Runtime inlines Softmax's function body).
+var softmaxPattern = Check(
+	Op("Div",
+		All(Capture("e"), Op("Exp", Or(Op("Sub", Capture("x"), Op("ReduceMax", Ref("x")).As("max")), Capture("x")))),
+		Op("ReduceSum", Ref("e")).As("sum")),
+	func(w *Work, vals map[string]*graph.Value, nodes map[string]*graph.Node) string {
+		r := w.Shape(vals["x"]).Rank()
+		sum, ok := reduceAxis(w, nodes["sum"], r)
+		if !ok {
+			return "the sum is not over one axis with keepdims"
+		}
+		if mx := nodes["max"]; mx != nil {
+			if a, ok := reduceAxis(w, mx, r); !ok || a != sum {
+				return "the max and the sum reduce different axes"
+			}
+		}
+		return ""
+	})
+
+// reduceAxis is the single axis a keepdims reduction reduces.
+func reduceAxis(w *Work, n *graph.Node, rank int) (int, bool) {
+	if n.AttrInt("keepdims", 1) == 0 || rank < 0 {
+		return 0, false
+	}
+	axes, ok := w.Axes(n, 1)
+	if !ok || len(axes) != 1 {
+		return 0, false
+	}
+	return normAxis(axes[0], rank), true
+}
+
+// canonicalise puts ops written out as several nodes back into one node,
+// so that detectors see one form: Softmax.
+func (w *Work) canonicalise(g0 *graph.Graph) {
+	for _, g := range graphs(g0) {
+		for _, n := range g.Nodes() {
+			if n.OpType != "Div" || !isONNX(n) || n.Output(0).IsGraphOutput() {
+				continue
+			}
+			m, _ := w.MatchValue(softmaxPattern, n.Output(0))
+			if m == nil {
+				continue
+			}
+			x := m.Values["x"]
+			axis, _ := reduceAxis(w, m.NodesBy["sum"], w.Shape(x).Rank())
+			sm := g.NewNode("Softmax", "", []*graph.Value{x}, 1, graph.IntAttr("axis", int64(axis)))
+			g.InsertBefore(n, sm)
+			w.origNode[sm] = w.origNode[n]
+			w.etype(sm)
+			w.infer(sm)
+			n.Output(0).ReplaceAllUsesWith(sm.Output(0))
+			w.origValue[sm.Output(0)] = w.origValue[n.Output(0)]
+		}
+	}
+}
