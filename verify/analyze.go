@@ -83,6 +83,11 @@ type InputInfo struct {
 	dt graph.DataType
 	v  *graph.Value
 	ev *inputEvents
+	// firm: the role rests on a use that says it (a mask operation, a
+	// rotation, arithmetic on positions, a concatenation with new keys),
+	// not on table sizes or the lack of any use; suggestions do not
+	// change a firm role.
+	firm bool
 }
 
 // Table is a stored table the model reads at positions (a position
@@ -352,6 +357,7 @@ func analyzeGraph(m *graph.Model) *Analysis {
 // classify decides the role of an input from its uses, before table
 // sizes are known (index inputs are told apart later).
 func classify(in *InputInfo) {
+	defer func() { in.firm = in.Role != RoleUnknown && in.Role != RoleTableIndex }()
 	e := in.ev
 	rank := len(in.Dims)
 	scalar := rank == 0 || (rank == 1 && in.Dims[0].Kind == DimFixed && in.Dims[0].Size == 1)
@@ -485,7 +491,7 @@ func (a *Analysis) finishRoles() {
 	var idx []*InputInfo
 	for i := range a.Inputs {
 		in := &a.Inputs[i]
-		if in.Role == RoleTableIndex || in.Role == RolePositionIDs {
+		if in.Role == RoleTableIndex || in.Role == RolePositionIDs || in.Role == RoleTokenIDs {
 			for _, n := range in.ev.gathers {
 				if r := a.readOf(n); r != nil && r.rows[0] > 0 && r.rows[0] == r.rows[1] {
 					if in.Rows == 0 || r.rows[0] < in.Rows {
@@ -503,13 +509,17 @@ func (a *Analysis) finishRoles() {
 	var rest []*InputInfo
 	for _, in := range idx {
 		if n := a.rotates(in); n != nil {
-			in.Role = RolePositionIDs
+			in.Role, in.firm = RolePositionIDs, true
 			in.Evidence = "indexes a table whose rows multiply other values (" + n.String() + ")"
 			continue
 		}
 		rest = append(rest, in)
 	}
-	if len(rest) > 0 {
+	haveTokens := false
+	for _, in := range a.Inputs {
+		haveTokens = haveTokens || in.Role == RoleTokenIDs
+	}
+	if len(rest) > 0 && !haveTokens {
 		sort.SliceStable(rest, func(i, j int) bool {
 			if rest[i].Rows != rest[j].Rows {
 				return rest[i].Rows > rest[j].Rows

@@ -93,6 +93,27 @@ func TestCorpusEqualToItsCopies(t *testing.T) {
 				}
 				checkAnalysis(t, &e, r)
 			}
+			// With the audit's findings as hints (what the command does).
+			h, err := verify.AuditHints(a)
+			if err != nil {
+				t.Fatalf("audit: %v", err)
+			}
+			for name, role := range h.Suggested {
+				for _, in := range e.Inputs {
+					if in.Name == name && roleOf[in.Role] != role {
+						t.Logf("the audit suggests %s is %s, the manifest says %s", name, role, in.Role)
+					}
+				}
+			}
+			pb := filepath.Join(dir, "ort_extended.onnx")
+			r, err := verify.Compare(ctx, a, loadModel(t, pb), verify.Options{Seed: 1, Hints: h})
+			if err != nil {
+				t.Fatalf("with the audit's hints: %v", err)
+			}
+			if !r.Equal {
+				t.Errorf("with the audit's hints: %s", r.Summary)
+			}
+			checkAnalysis(t, &e, r)
 		})
 	}
 }

@@ -202,47 +202,62 @@ func TestDefaultSweepCatchesPerturbations(t *testing.T) {
 		}, check{set: "long", first: -1, worst: -1, equal: []string{"token"}}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			a, b := c.model(t)
-			r, err := verify.Compare(context.Background(), a, b, verify.Options{Seed: 1})
-			if err != nil {
-				t.Fatal(err)
+		// Without hints (verify's own analysis), and with the audit's
+		// findings as hints (what the command does).
+		for _, audit := range []bool{false, true} {
+			name := c.name
+			if audit {
+				name += " with the audit's hints"
 			}
-			if r.Equal {
-				t.Fatalf("reported equal: %s", r.Summary)
-			}
-			set, out := firstDifference(t, r)
-			t.Logf("%s", r.Summary)
-			if set.Name != c.want.set {
-				t.Errorf("first difference in set %s, want %s", set.Name, c.want.set)
-			}
-			if want := a.Graph.Outputs[0].Name; out.Name != want {
-				t.Errorf("differing output %s, want %s", out.Name, want)
-			}
-			if out.FirstMismatch == nil || out.FirstMismatch.Position == nil {
-				t.Fatalf("no position for the first mismatch")
-			}
-			got := *out.FirstMismatch.Position
-			switch {
-			case c.want.first >= 0 && got != c.want.first:
-				t.Errorf("first mismatch at position %d, want %d", got, c.want.first)
-			case c.want.first == -1 && got < 1:
-				t.Errorf("first mismatch at position %d: position 0 has angle 0 whatever the base", got)
-			}
-			if w := out.Worst; w == nil || w.Position == nil || *w.Position < got {
-				t.Errorf("worst element %+v before the first mismatch %d", w, got)
-			} else if c.want.worst >= 0 && *w.Position != c.want.worst {
-				t.Errorf("worst element at position %d, want %d", *w.Position, c.want.worst)
-			}
-			if !strings.Contains(r.Summary, "output "+out.Name) || !strings.Contains(r.Summary, fmt.Sprintf("from position %d", got)) {
-				t.Errorf("summary does not name the output and position: %s", r.Summary)
-			}
-			for _, name := range c.want.equal {
-				if s := setResult(t, r, name); !s.Equal {
-					t.Errorf("set %s differs; the perturbation is out of its reach", name)
+			t.Run(name, func(t *testing.T) {
+				a, b := c.model(t)
+				var h verify.Hints
+				if audit {
+					var err error
+					if h, err = verify.AuditHints(a); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-		})
+				r, err := verify.Compare(context.Background(), a, b, verify.Options{Seed: 1, Hints: h})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Equal {
+					t.Fatalf("reported equal: %s", r.Summary)
+				}
+				set, out := firstDifference(t, r)
+				t.Logf("%s", r.Summary)
+				if set.Name != c.want.set {
+					t.Errorf("first difference in set %s, want %s", set.Name, c.want.set)
+				}
+				if want := a.Graph.Outputs[0].Name; out.Name != want {
+					t.Errorf("differing output %s, want %s", out.Name, want)
+				}
+				if out.FirstMismatch == nil || out.FirstMismatch.Position == nil {
+					t.Fatalf("no position for the first mismatch")
+				}
+				got := *out.FirstMismatch.Position
+				switch {
+				case c.want.first >= 0 && got != c.want.first:
+					t.Errorf("first mismatch at position %d, want %d", got, c.want.first)
+				case c.want.first == -1 && got < 1:
+					t.Errorf("first mismatch at position %d: position 0 has angle 0 whatever the base", got)
+				}
+				if w := out.Worst; w == nil || w.Position == nil || *w.Position < got {
+					t.Errorf("worst element %+v before the first mismatch %d", w, got)
+				} else if c.want.worst >= 0 && *w.Position != c.want.worst {
+					t.Errorf("worst element at position %d, want %d", *w.Position, c.want.worst)
+				}
+				if !strings.Contains(r.Summary, "output "+out.Name) || !strings.Contains(r.Summary, fmt.Sprintf("from position %d", got)) {
+					t.Errorf("summary does not name the output and position: %s", r.Summary)
+				}
+				for _, name := range c.want.equal {
+					if s := setResult(t, r, name); !s.Equal {
+						t.Errorf("set %s differs; the perturbation is out of its reach", name)
+					}
+				}
+			})
+		}
 	}
 }
 

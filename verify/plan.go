@@ -10,16 +10,22 @@ import (
 )
 
 // Hints are facts about model A that a caller already knows (the audit's
-// findings, a user's flags); they take precedence over the analysis.
+// findings, a user's flags). Roles and MaxPositions take precedence over
+// the analysis; Suggested roles only settle what the analysis could not
+// (an input with no telling use, which of two tables holds tokens).
 type Hints struct {
 	// Roles forces the role of named inputs.
 	Roles map[string]Role `json:"roles,omitempty"`
+	// Suggested are roles another analysis (the audit) found.
+	Suggested map[string]Role `json:"suggested,omitempty"`
 	// Rows gives the rows of the table an index input reads (the
 	// vocabulary of token ids).
 	Rows map[string]int `json:"rows,omitempty"`
 	// MaxPositions is the number of positions the model supports (the
 	// rows of its stored position table or cos/sin cache); 0: analysis.
 	MaxPositions int `json:"max_positions,omitempty"`
+	// From says where the hints come from, for reports.
+	From string `json:"from,omitempty"`
 }
 
 // planner builds the sweep of input sets for model A, running A to probe
@@ -57,12 +63,31 @@ func Analyze(m *graph.Model, hints Hints, threads int) (*Analysis, error) {
 	return a, nil
 }
 
-// applyHints overrides roles and rows.
+// applyHints overrides roles and rows, and takes suggested roles where
+// the analysis has no firm evidence (noting where they disagree).
 func (a *Analysis) applyHints(h Hints) {
 	for i := range a.Inputs {
 		in := &a.Inputs[i]
-		if r, ok := h.Roles[in.Name]; ok {
-			in.Role, in.Evidence = r, "given"
+		if r, ok := h.Suggested[in.Name]; ok && r != in.Role {
+			by := h.From
+			if by == "" {
+				by = "another analysis"
+			}
+			if in.firm {
+				note := fmt.Sprintf("%s suggests %s is %s; verify keeps %s (%s)", by, in.Name, r, in.Role, in.Evidence)
+				if !slices.Contains(a.Notes, note) {
+					a.Notes = append(a.Notes, note)
+				}
+			} else {
+				in.Role, in.Evidence = r, "suggested by "+by+" (the analysis said: "+in.Evidence+")"
+			}
+		}
+		if r, ok := h.Roles[in.Name]; ok && r != in.Role {
+			by := h.From
+			if by == "" {
+				by = "hints"
+			}
+			in.Role, in.Evidence = r, "given by "+by+" (the analysis said: "+in.Evidence+")"
 		}
 		if n, ok := h.Rows[in.Name]; ok && n > 0 {
 			in.Rows = n
@@ -190,6 +215,9 @@ func (p *planner) findMaxLength() error {
 	}
 	if h := p.opts.Hints.MaxPositions; h > 0 {
 		longest, from = h, fmt.Sprintf("given: %d positions", h)
+		if p.opts.Hints.From != "" {
+			from = p.opts.Hints.From
+		}
 	}
 	// Positions: the largest a table indexed by position ids allows,
 	// DefaultFarPosition when they feed a computed encoding.
@@ -218,7 +246,7 @@ func (p *planner) findMaxLength() error {
 		a.MaxLengthFrom = "the inputs have no sequence axis"
 		return nil
 	}
-	if longest < DefaultLongSequence {
+	if longest < DefaultLongSequence && p.opts.Hints.MaxPositions == 0 {
 		if longest > 0 {
 			from = fmt.Sprintf("default (the largest stored table, %s, is shorter)", from)
 		} else {

@@ -36,6 +36,7 @@ type verifyOptions struct {
 	Positions    int
 	Bound        float64
 	MaxPositions int
+	NoAudit      bool
 	Threads      int
 	ctx          context.Context
 }
@@ -76,6 +77,11 @@ encodings), and KV-cache steps when the model takes a cache. --seq and
 a folder of test_data_set_N folders, or a .npz file named by input).
 --against DIR compares A with the reference outputs stored there
 (output_N.pb beside input_N.pb) instead of a second model.
+
+The audit's findings about A (which inputs hold token ids, positions and
+masks; max_positions of a stored table) are used when it finds them
+(--no-audit uses verify's own analysis only); --max-positions N says how
+many positions A supports when neither finds it.
 
 --runtime go runs the models with onnxpe's kernels; ort with ONNX Runtime
 (default optimisations) and both compares all four pairings (A and B in
@@ -142,6 +148,7 @@ Exit codes:
 	f.IntVar(&opts.Positions, "positions", 0, "with --precision: positions to check (default: the sweep's largest position + 1, or the table's rows)")
 	f.Float64Var(&opts.Bound, "bound", 0, "with --precision: largest accepted difference from float64 (default: the type's atol)")
 	f.IntVar(&opts.MaxPositions, "max-positions", 0, "the number of positions A supports, when its graph does not say (a stored table's rows)")
+	f.BoolVar(&opts.NoAudit, "no-audit", false, "do not use the audit's findings about A (input roles, max_positions): only verify's own analysis")
 	f.IntVar(&opts.Threads, "threads", 0, "goroutines of onnxpe's kernels and ONNX Runtime threads (0: all cores)")
 	return cmd
 }
@@ -179,7 +186,7 @@ func verifyRun(opts *verifyOptions) error {
 		}
 	}
 	vo := verify.Options{Seed: opts.Seed, Seqs: opts.Seqs, Batches: opts.Batches, PathA: opts.A, PathB: opts.B,
-		Bisect: opts.Bisect, Threads: opts.Threads, Hints: verify.Hints{MaxPositions: opts.MaxPositions}}
+		Bisect: opts.Bisect, Threads: opts.Threads}
 	switch opts.Runtime {
 	case "go", "ort", "both":
 		vo.Runtime = verify.Runtime(opts.Runtime)
@@ -205,6 +212,7 @@ func verifyRun(opts *verifyOptions) error {
 	if err != nil {
 		return err
 	}
+	vo.Hints = hintsFor(opts, a)
 	prog := newProgress(opts.IO)
 	vo.Progress = prog.update
 	var rep *verify.Report
@@ -259,6 +267,24 @@ func verifyRun(opts *verifyOptions) error {
 	return nil
 }
 
+// hintsFor gathers what is known about model m beforehand: the audit's
+// findings (unless --no-audit) and --max-positions, which wins.
+func hintsFor(opts *verifyOptions, m *graph.Model) verify.Hints {
+	var h verify.Hints
+	if !opts.NoAudit {
+		var err error
+		h, err = verify.AuditHints(m)
+		if err != nil {
+			fmt.Fprintf(opts.IO.ErrOut, "onnxpe: warning: the audit of %s failed (%s); verify uses its own analysis only\n", opts.A+opts.Precision, oneLine(err.Error()))
+			h = verify.Hints{}
+		}
+	}
+	if opts.MaxPositions > 0 {
+		h.MaxPositions, h.From = opts.MaxPositions, fmt.Sprintf("--max-positions %d", opts.MaxPositions)
+	}
+	return h
+}
+
 // verifyError classifies the errors of Compare: a pair that cannot be
 // compared or a model that cannot run is exit 2; a kernel's internal
 // failure is exit 3.
@@ -278,8 +304,7 @@ func precisionRun(ctx context.Context, opts *verifyOptions) error {
 	if opts.A != "" || opts.Against != "" || opts.Inputs != "" || len(opts.Seqs) > 0 || opts.JUnit != "" || opts.Bisect {
 		return badInput("verify: --precision MODEL takes no other model and only --as, --positions, --bound, --max-positions, --json")
 	}
-	po := verify.PrecisionOptions{Positions: opts.Positions, Bound: opts.Bound, Threads: opts.Threads,
-		Hints: verify.Hints{MaxPositions: opts.MaxPositions}}
+	po := verify.PrecisionOptions{Positions: opts.Positions, Bound: opts.Bound, Threads: opts.Threads}
 	switch opts.As {
 	case "":
 	case "float16", "bfloat16":
@@ -294,6 +319,7 @@ func precisionRun(ctx context.Context, opts *verifyOptions) error {
 	if err != nil {
 		return err
 	}
+	po.Hints = hintsFor(opts, m)
 	rep, err := verify.Precision(ctx, m, po)
 	if err != nil {
 		if errors.Is(err, kernels.ErrInternal) {

@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/testmodels"
 	"github.com/onnxpe/onnxpe/verify"
 )
@@ -201,6 +203,22 @@ func TestVerifyGivenInputsAndSweepFlags(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(js), &r) != nil || len(r.Sets) != 1 || r.Sets[0].Name != "test_data_set_0" {
 		t.Fatalf("--inputs folder: exit %d %s\n%s", code, errOut, js)
 	}
+	// The same inputs as an .npz file.
+	m, err := graph.Load(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := kernels.ReadInputs(corpusFile("rope_kvcache", "test_data_set_0"), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	npz := filepath.Join(t.TempDir(), "feeds.npz")
+	writeNPZ(t, npz, in)
+	code, js, errOut = runCLI(t, "verify", a, b, "--inputs", npz, "--json")
+	r = verify.Report{}
+	if code != 0 || json.Unmarshal([]byte(js), &r) != nil || len(r.Sets) != 1 || r.Sets[0].Name != "feeds.npz" || len(r.Sets[0].Outputs) != 5 {
+		t.Fatalf("--inputs .npz: exit %d %s\n%s", code, errOut, js)
+	}
 	code, js, errOut = runCLI(t, "verify", a, b, "--seq", "1,5", "--batch", "1,3", "--json")
 	r = verify.Report{}
 	if code != 0 || json.Unmarshal([]byte(js), &r) != nil {
@@ -284,6 +302,32 @@ func TestVerifyHelpDocumentsPolicy(t *testing.T) {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("help lacks %q", want)
 		}
+	}
+}
+
+// TestVerifyProgressOnATerminal draws the progress line on a terminal
+// once a run takes more than a second, and clears it at the end; nothing
+// is drawn when stderr is not a terminal.
+func TestVerifyProgressOnATerminal(t *testing.T) {
+	var buf bytes.Buffer
+	p := newProgress(&IOStreams{ErrOut: &buf, ErrIsTerminal: true})
+	p.update(verify.Progress{Done: 0, Total: 4, Step: "A go: token"})
+	if buf.Len() != 0 {
+		t.Fatalf("drawn before a second: %q", buf.String())
+	}
+	p.start = p.start.Add(-2 * time.Second)
+	p.update(verify.Progress{Done: 2, Total: 4, Step: "B go: long"})
+	p.done()
+	if got := buf.String(); got != "\r\033[Kverify 3/4: B go: long\r\033[K" {
+		t.Fatalf("progress %q", got)
+	}
+	buf.Reset()
+	p = newProgress(&IOStreams{ErrOut: &buf})
+	p.start = p.start.Add(-2 * time.Second)
+	p.update(verify.Progress{Done: 2, Total: 4, Step: "B go: long"})
+	p.done()
+	if buf.Len() != 0 {
+		t.Fatalf("drawn on a pipe: %q", buf.String())
 	}
 }
 

@@ -1,0 +1,70 @@
+package verify
+
+import (
+	"fmt"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/passes"
+)
+
+// roleOfAudit maps the audit's input roles to verify's. The audit's
+// "content" (embeddings, pixels and KV caches alike) and "param" say less
+// than verify's own analysis and are left to it.
+var roleOfAudit = map[passes.Role]Role{
+	passes.RoleTokens:    RoleTokenIDs,
+	passes.RoleTokenType: RoleTableIndex,
+	passes.RolePositions: RolePositionIDs,
+	passes.RoleMask:      RoleAttentionMask,
+}
+
+// AuditHints runs the audit (package passes) on m and turns its findings
+// into hints: suggested roles of token, token-type, position and mask
+// inputs (taken where verify's own analysis has no firm evidence), and the
+// number of positions of the largest stored table a finding reads
+// (max_positions). verify works without them; they sharpen the sweep on
+// models its own analysis reads less well.
+func AuditHints(m *graph.Model) (Hints, error) {
+	rep, ctx, err := passes.AuditModel(m, "", passes.Options{})
+	if err != nil {
+		return Hints{}, err
+	}
+	return hintsFrom(rep, ctx), nil
+}
+
+func hintsFrom(rep *passes.Report, ctx *passes.Context) Hints {
+	h := Hints{Suggested: map[string]Role{}, From: "the audit"}
+	if ctx != nil {
+		if w, ok := ctx.ResultOf[passes.Normalize].(*passes.Work); ok && w != nil {
+			for _, v := range w.Inputs() {
+				if r, ok := roleOfAudit[w.Role(v)]; ok {
+					h.Suggested[v.Name] = r
+				}
+			}
+		}
+	}
+	for _, f := range rep.Findings {
+		if n := maxPositionsOf(f.Params); n > h.MaxPositions {
+			h.MaxPositions = n
+			h.From = fmt.Sprintf("the audit's %s finding (max_positions %d)", f.Scheme, n)
+		}
+	}
+	return h
+}
+
+func maxPositionsOf(p passes.Params) int {
+	var mp *int
+	switch p := p.(type) {
+	case *passes.RoPEParams:
+		mp = p.MaxPositions
+	case *passes.SinusoidalParams:
+		mp = p.MaxPositions
+	case *passes.LearnedParams:
+		mp = p.MaxPositions
+	case *passes.ALiBiParams:
+		mp = p.MaxPositions
+	}
+	if mp == nil {
+		return 0
+	}
+	return *mp
+}
