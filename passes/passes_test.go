@@ -257,7 +257,7 @@ func compareTruth(t *testing.T, name string, truth testmodels.Truth, r *passes.R
 }
 
 // implemented are the schemes the detectors of this package find so far.
-var implemented = map[string]bool{"rope": true, "nope": true, "sinusoidal": true, "learned_absolute": true}
+var implemented = map[string]bool{"rope": true, "nope": true, "sinusoidal": true, "learned_absolute": true, "alibi": true, "t5_relative_bias": true, "relative_clipped": true}
 
 // TestCorpusMatchesTheManifest audits every exported model (and its ONNX
 // Runtime optimised saves) and every Go-built model whose schemes are

@@ -1,0 +1,542 @@
+package passes
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
+)
+
+// biasView reads an evaluated bias as [head][query][key] with broadcast
+// axes of size 1.
+type biasView struct {
+	h, q, k int
+	v       []float64
+}
+
+func newBiasView(t *kernels.Tensor) (biasView, bool) {
+	r := t.Rank()
+	if r < 1 {
+		return biasView{}, false
+	}
+	dims := []int{1, 1, 1}
+	for i := 0; i < min(3, r); i++ {
+		dims[2-i] = t.Shape[r-1-i]
+	}
+	// Leading axes beyond three (the batch) are read at index 0.
+	return biasView{h: dims[0], q: dims[1], k: dims[2], v: t.Float64s()[:dims[0]*dims[1]*dims[2]]}, true
+}
+
+func (b biasView) at(h, i, j int) float64 {
+	if b.h == 1 {
+		h = 0
+	}
+	if b.q == 1 {
+		i = 0
+	}
+	return b.v[(h*b.q+i)*b.k+j]
+}
+
+// masked reports whether a bias entry masks its key out.
+func masked(x float64) bool { return x < -1e4 || math.IsInf(x, 0) || math.IsNaN(x) }
+
+// ALiBiEvidence is what the ALiBi detector read.
+type ALiBiEvidence struct {
+	// Bias is the original value added to the scores.
+	Bias string
+	// Slopes are the measured slopes (bias per key position), per head.
+	Slopes []float64
+	// SlopesConst names the constant holding the slopes, when there is one.
+	SlopesConst string
+}
+
+// T5Evidence is what the T5 detector read.
+type T5Evidence struct {
+	// Bias is the original value added to the scores; Table the bias table
+	// [num_buckets, heads]; Buckets the bucket value.
+	Bias, Table, Buckets string
+	// BucketMap is the bucket of every relative position key - query from
+	// -MaxRel to MaxRel (index n + MaxRel).
+	BucketMap []int
+	MaxRel    int
+	// MaxDistances are all max_distance values reproducing the map.
+	MaxDistances []int
+}
+
+// ScoreBias finds ALiBi and T5 bias added to the attention scores.
+var ScoreBias = &Pass{
+	Name: "score_bias",
+	Doc: `Find position biases added to the attention scores: ALiBi and T5 buckets.
+
+Each value added to a block's scores that does not depend on content is
+evaluated on probe positions as [head, query, key]. Entries of -inf or
+the type's minimum are masking and left out; a bias of zeros is only a
+mask. A bias linear in the key position with a slope per head is ALiBi
+(slopes read exactly from a constant of the cone when there is one;
+positions from the mask's cumulative sum, the key index, the offset from
+the last key, or the distance); one that depends only on key - query but
+not linearly is a relative bias, T5's when it gathers a [buckets, heads]
+table by a bucket index: evaluating the index over all relative
+positions gives the bucket map, from which the number of buckets,
+bidirectionality and max_distance are fitted.`,
+	Requires: []*Pass{Normalize, Blocks},
+	Run:      runScoreBias,
+}
+
+func runScoreBias(c *Context) (any, error) {
+	w := c.Work()
+	blocks := c.ResultOf[Blocks].([]*Block)
+	// Blocks reading each bias value (T5 shares it).
+	readers := map[*graph.Value][]int{}
+	for _, b := range blocks {
+		for _, bt := range b.Bias {
+			readers[bt.Value] = append(readers[bt.Value], b.Index)
+		}
+	}
+	var out []*Finding
+	add := func(f *Finding) {
+		for _, g := range out {
+			if g.Scheme == f.Scheme && sameParams(g.Params, f.Params) {
+				g.Layers = sortedUnique(append(g.Layers, f.Layers...))
+				g.Nodes = w.sortOrig(append(g.Nodes, f.Nodes...))
+				return
+			}
+		}
+		out = append(out, f)
+	}
+	for _, b := range blocks {
+		for _, bt := range b.Bias {
+			if f := w.biasFinding(c, b, bt, readers); f != nil {
+				add(f)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (w *Work) biasFinding(c *Context, b *Block, bt BiasTerm, readers map[*graph.Value][]int) *Finding {
+	at := w.OrigName(bt.Add)
+	p := w.NewProbe(1, 16, 0)
+	t, err := p.Value(bt.Value)
+	if err != nil {
+		c.Miss("score_bias", at, "the bias could not be evaluated: "+err.Error(), 0)
+		return nil
+	}
+	if p.Synthetic(bt.Value) {
+		c.Miss("score_bias", at, "the bias comes from parameters given as inputs", 0)
+		return nil
+	}
+	bv, ok := newBiasView(t)
+	if !ok || bv.k < 3 {
+		return nil
+	}
+	heads := w.scoreHeads(b, bv.h)
+	zero := true
+	for _, x := range bv.v {
+		if !masked(x) && x != 0 {
+			zero = false
+		}
+	}
+	if zero {
+		c.Miss("score_bias", at, "the bias only masks (zeros and -inf)", 1)
+		return nil
+	}
+	cone := w.cone(bt.Value)
+	if slopes, ok := alibiSlopes(bv, heads); ok {
+		return w.alibiFinding(b, bt, bv, slopes, cone)
+	}
+	if toeplitz(bv) {
+		if f, why := w.t5Finding(b, bt, cone, readers); f != nil {
+			return f
+		} else {
+			c.Miss("t5", at, why, 3)
+		}
+		return nil
+	}
+	c.Miss("score_bias", at, "the bias is neither linear in the key position (ALiBi) nor a function of key - query (relative)", 2)
+	return nil
+}
+
+// scoreHeads is the number of heads of a block's scores (the bias's own
+// head axis when it has one).
+func (w *Work) scoreHeads(b *Block, biasHeads int) int {
+	if biasHeads > 1 {
+		return biasHeads
+	}
+	if b.QK != nil {
+		s := w.Shape(b.QK.Output(0))
+		if s.Rank() == 4 && s.Dims[1].Known() {
+			return int(s.Dims[1])
+		}
+	}
+	return biasHeads
+}
+
+// alibiSlopes checks that every row of every head is linear in the key
+// position over its unmasked entries, with one slope per head.
+func alibiSlopes(bv biasView, heads int) ([]float64, bool) {
+	slopes := make([]float64, heads)
+	nonzero := false
+	for h := 0; h < heads; h++ {
+		slope := math.NaN()
+		for i := 0; i < bv.q; i++ {
+			for j := 0; j+1 < bv.k; j++ {
+				a, c := bv.at(h, i, j), bv.at(h, i, j+1)
+				if masked(a) || masked(c) {
+					continue
+				}
+				d := c - a
+				switch {
+				case math.IsNaN(slope):
+					slope = d
+				case math.Abs(d-slope) > 1e-5*math.Max(1, math.Abs(slope)):
+					return nil, false
+				}
+			}
+		}
+		if math.IsNaN(slope) {
+			return nil, false
+		}
+		slopes[h] = slope
+		if slope != 0 {
+			nonzero = true
+		}
+	}
+	return slopes, nonzero
+}
+
+// toeplitz reports whether the bias depends only on key - query.
+func toeplitz(bv biasView) bool {
+	if bv.q < 2 {
+		return false
+	}
+	varies := false
+	for h := 0; h < bv.h; h++ {
+		for i := 0; i+1 < bv.q; i++ {
+			for j := 0; j+1 < bv.k; j++ {
+				a, c := bv.at(h, i, j), bv.at(h, i+1, j+1)
+				if masked(a) || masked(c) {
+					continue
+				}
+				if math.Abs(a-c) > 1e-6*math.Max(1, math.Abs(a)) {
+					return false
+				}
+				if !masked(bv.at(h, i, j+1)) && bv.at(h, i, j+1) != a {
+					varies = true
+				}
+			}
+		}
+	}
+	return varies
+}
+
+func (w *Work) alibiFinding(b *Block, bt BiasTerm, bv biasView, slopes []float64, cone []*graph.Node) *Finding {
+	ev := &ALiBiEvidence{Bias: w.OrigValue(bt.Value), Slopes: slopes}
+	params := &ALiBiParams{NumHeads: len(slopes), Slopes: slopes}
+	var notes []string
+	// Exact slopes from a constant holding them.
+	if cv, vals := w.slopeConst(cone, slopes); cv != nil {
+		params.Slopes = vals
+		ev.SlopesConst = w.name(cv)
+	}
+	// Symmetric: a bidirectional bias -m|i-j| (no causal mask).
+	if bv.q > 1 {
+		sym := true
+		for h := range slopes {
+			for i := 0; i < bv.q && sym; i++ {
+				for j := 0; j < bv.k; j++ {
+					a := bv.at(h, i, j)
+					if masked(a) || j >= bv.q {
+						continue
+					}
+					if d := bv.at(h, j, i); masked(d) || math.Abs(a-d) > 1e-6*math.Max(1, math.Abs(a)) {
+						sym = false
+						break
+					}
+				}
+			}
+		}
+		params.Symmetric = sym && bv.at(0, 0, 1) != bv.at(0, 1, 0)-2*slopes[0]
+	}
+	usesCumSum := false
+	for _, n := range cone {
+		if n.OpType == "CumSum" {
+			usesCumSum = true
+		}
+	}
+	lastZero, firstZero, diagZero := true, true, bv.q > 1
+	for h := range slopes {
+		for i := 0; i < bv.q; i++ {
+			if x := bv.at(h, i, bv.k-1); !masked(x) && x != 0 {
+				lastZero = false
+			}
+			if x := bv.at(h, i, 0); !masked(x) && x != 0 {
+				firstZero = false
+			}
+			if i < bv.k {
+				if x := bv.at(h, i, i); masked(x) || x != 0 {
+					diagZero = false
+				}
+			}
+		}
+	}
+	switch {
+	case usesCumSum:
+		params.Positions = "attention_mask_cumsum"
+	case diagZero:
+		params.Positions = "relative"
+	case lastZero:
+		params.Positions = "key_offset_from_end"
+	case firstZero:
+		params.Positions = "key_index"
+	default:
+		params.Positions = "relative"
+		notes = append(notes, "positions: the bias is zero at neither the first key, the last key nor the diagonal")
+	}
+	if tv, rows := w.positionTableAxis(cone); tv != nil {
+		params.MaxPositions = ptr(rows)
+	}
+	if bm, ok := alibiBiasMax(params.Slopes); ok {
+		params.AlibiBiasMax = ptr(bm)
+	}
+	f := &Finding{Scheme: ALiBi, Layers: []int{b.Index}, Params: params, Notes: notes, Evidence: ev}
+	f.Nodes = w.origNames(append([]*graph.Node{bt.Add}, cone...))
+	return f
+}
+
+// slopeConst finds a constant of the cone holding the slopes (one value
+// per head, within float32 rounding) and returns its values.
+func (w *Work) slopeConst(cone []*graph.Node, slopes []float64) (*graph.Value, []float64) {
+	for _, n := range cone {
+		for _, in := range n.Inputs() {
+			t := w.Const(in)
+			if t == nil || t.Len() != len(slopes) || !isFloatType(t.DType) {
+				continue
+			}
+			v := t.Float64s()
+			ok := true
+			for i := range v {
+				if math.Abs(v[i]-slopes[i]) > 1e-6*math.Abs(slopes[i])+1e-12 {
+					ok = false
+				}
+			}
+			if ok {
+				return in, v
+			}
+		}
+	}
+	return nil, nil
+}
+
+// alibiBiasMax reads b from slopes 2^(-b·(h+1)/n): BLOOM's and MPT's rules
+// for head counts that are not powers of two.
+func alibiBiasMax(slopes []float64) (float64, bool) {
+	n := len(slopes)
+	if n == 0 || slopes[0] <= 0 {
+		return 0, false
+	}
+	cp := 1
+	for cp*2 <= n {
+		cp *= 2
+	}
+	match := func(want []float64) bool {
+		for i := range want {
+			if math.Abs(want[i]-slopes[i]) > 1e-6*want[i] {
+				return false
+			}
+		}
+		return true
+	}
+	for _, np := range []int{cp, 2 * cp} {
+		b := math.Round(-math.Log2(slopes[0]) * float64(np))
+		if b <= 0 {
+			continue
+		}
+		// BLOOM: the closest power of two, then odd powers of the finer base.
+		bloom := make([]float64, 0, n)
+		for i := 1; i <= cp; i++ {
+			bloom = append(bloom, math.Pow(2, -b*float64(i)/float64(cp)))
+		}
+		for i := 0; len(bloom) < n; i++ {
+			bloom = append(bloom, math.Pow(2, -b*float64(2*i+1)/float64(2*cp)))
+		}
+		if np == cp && match(bloom) {
+			return b, true
+		}
+		// MPT: n' = the next power of two, odd ones first when n' != n.
+		np2 := 1
+		for np2 < n {
+			np2 *= 2
+		}
+		all := make([]float64, np2)
+		for i := range all {
+			all[i] = math.Pow(2, -b*float64(i+1)/float64(np2))
+		}
+		mpt := all
+		if np2 != n {
+			mpt = nil
+			for i := 1; i < np2; i += 2 {
+				mpt = append(mpt, all[i])
+			}
+			for i := 0; i < np2; i += 2 {
+				mpt = append(mpt, all[i])
+			}
+			mpt = mpt[:n]
+		}
+		if match(mpt) {
+			return b, true
+		}
+	}
+	return 0, false
+}
+
+// positionTableAxis is positionTable with the size of the axis that a
+// Slice or Gather reads directly from the constant.
+func (w *Work) positionTableAxis(cone []*graph.Node) (*graph.Value, int) {
+	for _, n := range cone {
+		v := n.Input(0)
+		if v == nil || !w.IsConst(v) || !isFloatType(v.Const.DataType()) || v.Const.Len() < 2 {
+			continue
+		}
+		dims := v.Const.Dims()
+		switch n.OpType {
+		case "Slice":
+			_, _, axes, _, ok := w.SliceParams(n)
+			dynamic := false
+			for _, in := range n.Inputs()[1:] {
+				if in != nil && !w.IsConst(in) {
+					dynamic = true
+				}
+			}
+			if ax := n.Input(3); ax != nil {
+				axes, ok = w.intsOf(ax)
+			}
+			if dynamic && ok && len(axes) == 1 {
+				return v, int(dims[normAxis(axes[0], len(dims))])
+			}
+		case "Gather":
+			if !w.IsConst(n.Input(1)) {
+				return v, int(dims[normAxis(n.AttrInt("axis", 0), len(dims))])
+			}
+		}
+	}
+	return w.positionTable(cone)
+}
+
+// t5Finding reads a T5 bucket bias: the [buckets, heads] table gathered by
+// a bucket index computed from positions.
+func (w *Work) t5Finding(b *Block, bt BiasTerm, cone []*graph.Node, readers map[*graph.Value][]int) (*Finding, string) {
+	var gather *graph.Node
+	for _, n := range cone {
+		if n.OpType == "Gather" && w.IsConst(n.Input(0)) && len(n.Input(0).Const.Dims()) == 2 && !w.IsConst(n.Input(1)) && isIntType(w.ElemType(n.Input(1))) {
+			gather = n
+		}
+	}
+	if gather == nil {
+		return nil, "the relative bias does not gather a [buckets, heads] table by an index"
+	}
+	table := gather.Input(0)
+	nb, heads := int(table.Const.Dims()[0]), int(table.Const.Dims()[1])
+	const S = 512
+	p := w.NewProbe(1, S, 0)
+	t, err := p.Value(gather.Input(1))
+	if err != nil {
+		return nil, "the bucket index could not be evaluated: " + err.Error()
+	}
+	bv, ok := newBiasView(t)
+	if !ok || bv.q != S || bv.k != S {
+		return nil, fmt.Sprintf("the bucket index is not [query, key] (%v)", t.Shape)
+	}
+	bm := make([]int, 2*S-1) // n + S-1
+	for i := range bm {
+		bm[i] = -1
+	}
+	for i := 0; i < S; i++ {
+		for j := 0; j < S; j++ {
+			x := int(bv.at(0, i, j))
+			k := j - i + S - 1
+			if bm[k] >= 0 && bm[k] != x {
+				return nil, "the bucket index is not a function of key - query"
+			}
+			bm[k] = x
+		}
+	}
+	bidir := bm[S] >= nb/2 // n = +1
+	half := nb
+	if bidir {
+		half = nb / 2
+	}
+	maxExact := half / 2
+	var mds []int
+	for md := maxExact + 1; md <= 1<<14; md++ {
+		if t5Reproduces(bm, S, nb, bidir, md) {
+			mds = append(mds, md)
+		}
+	}
+	if len(mds) == 0 {
+		return nil, "the bucket map is not T5's (no max_distance reproduces it)"
+	}
+	params := &T5Params{NumBuckets: nb, Bidirectional: bidir, NumHeads: heads, ScaledScores: b.Scaled}
+	var notes []string
+	switch {
+	case len(mds) == 1:
+		params.MaxDistance = ptr(mds[0])
+	case mds[len(mds)-1] == 1<<14:
+		notes = append(notes, fmt.Sprintf("max_distance: every value from %d on reproduces the buckets of distances below %d", mds[0], S))
+	default:
+		md := mds[0]
+		for _, x := range mds {
+			if x&(x-1) == 0 {
+				md = x // a power of two, as configurations use
+				break
+			}
+		}
+		params.MaxDistance = ptr(md)
+		notes = append(notes, fmt.Sprintf("max_distance: %d to %d give the same buckets for distances below %d; reported %d", mds[0], mds[len(mds)-1], S, md))
+	}
+	users := readers[bt.Value]
+	params.SharedAcrossLayers = len(users) > 1
+	ev := &T5Evidence{Bias: w.OrigValue(bt.Value), Table: w.name(table), Buckets: w.name(gather.Input(1)), BucketMap: bm, MaxRel: S - 1, MaxDistances: mds}
+	f := &Finding{Scheme: T5RelativeBias, Layers: users, Params: params, Notes: notes, Evidence: ev}
+	if !slices.Contains(f.Layers, b.Index) {
+		f.Layers = append(f.Layers, b.Index)
+	}
+	f.Nodes = w.origNames(append([]*graph.Node{bt.Add}, cone...))
+	return f, ""
+}
+
+// t5Reproduces evaluates Hugging Face's _relative_position_bucket (in
+// float32, as PyTorch does) for every relative position of the map.
+func t5Reproduces(bm []int, S, nb int, bidir bool, md int) bool {
+	for k, want := range bm {
+		n := k - (S - 1)
+		nbk := nb
+		bucket := 0
+		rp := n
+		if bidir {
+			nbk /= 2
+			if rp > 0 {
+				bucket += nbk
+			}
+			if rp < 0 {
+				rp = -rp
+			}
+		} else {
+			rp = -min(rp, 0)
+		}
+		maxExact := nbk / 2
+		if rp < maxExact {
+			bucket += rp
+		} else {
+			x := float32(math.Log(float64(float32(rp)/float32(maxExact)))) / float32(math.Log(float64(md)/float64(maxExact))) * float32(nbk-maxExact)
+			large := maxExact + int(x)
+			bucket += min(large, nbk-1)
+		}
+		if bucket != want {
+			return false
+		}
+	}
+	return true
+}

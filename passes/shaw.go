@@ -1,0 +1,174 @@
+package passes
+
+import (
+	"fmt"
+
+	"github.com/onnxpe/onnxpe/graph"
+)
+
+// ShawEvidence is what the relative-embedding detector read.
+type ShawEvidence struct {
+	// Blocks: per layer, the original tables of keys and values (Value
+	// empty without relative values) and the index value.
+	Blocks []ShawBlock
+	// IndexMap is the table row of every relative position key - query
+	// from -MaxRel to MaxRel (index n + MaxRel) in the probe.
+	IndexMap []int
+	MaxRel   int
+}
+
+// ShawBlock is one layer's relative tables.
+type ShawBlock struct {
+	Layer             int
+	Key, Value, Index string
+}
+
+// Shaw finds relative position embeddings in the style of Shaw et al.
+var Shaw = &Pass{
+	Name: "relative_clipped",
+	Doc: `Find relative position embeddings added through products (Shaw et al. 2018).
+
+A block's extra score term, q times a value that does not depend on
+content, is a relative key embedding when that value gathers a table by
+an index computed from positions. Evaluating the index over the probe's
+query and key positions gives its relation to key - query: the direction
+(key_minus_query or query_minus_key), the clipping (the index saturates),
+and max_relative_position from the table's rows. A product of the
+attention weights with such a table on the output side is the relative
+value embedding.`,
+	Requires: []*Pass{Normalize, Blocks},
+	Run:      runShaw,
+}
+
+func runShaw(c *Context) (any, error) {
+	w := c.Work()
+	var out []*Finding
+	tables := map[*graph.Value]bool{}
+	for _, b := range c.ResultOf[Blocks].([]*Block) {
+		for _, term := range b.Terms {
+			f, table, why := w.shawAt(b, term)
+			if f == nil {
+				c.Miss("relative_clipped", w.OrigName(term), why, 1)
+				continue
+			}
+			tables[table] = true
+			merged := false
+			for _, g := range out {
+				if sameParams(g.Params, f.Params) {
+					g.Layers = sortedUnique(append(g.Layers, f.Layers...))
+					g.Nodes = w.sortOrig(append(g.Nodes, f.Nodes...))
+					ge := g.Evidence.(*ShawEvidence)
+					ge.Blocks = append(ge.Blocks, f.Evidence.(*ShawEvidence).Blocks...)
+					merged = true
+				}
+			}
+			if !merged {
+				out = append(out, f)
+			}
+		}
+	}
+	for _, f := range out {
+		p := f.Params.(*ShawParams)
+		p.PerLayerTables = len(f.Layers) > 1 && len(tables) >= len(f.Layers)
+	}
+	// Params changed: merge again findings that now print the same.
+	return out, nil
+}
+
+// relTable finds the table a position-side value gathers by a computed
+// index.
+func (w *Work) relTable(v *graph.Value) (*graph.Node, bool) {
+	for _, n := range w.cone(v) {
+		if n.OpType == "Gather" && w.IsConst(n.Input(0)) && len(n.Input(0).Const.Dims()) == 2 && !w.IsConst(n.Input(1)) {
+			return n, true
+		}
+	}
+	return nil, false
+}
+
+func (w *Work) shawAt(b *Block, term *graph.Node) (*Finding, *graph.Value, string) {
+	var e *graph.Value
+	for _, in := range term.Inputs() {
+		if in != nil && !w.IsAct(in) && !w.IsConst(in) {
+			e = in
+		}
+	}
+	if e == nil {
+		return nil, nil, "no position-side operand"
+	}
+	g, ok := w.relTable(e)
+	if !ok {
+		return nil, nil, "the operand does not gather a table by a computed index"
+	}
+	table := g.Input(0)
+	rows, dim := int(table.Const.Dims()[0]), int(table.Const.Dims()[1])
+	const S = 16
+	p := w.NewProbe(1, S, 0)
+	t, err := p.Value(g.Input(1))
+	if err != nil {
+		return nil, nil, "the index could not be evaluated: " + err.Error()
+	}
+	bv, ok := newBiasView(t)
+	if !ok || bv.q != S || bv.k != S {
+		return nil, nil, fmt.Sprintf("the index is not [query, key] (%v)", t.Shape)
+	}
+	im := make([]int, 2*S-1)
+	for i := range im {
+		im[i] = -1
+	}
+	for i := 0; i < S; i++ {
+		for j := 0; j < S; j++ {
+			x := int(bv.at(0, i, j))
+			k := j - i + S - 1
+			if im[k] >= 0 && im[k] != x {
+				return nil, nil, "the index is not a function of key - query"
+			}
+			im[k] = x
+		}
+	}
+	// index(n) = clamp(s·n, -k, k) + k with s = ±1.
+	s := im[S] - im[S-1] // n = 1 minus n = 0
+	if s != 1 && s != -1 {
+		return nil, nil, fmt.Sprintf("the index changes by %d per position", s)
+	}
+	center := im[S-1]
+	if rows != 2*center+1 {
+		return nil, nil, fmt.Sprintf("the index of distance 0 is %d, not the middle of %d rows", center, rows)
+	}
+	clipped := false
+	for k, x := range im {
+		n := k - (S - 1)
+		want := max(0, min(rows-1, s*n+center))
+		if x != want {
+			return nil, nil, fmt.Sprintf("the index of distance %d is %d, not %d", n, x, want)
+		}
+		if s*n+center < 0 || s*n+center > rows-1 {
+			clipped = true
+		}
+	}
+	params := &ShawParams{MaxRelativePosition: center, Dim: dim, Distance: "key_minus_query", Clipped: clipped}
+	if s < 0 {
+		params.Distance = "query_minus_key"
+	}
+	ev := &ShawEvidence{IndexMap: im, MaxRel: S - 1, Blocks: []ShawBlock{{Layer: b.Index, Key: w.name(table), Index: w.name(g.Input(1))}}}
+	nodes := append([]*graph.Node{term}, w.cone(e)...)
+	var notes []string
+	if !clipped {
+		notes = append(notes, fmt.Sprintf("clipped: the index did not saturate for distances up to %d", S-1))
+	}
+	for _, ot := range b.OutTerms {
+		for _, in := range ot.Inputs() {
+			if in != nil && !w.IsAct(in) && !w.IsConst(in) {
+				if gv, ok := w.relTable(in); ok {
+					params.RelativeValues = true
+					ev.Blocks[0].Value = w.name(gv.Input(0))
+					nodes = append(nodes, ot)
+					nodes = append(nodes, w.cone(in)...)
+				}
+			}
+		}
+	}
+	f := &Finding{Scheme: RelativeClipped, Layers: []int{b.Index}, Params: params, Notes: notes, Evidence: ev}
+	f.Nodes = w.origNames(nodes)
+	return f, table, ""
+}
