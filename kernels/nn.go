@@ -686,9 +686,17 @@ func convT[T Float](y, x, w, b []T, n, cin, cout, group int, in, ks, out, stride
 	}
 }
 
-func conv(c *Call, in []*Tensor) ([]*Tensor, error) {
-	x, w := in[0], in[1]
-	b := optIn(in, 2)
+// convGeom is the geometry of a convolution: batch, channels, group, and
+// per spatial axis the input, kernel and output sizes, strides,
+// dilations and leading pads.
+type convGeom struct {
+	n, cin, cout, group           int
+	in, ks, out, strides, dil, pb []int
+}
+
+// convSetup reads a Conv-like node's attributes (group, kernel_shape,
+// strides, dilations, pads, auto_pad) for input x and weights w.
+func convSetup(c *Call, x, w *Tensor) (*convGeom, error) {
 	r := len(x.Shape)
 	if r < 3 || r > 5 || len(w.Shape) != r {
 		return nil, fmt.Errorf("Conv supports 1-D to 3-D inputs with matching weights")
@@ -757,16 +765,27 @@ func conv(c *Call, in []*Tensor) ([]*Tensor, error) {
 			out[i] = 0
 		}
 	}
+	return &convGeom{n: n, cin: cin, cout: cout, group: group, in: inS, ks: ks, out: out, strides: strides, dil: dil, pb: pads[:sp]}, nil
+}
+
+func conv(c *Call, in []*Tensor) ([]*Tensor, error) {
+	x, w := in[0], in[1]
+	b := optIn(in, 2)
+	g, err := convSetup(c, x, w)
+	if err != nil {
+		return nil, err
+	}
+	n, cin, cout, group, inS, ks, out, strides, dil, pads := g.n, g.cin, g.cout, g.group, g.in, g.ks, g.out, g.strides, g.dil, g.pb
 	y := c.alloc(x.DType, slices.Concat([]int{n, cout}, out)...)
 	switch x.DType {
 	case graph.Float:
 		if !c.Acc64() {
-			convGemm(c, Data[float32](y), Data[float32](x), Data[float32](w), dataOrNil[float32](b), n, cin, cout, group, inS, ks, out, strides, dil, pads[:sp])
+			convGemm(c, Data[float32](y), Data[float32](x), Data[float32](w), dataOrNil[float32](b), n, cin, cout, group, inS, ks, out, strides, dil, pads)
 			break
 		}
-		convT(Data[float32](y), Data[float32](x), Data[float32](w), dataOrNil[float32](b), n, cin, cout, group, inS, ks, out, strides, dil, pads[:sp], c.Acc64())
+		convT(Data[float32](y), Data[float32](x), Data[float32](w), dataOrNil[float32](b), n, cin, cout, group, inS, ks, out, strides, dil, pads, c.Acc64())
 	case graph.Double:
-		convT(Data[float64](y), Data[float64](x), Data[float64](w), dataOrNil[float64](b), n, cin, cout, group, inS, ks, out, strides, dil, pads[:sp], false)
+		convT(Data[float64](y), Data[float64](x), Data[float64](w), dataOrNil[float64](b), n, cin, cout, group, inS, ks, out, strides, dil, pads, false)
 	default:
 		return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
 	}
