@@ -1,11 +1,13 @@
 // Package golden holds the expected `onnxpe audit --json` report of every
-// model in testmodels/ (one JSON file per model), compared in tests and
-// refreshed with `go test ./golden -update`.
+// model in testmodels/ — the PyTorch exports, their ONNX Runtime basic and
+// extended optimised saves (<name>.ort_basic.json, <name>.ort_extended.json)
+// and the Go-built models — one JSON file per model in testdata/, compared
+// byte for byte with what the command prints, and refreshed with
+// `go test ./golden -update`.
 //
-// Until the audit command exists, the expectation is the ground truth of
-// testmodels/manifest.json and of the Go-built models: the files are
-// generated from it, and the test only checks that they still agree with
-// it (a stand-in that guards the files, not a test of any detector). The
-// audit's issue replaces the generator by `onnxpe audit --json` and keeps
-// the files as the expectation.
+// The files are not their own proof: a second test checks every file
+// against the ground truth of testmodels/manifest.json and of the Go-built
+// models (schemes, layers and every truth parameter, fitted values within
+// 0.1%), and against the report's JSON Schema, so an expectation is never
+// only what the code under test computed.
 package golden

@@ -107,6 +107,8 @@ func (w *Work) findRoles() *roles {
 					}
 				case n.OpType == "GatherElements" && i == 1:
 					angle[v] = true
+				case n.OpType == "RotaryEmbedding" && (n.Domain == "com.microsoft" && i == 1 || isONNX(n) && i == 3):
+					angle[v] = true // the position_ids of the fused rotation
 				case n.OpType == "EmbedLayerNormalization":
 					switch i {
 					case 0:

@@ -126,6 +126,10 @@ func runRoPE(c *Context) (any, error) {
 			continue
 		}
 		at := w.OrigName(b.QK)
+		if n := fusedIn(bs.Q.Nodes); n != nil {
+			c.Miss("rope", at, fmt.Sprintf("q is rotated by the fused op %v (left to the fused detectors)", n), 1)
+			continue
+		}
 		mq, why := w.measureCached(cache, bs.Q)
 		if mq == nil {
 			c.Miss("rope", at, "q: "+why, 2)
@@ -294,4 +298,16 @@ func (w *Work) ropeParams(b *Block, bs *BlockSides, mq, mk *ropeMeasure) (*RoPEP
 	}
 	notes = append(notes, f.Notes...)
 	return p, notes
+}
+
+// fusedIn returns the first node of another domain than ONNX's among
+// nodes (a fused or custom op, which the fused detectors read from its
+// attributes and inputs).
+func fusedIn(nodes []*graph.Node) *graph.Node {
+	for _, n := range nodes {
+		if !isONNX(n) || n.OpType == "RotaryEmbedding" {
+			return n
+		}
+	}
+	return nil
 }

@@ -72,6 +72,10 @@ func wrapArgs(c *cobra.Command) {
 // Main runs the command line and returns the exit code.
 func Main() int { return run(System(), os.Args[1:]) }
 
+// Run runs the command line with args on the given streams and returns the
+// exit code (what tests of other packages use to run onnxpe).
+func Run(ios *IOStreams, args []string) int { return run(ios, args) }
+
 func run(ios *IOStreams, args []string) int {
 	root := NewRootCmd(ios)
 	root.SetArgs(args)
