@@ -72,3 +72,39 @@ func BenchmarkTestModels(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDeployedOps runs the deployed attention and quantized-matrix
+// ops at the shapes of their ONNX Runtime comparison (bench/vsort): a
+// Llama-3-8B attention layer as GroupQueryAttention and as the opset-23
+// Attention, on a 512-token prompt and one decoding step after 2048; a
+// 4-bit MatMulNBits 4096x4096 on 1 and 128 rows.
+func BenchmarkDeployedOps(b *testing.B) {
+	type job struct {
+		name string
+		m    *graph.Model
+		in   map[string]*kernels.Tensor
+	}
+	var jobs []job
+	for _, sh := range []struct {
+		name string
+		a    testmodels.AttnShape
+	}{{"prefill512", testmodels.Llama8B(1, 512, 0)}, {"decode2048", testmodels.Llama8B(1, 1, 2048)}} {
+		jobs = append(jobs, job{"gqa_" + sh.name, testmodels.GQALayer(sh.a, 4096), testmodels.AttnInputs(sh.a, true, 3)},
+			job{"attention23_" + sh.name, testmodels.AttentionLayer(sh.a), testmodels.AttnInputs(sh.a, false, 3)})
+	}
+	w := testmodels.NewNBitsWeight(4096, 4096, 4, 32, 5)
+	rng := rand.New(rand.NewPCG(1, 1))
+	for _, rows := range []int{1, 128} {
+		a := make([]float32, rows*4096)
+		for i := range a {
+			a[i] = float32(rng.NormFloat64())
+		}
+		jobs = append(jobs, job{fmt.Sprintf("matmulnbits4_rows%d", rows), testmodels.MatMulNBitsLayer(rows, w),
+			map[string]*kernels.Tensor{"A": kernels.FromSlice([]int{rows, 4096}, a)}})
+	}
+	for _, j := range jobs {
+		for _, ts := range threadSettings {
+			b.Run(j.name+"/"+ts.name, func(b *testing.B) { benchRun(b, j.m, j.in, ts.threads) })
+		}
+	}
+}

@@ -355,6 +355,13 @@ func groupQueryAttention(c *Call, in []*Tensor) ([]*Tensor, error) {
 	out := c.alloc(graph.Float, B, S, nq*H)
 	softcap := c.Float("softcap", 0)
 	window := int(c.Int("local_window_size", -1))
+	// causalPast is the number of entry b's tokens before the new ones.
+	causalPast := func(b int) int {
+		if !firstPrompt && pastK != nil {
+			return pasts[b]
+		}
+		return 0
+	}
 	qkRow := func(b, n, s int) []float32 {
 		o := ((b*nq+n)*S + s) * total
 		return Data[float32](qk)[o : o+total]
@@ -362,13 +369,11 @@ func groupQueryAttention(c *Call, in []*Tensor) ([]*Tensor, error) {
 	j := &attnJob{B: B, Nq: nq, Nkv: nkv, S: S, T: Tp, Hk: H, Hv: H,
 		q: bsnh(qd, heads, S, H), k: bnsh(pk, nkv, Tp, H), v: bnsh(pv, nkv, Tp, H), out: bsnh(Data[float32](out), nq, S, H),
 		scale: attnScale(c.Float("scale", 0), H),
-		keys:  func(b, _ int) int { return totals[b] },
+		// Row s attends causally to the tokens up to its own: the
+		// scores past them are not computed.
+		keys: func(b, s int) int { return min(causalPast(b)+s+1, totals[b]) },
 		row: func(sc []float32, b, n, s int) (int, int) {
-			past := 0
-			if !firstPrompt && pastK != nil {
-				past = pasts[b]
-			}
-			hi := min(past+s+1, totals[b])
+			hi := min(causalPast(b)+s+1, totals[b])
 			lo := 0
 			if window >= 0 && hi > window {
 				lo = hi - window

@@ -245,3 +245,48 @@ func TestMultiHeadAttentionPackedForms(t *testing.T) {
 		t.Errorf("packed KV differs by %g", d)
 	}
 }
+
+// TestQ4VectorKernels checks the 4-bit vector kernels (where the CPU has
+// them) against dequantizing in Go: q4Dequant's permuted rows hold the
+// same values, and q4Dot gives their dot product with a permuted row.
+func TestQ4VectorKernels(t *testing.T) {
+	if !hasQ4Vec() {
+		t.Log("no 4-bit vector kernels on this CPU or build: nothing to check")
+		return
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	const K, N, bs = 192, 3, 64
+	a, b, sc, zp := nbitsCase(rng, 1, K, N, bs)
+	attrs := []*graph.Attr{graph.IntAttr("K", K), graph.IntAttr("N", N), graph.IntAttr("bits", 4), graph.IntAttr("block_size", bs)}
+	c := &Call{Node: graph.NewModel(9, "t").Graph.NewNode("MatMulNBits", DomainMicrosoft, nil, 1, attrs...), attrs: nil}
+	for _, at := range attrs {
+		c.attrs = append(c.attrs, namedAttr{name: at.Name(), a: at})
+	}
+	w, err := newNBits(c, []*Tensor{a, b, sc, zp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap := make([]float32, K)
+	q4Permute(ap, Data[float32](a))
+	zps, want, got := make([]float32, w.kBlocks), make([]float32, K), make([]float32, K)
+	for n := range N {
+		w.zeroPoints(zps, n)
+		w.dequantRow(want, n, zps)
+		if !q4Dequant(got, w.q[n*w.kBlocks*w.blob:], w.scales[n*w.kBlocks:], zps, w.kBlocks, bs) {
+			t.Fatal("q4Dequant did not run")
+		}
+		wp := make([]float32, K)
+		q4Permute(wp, want)
+		var dot float64
+		for k := range K {
+			if got[k] != wp[k] {
+				t.Fatalf("row %d: dequantized element %d = %g, want %g", n, k, got[k], wp[k])
+			}
+			dot += float64(ap[k]) * float64(wp[k])
+		}
+		d, ok := q4Dot(ap, w.q[n*w.kBlocks*w.blob:], w.scales[n*w.kBlocks:], zps, w.kBlocks, bs)
+		if !ok || math.Abs(float64(d)-dot) > 1e-4 {
+			t.Errorf("row %d: q4Dot = %g (%v), want %g", n, d, ok, dot)
+		}
+	}
+}

@@ -366,37 +366,186 @@ func (w *nbits) quant(n, k int) int {
 
 // zeroScale returns the zero point and scale of row n's block blk.
 func (w *nbits) zeroScale(n, blk int) (float32, float32) {
-	s := w.scales[n*w.kBlocks+blk]
+	return w.zeroPoint(n, blk), w.scales[n*w.kBlocks+blk]
+}
+
+// zeroPoint is the zero point of row n's block blk.
+func (w *nbits) zeroPoint(n, blk int) float32 {
 	switch {
 	case w.zpF != nil:
-		return w.zpF[n*w.kBlocks+blk], s
+		return w.zpF[n*w.kBlocks+blk]
 	case w.zpU8 != nil:
 		per := 8 / w.bits
 		v := w.zpU8[n*w.zpStride+blk/per] >> (w.bits * (blk % per)) & (1<<w.bits - 1)
-		return float32(v), s
+		return float32(v)
 	}
-	return float32(int(1) << (w.bits - 1)), s
+	return float32(int(1) << (w.bits - 1))
 }
 
-// dequantRows writes rows [n0, n1) of the dequantized weight (N x K) into
-// dst, K wide: (q - zero point) * scale.
-func (w *nbits) dequantRows(dst []float32, n0, n1 int) {
-	for n := n0; n < n1; n++ {
-		row := dst[(n-n0)*w.K : (n-n0+1)*w.K]
-		if w.gidx != nil {
-			for k := range w.K {
-				z, s := w.zeroScale(n, int(w.gidx[k]))
-				row[k] = (float32(w.quant(n, k)) - z) * s
-			}
-			continue
+// zeroPoints sets zps[blk] to the zero point of each block of row n.
+func (w *nbits) zeroPoints(zps []float32, n int) {
+	zps = zps[:w.kBlocks]
+	switch {
+	case w.zpF != nil:
+		copy(zps, w.zpF[n*w.kBlocks:])
+	case w.zpU8 != nil && w.bits == 4:
+		row := w.zpU8[n*w.zpStride : (n+1)*w.zpStride]
+		for i := 0; i+1 < len(zps); i += 2 {
+			b := row[i/2]
+			zps[i], zps[i+1] = float32(b&15), float32(b>>4)
 		}
-		for blk := range w.kBlocks {
-			z, s := w.zeroScale(n, blk)
-			for k := blk * w.bs; k < min((blk+1)*w.bs, w.K); k++ {
-				row[k] = (float32(w.quant(n, k)) - z) * s
+		if len(zps)%2 == 1 {
+			zps[len(zps)-1] = float32(row[len(zps)/2] & 15)
+		}
+	case w.zpU8 != nil && w.bits == 8:
+		for i, b := range w.zpU8[n*w.zpStride : n*w.zpStride+len(zps)] {
+			zps[i] = float32(b)
+		}
+	case w.zpU8 != nil:
+		for blk := range zps {
+			zps[blk] = w.zeroPoint(n, blk)
+		}
+	default:
+		z := float32(int(1) << (w.bits - 1))
+		for i := range zps {
+			zps[i] = z
+		}
+	}
+}
+
+// dequantRow writes row n of the dequantized weight (K floats) into row:
+// (q - zero point) * scale; zps holds the row's zero points.
+func (w *nbits) dequantRow(row []float32, n int, zps []float32) {
+	row = row[:w.K]
+	if w.gidx != nil {
+		for k := range w.K {
+			z, s := w.zeroScale(n, int(w.gidx[k]))
+			row[k] = (float32(w.quant(n, k)) - z) * s
+		}
+		return
+	}
+	kb := w.kBlocks
+	q := w.q[n*kb*w.blob : (n+1)*kb*w.blob]
+	sc := w.scales[n*kb : (n+1)*kb]
+	for blk := range kb {
+		s, z := sc[blk], zps[blk]
+		k0 := blk * w.bs
+		out := row[k0:min(k0+w.bs, w.K)]
+		blob := q[blk*w.blob : (blk+1)*w.blob]
+		switch w.bits {
+		case 4:
+			i := 0
+			for ; i+1 < len(out); i += 2 {
+				b := blob[i/2]
+				out[i] = (float32(b&15) - z) * s
+				out[i+1] = (float32(b>>4) - z) * s
+			}
+			if i < len(out) {
+				out[i] = (float32(blob[i/2]&15) - z) * s
+			}
+		case 8:
+			blob = blob[:len(out)]
+			for i, b := range blob {
+				out[i] = (float32(b) - z) * s
+			}
+		default:
+			for i := range out {
+				out[i] = (float32(blob[i/4]>>(2*(i%4))&3) - z) * s
 			}
 		}
 	}
+}
+
+// nbitsGemvRows is the number of rows of A up to which MatMulNBits reads
+// the quantized weight directly (one pass over it, dot products per row);
+// larger A dequantizes panels of the weight and multiplies them by GEMM.
+const nbitsGemvRows = 8
+
+// gemv sets y (M x N) = a (M x K) . W^T reading each weight row once:
+// 4-bit rows through the vector kernel (q4Dot), others dequantized row by
+// row.
+func (w *nbits) gemv(c *Call, y, a []float32, M int) {
+	K, N, bs := w.K, w.N, w.bs
+	vec := w.bits == 4 && w.gidx == nil && bs%32 == 0
+	full := K / bs
+	var ap []float32
+	if vec {
+		c.reserveElems(M*full*bs, 4)
+		ap = make([]float32, M*full*bs)
+		for m := range M {
+			q4Permute(ap[m*full*bs:(m+1)*full*bs], a[m*K:m*K+full*bs])
+		}
+	}
+	p := c.threads()
+	if M*N*K < 1<<20 {
+		p = 1
+	}
+	fanOut(min(p, N), N, func(n0, n1 int) {
+		zps := make([]float32, w.kBlocks)
+		row := make([]float32, K)
+		for n := n0; n < n1; n++ {
+			w.zeroPoints(zps, n)
+			if vec {
+				q := w.q[n*w.kBlocks*w.blob:]
+				sc := w.scales[n*w.kBlocks:]
+				ok := true
+				for m := 0; m < M && ok; m++ {
+					var v float32
+					if v, ok = q4Dot(ap[m*full*bs:], q, sc, zps, full, bs); ok {
+						if full*bs < K { // the last, partial block
+							v += w.partialDot(a[m*K+full*bs:(m+1)*K], n, full, zps)
+						}
+						y[m*N+n] = v
+					}
+				}
+				if ok {
+					continue
+				}
+			}
+			w.dequantRow(row, n, zps)
+			for m := range M {
+				ar := a[m*K : (m+1)*K]
+				var s float32
+				for k, x := range ar {
+					s += x * row[k]
+				}
+				y[m*N+n] = s
+			}
+		}
+	})
+}
+
+// q4Permute copies src (a multiple of 32 elements) into dst reordered per
+// 32 elements: the 16 even ones, then the 16 odd ones (the order of the
+// nibbles in the 4-bit vector kernels).
+func q4Permute(dst, src []float32) {
+	for o := 0; o+32 <= len(src); o += 32 {
+		s, d := src[o:o+32:o+32], dst[o:o+32:o+32]
+		for j := range 16 {
+			d[j] = s[2*j]
+			d[16+j] = s[2*j+1]
+		}
+	}
+}
+
+// dequantTail dequantizes row n from block blk on (natural order) into
+// row.
+func (w *nbits) dequantTail(row []float32, n, blk int, zps []float32) {
+	z, sc := zps[blk], w.scales[n*w.kBlocks+blk]
+	for k := blk * w.bs; k < w.K; k++ {
+		row[k] = (float32(w.quant(n, k)) - z) * sc
+	}
+}
+
+// partialDot is the dot product of a (the elements of block blk on) with
+// row n of the dequantized weight from block blk on.
+func (w *nbits) partialDot(a []float32, n, blk int, zps []float32) float32 {
+	var s float32
+	z, sc := zps[blk], w.scales[n*w.kBlocks+blk]
+	for i, x := range a {
+		s += x * (float32(w.quant(n, blk*w.bs+i)) - z) * sc
+	}
+	return s
 }
 
 // matMulNBits is com.microsoft MatMulNBits: Y = A . W^T (+ bias), A (...,
@@ -421,27 +570,64 @@ func matMulNBits(c *Call, in []*Tensor) ([]*Tensor, error) {
 	shape := append(append([]int(nil), a.Shape[:len(a.Shape)-1]...), w.N)
 	y := c.alloc(graph.Float, shape...)
 	yd, ad := Data[float32](y), Data[float32](a)
-	// Dequantize panels of rows of W and multiply each into its columns
-	// of Y: the float32 weight is never held whole.
-	panel := max(1, min(w.N, (1<<20)/w.K))
-	npan := (w.N + panel - 1) / panel
-	work := M * w.N * w.K
-	p := c.threads()
-	if work < 1<<20 {
-		p = 1
-	}
-	p = min(p, npan)
-	fanOut(p, npan, func(lo, hi int) {
-		buf := make([]float32, panel*w.K)
-		one := gemm.Exec{Threads: 1}
-		for pi := lo; pi < hi; pi++ {
-			n0, n1 := pi*panel, min((pi+1)*panel, w.N)
-			w.dequantRows(buf, n0, n1)
-			if M > 0 {
-				one.Sgemm(false, true, M, n1-n0, w.K, 1, ad, w.K, buf, w.K, 0, yd[n0:], w.N)
+	if M > 0 && M <= nbitsGemvRows {
+		w.gemv(c, yd, ad, M)
+	} else if M > 0 {
+		// Dequantize panels of rows of W and multiply each into its
+		// columns of Y: the float32 weight is never held whole. The 4-bit
+		// vector kernel writes the full blocks of each row permuted per
+		// 32 elements; A is permuted the same way, which leaves the
+		// products unchanged.
+		K := w.K
+		vec := w.bits == 4 && w.gidx == nil && w.bs%32 == 0 && hasQ4Vec()
+		full := K / w.bs
+		if vec {
+			c.reserveElems(M*K, 4)
+			ap := make([]float32, M*K)
+			for m := range M {
+				q4Permute(ap[m*K:m*K+full*w.bs], ad[m*K:m*K+full*w.bs])
+				copy(ap[m*K+full*w.bs:(m+1)*K], ad[m*K+full*w.bs:(m+1)*K])
 			}
+			ad = ap
 		}
-	})
+		// A^T, GEMM's right operand, is packed once for every panel.
+		c.reserveElems(K*(M+32), 4)
+		pa := gemm.PackB(true, K, M, ad, K)
+		panel := max(1, min(w.N, (1<<20)/K))
+		npan := (w.N + panel - 1) / panel
+		p := c.threads()
+		if M*w.N*K < 1<<20 {
+			p = 1
+		}
+		fanOut(min(p, npan), npan, func(lo, hi int) {
+			buf := make([]float32, panel*K)
+			ct := make([]float32, panel*M)
+			zps := make([]float32, w.kBlocks)
+			one := gemm.Exec{Threads: 1}
+			for pi := lo; pi < hi; pi++ {
+				n0, n1 := pi*panel, min((pi+1)*panel, w.N)
+				for n := n0; n < n1; n++ {
+					w.zeroPoints(zps, n)
+					row := buf[(n-n0)*K : (n-n0+1)*K]
+					if vec && q4Dequant(row, w.q[n*w.kBlocks*w.blob:], w.scales[n*w.kBlocks:], zps, full, w.bs) {
+						if full < w.kBlocks { // the last, partial block
+							w.dequantTail(row, n, full, zps)
+						}
+						continue
+					}
+					w.dequantRow(row, n, zps)
+				}
+				// Y^T = W . A^T: the weight panel is GEMM's left operand,
+				// whose packing is cheaper than the right one's.
+				one.SgemmPacked(n1-n0, M, K, 1, buf, K, pa, 0, ct, M)
+				for j := range n1 - n0 {
+					for m, v := range ct[j*M : (j+1)*M] {
+						yd[m*w.N+n0+j] = v
+					}
+				}
+			}
+		})
+	}
 	if bias != nil {
 		for i := range yd {
 			yd[i] += bias[i%w.N]

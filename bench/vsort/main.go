@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/onnxpe/onnxpe/graph"
@@ -32,6 +33,7 @@ type job struct {
 func main() {
 	runs := flag.Int("runs", 20, "timed runs per configuration (the median is reported)")
 	only := flag.String("only", "", "run only the model of this name")
+	match := flag.String("match", "", "run only the models whose name contains this")
 	flag.Parse()
 	if err := ortpeer.Init(""); err != nil {
 		fail(err)
@@ -45,7 +47,7 @@ func main() {
 	fmt.Printf("| model | onnxpe 1T (ms) | ORT 1T (ms) | ratio 1T | onnxpe %dT (ms) | ORT %dT (ms) | ratio %dT |\n", all, all, all)
 	fmt.Println("|---|---|---|---|---|---|---|")
 	for _, j := range jobs {
-		if *only != "" && j.name != *only {
+		if *only != "" && j.name != *only || !strings.Contains(j.name, *match) {
 			continue
 		}
 		var cells []string
@@ -106,6 +108,43 @@ func loadJobs() ([]job, func(), error) {
 		av[i] = float32(rng.NormFloat64())
 	}
 	jobs = append(jobs, job{name: "matmul 1024x768x768", path: pm, m: mm, in: map[string]*kernels.Tensor{"a": kernels.FromSlice([]int{1024, 768}, av)}})
+	// The deployed attention and quantized-matrix ops (issue 12): a
+	// Llama-3-8B attention layer (32 query heads, 8 key/value heads, head
+	// size 128) as GroupQueryAttention and as the opset-23 Attention, on a
+	// 512-token prompt and on one decoding step after 2048 tokens; a 4-bit
+	// MatMulNBits 4096x4096 (block 32) on 1 and 128 rows.
+	for _, sh := range []struct {
+		name string
+		a    testmodels.AttnShape
+	}{{"prefill 512", testmodels.Llama8B(1, 512, 0)}, {"decode, past 2048", testmodels.Llama8B(1, 1, 2048)}} {
+		for _, gqa := range []bool{true, false} {
+			name := "attention-23 " + sh.name
+			dm := testmodels.AttentionLayer(sh.a)
+			if gqa {
+				name = "gqa " + sh.name
+				dm = testmodels.GQALayer(sh.a, 4096)
+			}
+			p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".onnx")
+			if err := dm.Save(p, graph.SaveOptions{}); err != nil {
+				return nil, cleanup, err
+			}
+			jobs = append(jobs, job{name: name, path: p, m: dm, in: testmodels.AttnInputs(sh.a, gqa, 3)})
+		}
+	}
+	w4 := testmodels.NewNBitsWeight(4096, 4096, 4, 32, 5)
+	for _, rows := range []int{1, 128} {
+		dm := testmodels.MatMulNBitsLayer(rows, w4)
+		name := fmt.Sprintf("matmulnbits 4-bit 4096x4096, %d rows", rows)
+		p := filepath.Join(dir, fmt.Sprintf("matmulnbits_%d.onnx", rows))
+		if err := dm.Save(p, graph.SaveOptions{}); err != nil {
+			return nil, cleanup, err
+		}
+		a := make([]float32, rows*4096)
+		for i := range a {
+			a[i] = float32(rng.NormFloat64())
+		}
+		jobs = append(jobs, job{name: name, path: p, m: dm, in: map[string]*kernels.Tensor{"A": kernels.FromSlice([]int{rows, 4096}, a)}})
+	}
 	man, err := testmodels.Load()
 	if err != nil {
 		return nil, cleanup, err
