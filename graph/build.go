@@ -1,6 +1,8 @@
 package graph
 
 import (
+	"fmt"
+
 	"google.golang.org/protobuf/proto"
 
 	"github.com/onnxpe/onnxpe/internal/onnxpb"
@@ -53,4 +55,17 @@ func (m *Model) AddFunction(domain, name string, attrNames ...string) *Function 
 	f := &Function{Domain: domain, Name: name, AttrNames: attrNames, Body: body, shell: &onnxpb.FunctionProto{}}
 	m.Functions = append(m.Functions, f)
 	return f
+}
+
+// RenameValue gives v, a value of g, a new name, which no value of g (or
+// of a graph enclosing it) may have.
+func (g *Graph) RenameValue(v *Value, name string) error {
+	if v.graph != g {
+		return fmt.Errorf("graph: value %q is not in graph %q", v.Name, g.Name)
+	}
+	if name == "" || g.Lookup(name) != nil {
+		return fmt.Errorf("graph: cannot rename %q to %q: the name is empty or taken", v.Name, name)
+	}
+	g.rename(v, name)
+	return nil
 }

@@ -1,0 +1,99 @@
+//go:build ort
+
+package testmodels_test
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/internal/ortpeer"
+	"github.com/onnxpe/onnxpe/kernels"
+	"github.com/onnxpe/onnxpe/testmodels"
+)
+
+// TestDifferentialDeploymentForms runs each deployment-form model (GenAI's
+// GroupQueryAttention with do_rotary, its MatMulNBits int4 Llama,
+// RotaryEmbedding + MultiHeadAttention, EmbedLayerNormalization +
+// Attention, opset-24 Attention with TensorScatter) in onnxpe and ONNX
+// Runtime 1.30 on a padded prefill and a decoding step, and compares every
+// output (logits and caches).
+func TestDifferentialDeploymentForms(t *testing.T) {
+	if err := ortpeer.Init(""); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testmodels.DefaultDeploy
+	steps := []struct {
+		name string
+		st   testmodels.DeployStep
+	}{
+		{"prefill_padded", testmodels.DeployStep{Batch: 2, Seq: 5, Lens: []int{5, 3}}},
+		{"decode_past5", testmodels.DeployStep{Batch: 2, Seq: 1, Past: 5, Lens: []int{6, 4}}},
+		{"decode_past11_batch1", testmodels.DeployStep{Batch: 1, Seq: 1, Past: 11}},
+	}
+	for _, form := range testmodels.DeployForms {
+		t.Run(string(form), func(t *testing.T) {
+			m := testmodels.BuildDeploy(form, cfg)
+			path := filepath.Join(t.TempDir(), "model.onnx")
+			if err := m.Save(path, graph.SaveOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			sess, err := kernels.NewSession(m, kernels.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			peer, err := ortpeer.NewSession(path, m, ortpeer.Options{Threads: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer peer.Close()
+			for i, s := range steps {
+				st := s.st
+				if form == testmodels.FormEmbedLNAttention && st.Past > 0 {
+					// An encoder has no decoding step: another padded batch.
+					st = testmodels.DeployStep{Batch: 3, Seq: 4 + i, Lens: []int{4 + i, 2, 3}}
+				}
+				in := testmodels.DeployInputs(form, cfg, st, uint64(10+i))
+				got, err := sess.Run(in)
+				if err != nil {
+					t.Fatalf("%s: onnxpe: %v", s.name, err)
+				}
+				want, err := peer.Run(in, nil)
+				if err != nil {
+					t.Fatalf("%s: ONNX Runtime: %v", s.name, err)
+				}
+				for _, o := range m.Graph.Outputs {
+					d, scale := maxDiff(got[o.Name], want[o.Name])
+					if d < 0 {
+						t.Fatalf("%s: output %s: shapes %v and %v", s.name, o.Name, got[o.Name], want[o.Name])
+					}
+					if d > 1e-5*math.Max(1, scale) {
+						t.Errorf("%s: output %s %v: max difference %.3g (largest %.3g)", s.name, o.Name, want[o.Name], d, scale)
+					} else {
+						t.Logf("%s: output %s %v: max difference %.3g", s.name, o.Name, want[o.Name], d)
+					}
+				}
+			}
+		})
+	}
+}
+
+// maxDiff is the largest absolute difference of two tensors and the
+// largest magnitude of want (-1 when the shapes differ).
+func maxDiff(got, want *kernels.Tensor) (float64, float64) {
+	if got == nil || want == nil || fmt.Sprint(got.Shape) != fmt.Sprint(want.Shape) {
+		return -1, 0
+	}
+	g, w := got.Float64s(), want.Float64s()
+	d, s := 0.0, 0.0
+	for i := range w {
+		if math.IsNaN(g[i]) != math.IsNaN(w[i]) {
+			return math.Inf(1), 0
+		}
+		d = math.Max(d, math.Abs(g[i]-w[i]))
+		s = math.Max(s, math.Abs(w[i]))
+	}
+	return d, s
+}
