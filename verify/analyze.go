@@ -148,6 +148,9 @@ type boundedRead struct {
 	// value is the table as the first probe read it (kept for the
 	// precision audit; dropped for vocabulary tables).
 	value *kernels.Tensor
+	// static reads are in subgraphs: their table is a constant whose
+	// size is read from the graph, not probed.
+	static bool
 }
 
 // inputEvents are the uses of one input reached through ops that keep
@@ -351,6 +354,7 @@ func analyzeGraph(m *graph.Model) *Analysis {
 		classify(&a.Inputs[i])
 	}
 	a.findReads()
+	a.findSubgraphReads()
 	return a
 }
 
@@ -457,6 +461,60 @@ func (a *Analysis) findReads() {
 		r.token = tokenGathers[n]
 		a.reads = append(a.reads, r)
 	}
+}
+
+// findSubgraphReads adds the reads of constant tables inside If, Loop
+// and Scan bodies at indices that are not constant (their sizes are read
+// from the constants: probes cannot expose subgraph values).
+func (a *Analysis) findSubgraphReads() {
+	g := a.model.Graph
+	g.Walk(func(n *graph.Node) {
+		if n.Graph() == g || !isONNX(n.Domain) {
+			return
+		}
+		var data *graph.Value
+		var idx []*graph.Value
+		axis := -1
+		switch n.OpType {
+		case "Gather", "GatherElements":
+			data, idx, axis = n.Input(0), []*graph.Value{n.Input(1)}, int(n.AttrInt("axis", 0))
+		case "Slice":
+			data, idx = n.Input(0), []*graph.Value{n.Input(1), n.Input(2)}
+			if ax, ok := graph.ConstantValue(n.Input(3)); ok {
+				if v, err := ax.Int64s(); err == nil && len(v) == 1 {
+					axis = int(v[0])
+				}
+			}
+		default:
+			return
+		}
+		t, ok := graph.ConstantValue(data)
+		if !ok || len(t.Dims()) < 2 {
+			return
+		}
+		dims := t.Dims()
+		if axis < 0 {
+			axis += len(dims)
+		}
+		if axis < 0 || axis >= len(dims) {
+			return
+		}
+		varies := false
+		for _, v := range idx {
+			if _, c := graph.ConstantValue(v); !c && v != nil {
+				varies = true
+			}
+		}
+		if !varies {
+			return
+		}
+		r := &boundedRead{node: n, data: data, axis: axis, slice: n.OpType == "Slice", static: true}
+		r.rows = [2]int{int(dims[axis]), int(dims[axis])}
+		if kt, err := kernels.FromGraph(t); err == nil {
+			r.value = kt
+		}
+		a.reads = append(a.reads, r)
+	})
 }
 
 // bigEnough reports whether v may be a table rather than a shape vector:

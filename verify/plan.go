@@ -116,7 +116,7 @@ func (p *planner) probeTables() error {
 	a := p.a
 	var names []string
 	for _, r := range a.reads {
-		if r.data.Name == "" {
+		if r.data.Name == "" || r.static {
 			continue
 		}
 		names = append(names, r.data.Name)
@@ -153,7 +153,7 @@ func (p *planner) probeTables() error {
 		}
 		for _, r := range a.reads {
 			d := out[r.data.Name]
-			if d == nil {
+			if d == nil || r.static {
 				continue
 			}
 			if r.slice {
@@ -399,6 +399,19 @@ func (p *planner) specs() []SetSpec {
 		add(SetSpec{Name: "short", Batch: 3, Seq: fix(shortSeq), Purpose: "a short sequence, padded rows", required: !a.HasCache})
 		if a.MaxLength > shortSeq {
 			add(SetSpec{Name: "long", Batch: 2, Seq: fix(a.MaxLength), Purpose: "the longest sequence (" + a.MaxLengthFrom + ")", unpadded: true})
+		}
+		// Each stored table shorter than the longest sequence, read up
+		// to its last row (a model may switch to another path beyond it).
+		var edges []int
+		for _, t := range a.Tables {
+			if !t.BySequence && t.Rows > shortSeq && t.Rows < a.MaxLength && !slices.Contains(edges, t.Rows) {
+				edges = append(edges, t.Rows)
+			}
+		}
+		slices.Sort(edges)
+		for _, n := range edges {
+			add(SetSpec{Name: fmt.Sprintf("table%d", n), Batch: 2, Seq: fix(n), unpadded: true,
+				Purpose: fmt.Sprintf("a sequence as long as a stored table (%d rows)", n)})
 		}
 		if a.HasCache && a.MaxLength > decodePast+1 {
 			add(SetSpec{Name: "decode-last", Batch: 1, Seq: fix(1), Past: a.MaxLength - 1, Purpose: "one token at the last position, after a KV cache"})

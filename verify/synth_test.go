@@ -1,0 +1,108 @@
+package verify_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/testmodels"
+	"github.com/onnxpe/onnxpe/verify"
+)
+
+// TestGoBuiltLlamaVariantsAreEqual compares the Go-built Llamas, which
+// share weights and differ only in how the rotation is written (computed,
+// stored tables, both fused RotaryEmbedding ops, a local function): with
+// the stored-table variant as A (its 128-row cache bounds the sweep's
+// positions), every other variant is equal. With a computed variant as A
+// the sweep feeds positions up to 4095, which the 128-row cache of B
+// cannot hold: that set is an error of B and the pair is not equal.
+func TestGoBuiltLlamaVariantsAreEqual(t *testing.T) {
+	var a *graph.Model
+	others := map[string]*graph.Model{}
+	for _, s := range testmodels.Synthetics() {
+		if !strings.HasPrefix(s.Name, "llama_") {
+			continue
+		}
+		if s.Name == "llama_cache_shared" {
+			a = s.Build()
+		} else {
+			others[s.Name] = s.Build()
+		}
+	}
+	if a == nil || len(others) < 4 {
+		t.Fatalf("variants: %d", len(others))
+	}
+	for name, b := range others {
+		r, err := verify.Compare(context.Background(), a, b, verify.Options{Seed: 1})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !r.Equal {
+			t.Errorf("%s: %s", name, r.Summary)
+		}
+		if r.Analysis.MaxPosition != 127 || r.Analysis.MaxLength != 128 {
+			t.Errorf("%s: largest position %d, longest sequence %d; the cache has 128 rows", name, r.Analysis.MaxPosition, r.Analysis.MaxLength)
+		}
+	}
+	r, err := verify.Compare(context.Background(), others["llama_opset18"], a, verify.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	far := false
+	for _, s := range r.Sets {
+		if s.Name == "far" && !s.Equal && strings.Contains(s.Error, "out of range") {
+			far = true
+		}
+	}
+	if r.Equal || !far {
+		t.Errorf("computed A vs 128-row cache B: %s", r.Summary)
+	}
+}
+
+// TestGoBuiltSinusoidalSubgraphs verifies the sinusoidal models whose
+// table comes from an If or a Loop against themselves.
+func TestGoBuiltSinusoidalSubgraphs(t *testing.T) {
+	for _, s := range testmodels.Synthetics() {
+		if !strings.HasPrefix(s.Name, "sinusoidal_") {
+			continue
+		}
+		r, err := verify.Compare(context.Background(), s.Build(), s.Build(), verify.Options{Seed: 1})
+		if err != nil {
+			t.Fatalf("%s: %v", s.Name, err)
+		}
+		if !r.Equal || len(r.Sets) < 3 {
+			t.Errorf("%s: %s", s.Name, r.Summary)
+		}
+		t.Logf("%s: longest %d (%s)", s.Name, r.Analysis.MaxLength, r.Analysis.MaxLengthFrom)
+	}
+}
+
+// TestTableInsideAnIfIsReadToItsLastRow: sinusoidal_if reads a 64-row
+// table (inside an If) up to 64 tokens and computes its rows beyond. The
+// sweep runs a 64-token set for the table, which is the only one to see a
+// change of its last row.
+func TestTableInsideAnIfIsReadToItsLastRow(t *testing.T) {
+	var build func() *graph.Model
+	for _, s := range testmodels.Synthetics() {
+		if s.Name == "sinusoidal_if" {
+			build = s.Build
+		}
+	}
+	a, b := build(), build()
+	editConst(t, b, func(n string, d []int64, _ []float32) bool { return n == "pe_table" && dimsAre(d, 64, 16) },
+		func(v []float32) { alternate(v[63*16 : 64*16]) })
+	r, err := verify.Compare(context.Background(), a, b, verify.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, out := firstDifference(t, r)
+	if set.Name != "table64" || out.Worst.Position == nil || *out.Worst.Position != 63 {
+		t.Fatalf("%s", r.Summary)
+	}
+	for _, s := range r.Sets {
+		if s.Name != "table64" && !s.Equal {
+			t.Errorf("set %s differs: only 64 tokens read the table's last row", s.Name)
+		}
+	}
+}
