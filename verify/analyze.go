@@ -37,7 +37,7 @@ const (
 	// standard normal values.
 	RoleFeatures Role = "features"
 	// RoleUnknown is an input whose use the analysis does not recognise:
-	// zeros (or false).
+	// ones (true), valid as a mask, a count or an index.
 	RoleUnknown Role = "unknown"
 )
 
@@ -88,6 +88,9 @@ type InputInfo struct {
 	// not on table sizes or the lack of any use; suggestions do not
 	// change a firm role.
 	firm bool
+	// tie: an index input whose table the graph does not tell from
+	// another's (same size, neither the vocabulary of an output).
+	tie bool
 }
 
 // Table is a stored table the model reads at positions (a position
@@ -197,6 +200,11 @@ func walkUses(g *graph.Graph, v *graph.Value, isFloat bool) *inputEvents {
 					walk(o, float, arith, depth+1)
 				}
 			}
+			if ax, ok := fusedPast(n, u.Index); ok && isFloat {
+				e.concat = append(e.concat, n)
+				e.concatAx = append(e.concatAx, ax)
+				continue
+			}
 			switch {
 			case !onnx && n.OpType == "RotaryEmbedding" && n.Domain == "com.microsoft" && u.Index == 1,
 				onnx && n.OpType == "RotaryEmbedding" && u.Index == 3:
@@ -252,7 +260,7 @@ func walkUses(g *graph.Graph, v *graph.Value, isFloat bool) *inputEvents {
 				}
 			case keepsValues(n, u.Index):
 				pass()
-			case n.OpType == "CumSum" || n.OpType == "Not" || n.OpType == "And" || n.OpType == "Or" || n.OpType == "Xor" ||
+			case n.OpType == "CumSum" || n.OpType == "ReduceSum" || n.OpType == "Not" || n.OpType == "And" || n.OpType == "Or" || n.OpType == "Xor" ||
 				(n.OpType == "Where" && u.Index == 0):
 				e.add(&e.mask, n)
 			case n.OpType == "Equal":
@@ -290,6 +298,22 @@ func walkUses(g *graph.Graph, v *graph.Value, isFloat bool) *inputEvents {
 	}
 	walk(v, false, false, 0)
 	return e
+}
+
+// fusedPast reports whether input i of n is the past key or value of a
+// fused attention op, and the axis that holds past positions.
+func fusedPast(n *graph.Node, i int) (int, bool) {
+	switch {
+	case n.Domain == "com.microsoft" && (n.OpType == "GroupQueryAttention" || n.OpType == "SparseAttention") && (i == 3 || i == 4):
+		return 2, true // [batch, kv_heads, past, head_size]
+	case n.Domain == "com.microsoft" && (n.OpType == "MultiHeadAttention" || n.OpType == "DecoderMaskedMultiHeadAttention") && (i == 6 || i == 7):
+		return 2, true
+	case n.Domain == "com.microsoft" && n.OpType == "Attention" && i == 4:
+		return 3, true // past [2, batch, heads, past, head_size]
+	case isONNX(n.Domain) && n.OpType == "Attention" && (i == 4 || i == 5):
+		return 2, true
+	}
+	return 0, false
 }
 
 // keepsValues reports whether input i of n passes its values through
@@ -367,9 +391,14 @@ func classify(in *InputInfo) {
 	scalar := rank == 0 || (rank == 1 && in.Dims[0].Kind == DimFixed && in.Dims[0].Size == 1)
 	switch {
 	case in.dt.IsFloat():
+		if len(e.mask) > 0 && len(e.concat) == 0 && rank >= 2 {
+			in.Role = RoleAttentionMask
+			in.Evidence = "float mask arithmetic: " + strings.Join(e.mask, ", ")
+			return
+		}
 		if len(e.concat) > 0 && rank >= 2 {
 			in.Role = RolePastKV
-			in.Evidence = fmt.Sprintf("concatenated with computed values by %s (axis %d)", e.concat[0], e.concatAx[0])
+			in.Evidence = fmt.Sprintf("the past keys or values of %s (axis %d)", e.concat[0], e.concatAx[0])
 			return
 		}
 		in.Role = RoleFeatures
@@ -578,23 +607,57 @@ func (a *Analysis) finishRoles() {
 		haveTokens = haveTokens || in.Role == RoleTokenIDs
 	}
 	if len(rest) > 0 && !haveTokens {
-		sort.SliceStable(rest, func(i, j int) bool {
-			if rest[i].Rows != rest[j].Rows {
-				return rest[i].Rows > rest[j].Rows
+		// Token ids index the table whose rows some output counts (the
+		// logits over the vocabulary), else the largest table; equal
+		// evidence is a tie, which the name breaks, weakly.
+		vocab := a.outputSizes()
+		key := func(in *InputInfo) [2]int {
+			k := [2]int{0, in.Rows}
+			if vocab[in.Rows] {
+				k[0] = 1
 			}
-			// Equal tables: the name decides, weakly.
+			return k
+		}
+		sort.SliceStable(rest, func(i, j int) bool {
+			ki, kj := key(rest[i]), key(rest[j])
+			if ki != kj {
+				return ki[0] > kj[0] || (ki[0] == kj[0] && ki[1] > kj[1])
+			}
 			return !looksLike(rest[i].Name, "pos") && looksLike(rest[j].Name, "pos")
 		})
 		tok := rest[0]
 		tok.Role = RoleTokenIDs
 		tok.Evidence = fmt.Sprintf("indexes the largest table (%d rows)", tok.Rows)
+		if key(tok)[0] == 1 {
+			tok.Evidence = fmt.Sprintf("indexes a table of %d rows, the size of an output's last axis (the vocabulary)", tok.Rows)
+		}
+		tie := len(rest) > 1 && key(rest[1]) == key(tok)
+		tok.tie = tie
 		for _, in := range rest[1:] {
+			in.tie = key(in) == key(tok)
 			if in.Rows > 16 && !looksLike(in.Name, "type") && !looksLike(in.Name, "segment") {
 				in.Role = RolePositionIDs
 				in.Evidence = fmt.Sprintf("indexes a second table of %d rows (more than a segment table)", in.Rows)
 			}
 		}
 	}
+	// Reads by token ids are vocabulary lookups, not position bounds.
+	for _, r := range a.reads {
+		for _, in := range a.Inputs {
+			if (in.Role == RoleTokenIDs || in.Role == RoleTableIndex) && slices.Contains(in.ev.gathers, r.node) {
+				r.token = true
+			}
+		}
+		if r.token || r.rows[0] != r.rows[1] {
+			r.value = nil
+		}
+	}
+}
+
+// positionBounds sets the largest position each position input may hold:
+// the rows of a stored table it indexes (or of a fused op's cache), less
+// one.
+func (a *Analysis) positionBounds() {
 	for i := range a.Inputs {
 		in := &a.Inputs[i]
 		if in.Role != RolePositionIDs {
@@ -610,17 +673,18 @@ func (a *Analysis) finishRoles() {
 			}
 		}
 	}
-	// Reads by token ids are vocabulary lookups, not position bounds.
-	for _, r := range a.reads {
-		for _, in := range a.Inputs {
-			if (in.Role == RoleTokenIDs || in.Role == RoleTableIndex) && slices.Contains(in.ev.gathers, r.node) {
-				r.token = true
-			}
-		}
-		if r.token || r.rows[0] != r.rows[1] {
-			r.value = nil
+}
+
+// outputSizes are the sizes of the last axis of the graph's outputs (the
+// declared ones).
+func (a *Analysis) outputSizes() map[int]bool {
+	out := map[int]bool{}
+	for _, v := range a.model.Graph.Outputs {
+		if dims, ok := v.Type.Shape(); ok && len(dims) > 0 && dims[len(dims)-1].Known {
+			out[int(dims[len(dims)-1].Value)] = true
 		}
 	}
+	return out
 }
 
 func looksLike(name, part string) bool { return strings.Contains(strings.ToLower(name), part) }

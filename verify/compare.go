@@ -314,7 +314,7 @@ func (c *comparison) buildSets() error {
 	an := analyzeGraph(c.a)
 	c.an = an
 	if len(o.Inputs) > 0 {
-		an.applyHints(o.Hints)
+		an.applyHints(o.Hints, true)
 		an.assignDims()
 		for _, s := range o.Inputs {
 			c.sets = append(c.sets, an.givenSet(s))

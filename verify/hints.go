@@ -1,8 +1,6 @@
 package verify
 
 import (
-	"fmt"
-
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
 )
@@ -18,11 +16,10 @@ var roleOfAudit = map[passes.Role]Role{
 }
 
 // AuditHints runs the audit (package passes) on m and turns its findings
-// into hints: suggested roles of token, token-type, position and mask
-// inputs (taken where verify's own analysis has no firm evidence), and the
-// number of positions of the largest stored table a finding reads
-// (max_positions). verify works without them; they sharpen the sweep on
-// models its own analysis reads less well.
+// into suggestions: the roles of token, token-type, position and mask
+// inputs (taken where verify's own analysis has no evidence or a tie),
+// and the largest max_positions of its findings (a further candidate
+// for the longest sequence). verify works without them.
 func AuditHints(m *graph.Model) (Hints, error) {
 	rep, ctx, err := passes.AuditModel(m, "", passes.Options{})
 	if err != nil {
@@ -43,9 +40,8 @@ func hintsFrom(rep *passes.Report, ctx *passes.Context) Hints {
 		}
 	}
 	for _, f := range rep.Findings {
-		if n := maxPositionsOf(f.Params); n > h.MaxPositions {
-			h.MaxPositions = n
-			h.From = fmt.Sprintf("the audit's %s finding (max_positions %d)", f.Scheme, n)
+		if n := maxPositionsOf(f.Params); n > h.SuggestedMaxPositions {
+			h.SuggestedMaxPositions = n
 		}
 	}
 	return h

@@ -16,8 +16,13 @@ import (
 type Hints struct {
 	// Roles forces the role of named inputs.
 	Roles map[string]Role `json:"roles,omitempty"`
-	// Suggested are roles another analysis (the audit) found.
+	// Suggested are roles another analysis (the audit) found; they are
+	// taken for inputs whose use says nothing, or to break a tie between
+	// equal tables.
 	Suggested map[string]Role `json:"suggested,omitempty"`
+	// SuggestedMaxPositions is another analysis' max_positions: a
+	// further candidate for the longest sequence (the largest wins).
+	SuggestedMaxPositions int `json:"suggested_max_positions,omitempty"`
 	// Rows gives the rows of the table an index input reads (the
 	// vocabulary of token ids).
 	Rows map[string]int `json:"rows,omitempty"`
@@ -63,17 +68,18 @@ func Analyze(m *graph.Model, hints Hints, threads int) (*Analysis, error) {
 	return a, nil
 }
 
-// applyHints overrides roles and rows, and takes suggested roles where
-// the analysis has no firm evidence (noting where they disagree).
-func (a *Analysis) applyHints(h Hints) {
+// applyHints overrides roles and rows and takes the suggested roles of
+// inputs the analysis found no use for; with suggestions, also where
+// index inputs tie (noting where suggestions and evidence disagree).
+func (a *Analysis) applyHints(h Hints, suggestions bool) {
 	for i := range a.Inputs {
 		in := &a.Inputs[i]
-		if r, ok := h.Suggested[in.Name]; ok && r != in.Role {
+		if r, ok := h.Suggested[in.Name]; ok && r != in.Role && (suggestions || in.Role == RoleUnknown) {
 			by := h.From
 			if by == "" {
 				by = "another analysis"
 			}
-			if in.firm {
+			if in.firm || (in.Role != RoleUnknown && !in.tie) {
 				note := fmt.Sprintf("%s suggests %s is %s; verify keeps %s (%s)", by, in.Name, r, in.Role, in.Evidence)
 				if !slices.Contains(a.Notes, note) {
 					a.Notes = append(a.Notes, note)
@@ -99,13 +105,14 @@ func (a *Analysis) applyHints(h Hints) {
 // inputs apart, binds dimensions and finds the longest sequence.
 func (p *planner) analyze() error {
 	a := p.a
-	a.applyHints(p.opts.Hints)
+	a.applyHints(p.opts.Hints, false)
 	a.assignDims()
 	if err := p.probeTables(); err != nil {
 		return err
 	}
 	a.finishRoles()
-	a.applyHints(p.opts.Hints)
+	a.applyHints(p.opts.Hints, true)
+	a.positionBounds()
 	a.assignDims()
 	return p.findMaxLength()
 }
@@ -212,6 +219,9 @@ func (p *planner) findMaxLength() error {
 		if !t.BySequence && t.Rows > longest {
 			longest, from = t.Rows, fmt.Sprintf("table %q read by %s (%d rows)", t.Value, t.Op, t.Rows)
 		}
+	}
+	if h := p.opts.Hints.SuggestedMaxPositions; h > longest {
+		longest, from = h, fmt.Sprintf("%d positions, suggested by %s", h, p.opts.Hints.From)
 	}
 	if h := p.opts.Hints.MaxPositions; h > 0 {
 		longest, from = h, fmt.Sprintf("given: %d positions", h)

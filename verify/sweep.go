@@ -239,12 +239,10 @@ func (a *Analysis) synthesize(s SetSpec, seed uint64) (*inputSet, error) {
 			for k := range vals {
 				vals[k] = rng.NormFloat64()
 			}
-		default:
+		default: // an input whose use says nothing: ones (true)
 			vals = make([]float64, n)
-			if in.dt == graph.Bool {
-				for k := range vals {
-					vals[k] = 1
-				}
+			for k := range vals {
+				vals[k] = 1
 			}
 		}
 		t, err := tensorOf(in.dt, shape, vals)

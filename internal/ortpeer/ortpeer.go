@@ -34,7 +34,9 @@ var (
 )
 
 // Init loads the ONNX Runtime library (path "" means ONNXPE_ORT_LIB) and
-// starts its environment, once per process.
+// starts its environment, once per process. ONNX Runtime logs only fatal
+// errors: the errors of a run come back as Go errors (its own copy on
+// stderr would break the one-line error of the command line).
 func Init(path string) error {
 	initOnce.Do(func() {
 		if path == "" {
@@ -45,7 +47,7 @@ func Init(path string) error {
 			return
 		}
 		ort.SetSharedLibraryPath(path)
-		if err := ort.InitializeEnvironment(ort.WithLogLevelError()); err != nil {
+		if err := ort.InitializeEnvironment(ort.WithLogLevelFatal()); err != nil {
 			initErr = fmt.Errorf("ortpeer: loading %s: %w", path, err)
 		}
 	})
