@@ -25,13 +25,14 @@ type declOverride struct {
 
 // loader turns protobuf messages into the IR.
 type loader struct {
-	m   *Model
-	dir string
+	m    *Model
+	dir  string
+	opts LoadOptions
 }
 
-func fromProto(pm *onnxpb.ModelProto, dir string) (*Model, error) {
+func fromProto(pm *onnxpb.ModelProto, dir string, opts LoadOptions) (*Model, error) {
 	m := &Model{Dir: dir}
-	l := &loader{m: m, dir: dir}
+	l := &loader{m: m, dir: dir, opts: opts}
 	pg, pfs := pm.Graph, pm.Functions
 	pm.Graph, pm.Functions = nil, nil
 	m.shell = pm
@@ -88,7 +89,7 @@ func (l *loader) define(g *Graph, v *Value) error {
 func (l *loader) tensor(tp *onnxpb.TensorProto) (*Tensor, error) {
 	t := &Tensor{pb: tp}
 	if tp.GetDataLocation() == onnxpb.TensorProto_EXTERNAL || len(tp.ExternalData) > 0 && tp.RawData == nil {
-		e, err := parseExternal(t, l.dir)
+		e, err := parseExternal(t, l.dir, l.opts.AllowMissingExternal)
 		if err != nil {
 			return nil, fmt.Errorf("tensor %q: %w", tp.GetName(), err)
 		}

@@ -14,6 +14,11 @@ import (
 // would read outside the model's folder.
 var ErrUnsafeLocation = errors.New("external data location leaves the model's folder")
 
+// ErrExternalMissing is wrapped by the error of reading a tensor whose
+// side file was absent when a model was loaded with
+// LoadOptions.AllowMissingExternal.
+var ErrExternalMissing = errors.New("external data file is missing")
+
 // External says where a tensor's elements are stored outside the .onnx
 // file: Length bytes at Offset in the file Location, a path relative to
 // the model's folder.
@@ -23,7 +28,12 @@ type External struct {
 	Length   int64
 	Checksum string
 	path     string // resolved, checked path
+	missing  bool   // the side file was absent (LoadOptions.AllowMissingExternal)
 }
+
+// Missing reports whether the side file was absent when the model was
+// loaded (then the elements cannot be read).
+func (e *External) Missing() bool { return e.missing }
 
 // Path is the resolved path of the side file.
 func (e *External) Path() string { return e.path }
@@ -32,7 +42,7 @@ func (e *External) Path() string { return e.path }
 // resolves the location against dir. It checks that the location stays in
 // dir (also through symlinks) and that the file holds the bytes, without
 // reading them.
-func parseExternal(t *Tensor, dir string) (*External, error) {
+func parseExternal(t *Tensor, dir string, allowMissing bool) (*External, error) {
 	e := &External{Length: -1}
 	for _, kv := range t.pb.ExternalData {
 		var err error
@@ -58,13 +68,21 @@ func parseExternal(t *Tensor, dir string) (*External, error) {
 	}
 	path, err := resolveLocation(dir, e.Location)
 	if err != nil {
+		if allowMissing && errors.Is(err, ErrExternalMissing) {
+			e.missing = true
+			return e, nil
+		}
 		return nil, err
 	}
 	e.path = path
 	fi, err := os.Stat(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("external data file %q is missing", e.Location)
+			if allowMissing {
+				e.missing, e.path = true, ""
+				return e, nil
+			}
+			return nil, fmt.Errorf("external data file %q: %w", e.Location, ErrExternalMissing)
 		}
 		return nil, fmt.Errorf("external data file %q: %w", e.Location, err)
 	}
@@ -104,7 +122,7 @@ func resolveLocation(dir, loc string) (string, error) {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("external data file %q is missing", loc)
+			return "", fmt.Errorf("external data file %q: %w", loc, ErrExternalMissing)
 		}
 		return "", fmt.Errorf("external data %q: %w", loc, err)
 	}
@@ -117,6 +135,9 @@ func resolveLocation(dir, loc string) (string, error) {
 
 // read reads the tensor's bytes from the side file.
 func (e *External) read() ([]byte, error) {
+	if e.missing {
+		return nil, fmt.Errorf("external data %q: %w", e.Location, ErrExternalMissing)
+	}
 	f, err := os.Open(e.path)
 	if err != nil {
 		return nil, fmt.Errorf("external data %q: %w", e.Location, err)

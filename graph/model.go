@@ -210,7 +210,19 @@ func (s *nameSet) fresh(base string) string {
 
 // Load reads a model from a file. External tensors are resolved against
 // the file's folder and checked, but their bytes are not read.
-func Load(path string) (*Model, error) {
+func Load(path string) (*Model, error) { return LoadWith(path, LoadOptions{}) }
+
+// LoadOptions change what Load accepts.
+type LoadOptions struct {
+	// AllowMissingExternal loads a model whose external data files are
+	// absent (a model published without its weights): reading such a
+	// tensor returns an error wrapping ErrExternalMissing. Locations that
+	// leave the model's folder are still refused.
+	AllowMissingExternal bool
+}
+
+// LoadWith is Load with options.
+func LoadWith(path string, opts LoadOptions) (*Model, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -219,12 +231,15 @@ func Load(path string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Decode(data, filepath.Dir(abs))
+	return DecodeWith(data, filepath.Dir(abs), opts)
 }
 
 // Decode reads a model from its bytes; dir is the folder external data
 // is relative to ("" when there is none).
-func Decode(data []byte, dir string) (*Model, error) {
+func Decode(data []byte, dir string) (*Model, error) { return DecodeWith(data, dir, LoadOptions{}) }
+
+// DecodeWith is Decode with options.
+func DecodeWith(data []byte, dir string, opts LoadOptions) (*Model, error) {
 	pm := &onnxpb.ModelProto{}
 	if err := (proto.UnmarshalOptions{}).Unmarshal(data, pm); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotONNX, err)
@@ -235,7 +250,7 @@ func Decode(data []byte, dir string) (*Model, error) {
 	if pm.GetIrVersion() <= 0 {
 		return nil, fmt.Errorf("%w: ir_version %d", ErrNotONNX, pm.GetIrVersion())
 	}
-	return fromProto(pm, dir)
+	return fromProto(pm, dir, opts)
 }
 
 // Save writes the model to path through a temporary file in the same

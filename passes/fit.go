@@ -76,6 +76,8 @@ type ropeFit struct {
 	BetaSlow *float64
 	AttnF    *float64
 	Range    []float64
+	Short    []float64
+	Long     []float64
 	Notes    []string
 }
 

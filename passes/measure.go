@@ -35,6 +35,9 @@ type rotation struct {
 	remeasure func(L int) (dynPoint, bool)
 	posAxis   int
 	seq       int
+	// powBase is the base the graph raises to the frequency exponents, when
+	// the frequencies were computed from it (0 otherwise).
+	powBase float64
 }
 
 type dynPoint struct {
@@ -248,12 +251,47 @@ func (w *Work) measureAt(p *Probe, s *side) (*rotation, string) {
 	if tv, rows := w.positionTable(cone); tv != nil {
 		r.table, r.tableRows = w.name(tv), rows
 	}
-	for _, n := range cone {
-		if n.OpType == "Shape" && w.cacheInput(n.Input(0)) {
-			r.pastLength = true
+	if !w.readsPositions(cone) {
+		for _, n := range cone {
+			if n.OpType == "Shape" && w.cacheInput(n.Input(0)) {
+				r.pastLength = true
+			}
 		}
 	}
+	r.powBase = w.coneBase(cone)
 	return r, ""
+}
+
+// readsPositions reports whether a cone reads a position-ids input.
+func (w *Work) readsPositions(cone []*graph.Node) bool {
+	for _, n := range cone {
+		for _, in := range n.Inputs() {
+			if in != nil && in.Producer() == nil && w.Role(in) == RolePositions {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// coneBase is the base b of a Pow(b, exponents) the graph computed the
+// frequencies with (folded into constants of the cone), or 0.
+func (w *Work) coneBase(cone []*graph.Node) float64 {
+	base := 0.0
+	look := func(n *graph.Node) {
+		for _, in := range n.Inputs() {
+			if b, ok := w.powBase[in]; ok && base == 0 {
+				base = b
+			}
+		}
+	}
+	for _, n := range cone {
+		look(n)
+		for _, sg := range n.Subgraphs() {
+			sg.Walk(look)
+		}
+	}
+	return base
 }
 
 func pairsAll(cs []int, f func(int) bool) bool {
@@ -343,14 +381,7 @@ func (w *Work) checkDynamic(s *side, r *rotation) {
 	if r.synthetic || r.tableRows > 0 {
 		return
 	}
-	hasPosInput := false
-	for _, n := range w.cone(s.Pos...) {
-		for _, in := range n.Inputs() {
-			if in != nil && in.Producer() == nil && w.Role(in) == RolePositions {
-				hasPosInput = true
-			}
-		}
-	}
+	hasPosInput := w.readsPositions(w.cone(s.Pos...))
 	measure := func(start, seq int) (dynPoint, bool) {
 		p := w.NewProbe(1, seq, int64(start))
 		shape, ok := p.BindShape(w.Shape(s.In))
@@ -430,6 +461,9 @@ func (w *Work) fitDynamic(r *rotation, angErr, tol float64) ropeFit {
 		}
 	}
 	rd := float64(r.rotaryDim)
+	if f, ok := w.fitLongRoPE(r, angErr, tol); ok {
+		return f
+	}
 	var bases []float64
 	for _, pt := range r.dynamic {
 		sig := omegaSigma(pt.omega, angErr, pt.span, pt.L, relEps(r.half))
@@ -530,3 +564,77 @@ func (w *Work) positionTable(cone []*graph.Node) (*graph.Value, int) {
 	}
 	return best, rows
 }
+
+// fitLongRoPE recognises frequencies that switch, at one length, from a
+// short to a long set (Phi-3's LongRoPE): the switch gives the original
+// length, the amplitude sqrt(1 + ln f / ln orig) the factor, and the base
+// the graph raises to the exponents turns each set into per-frequency
+// factors.
+func (w *Work) fitLongRoPE(r *rotation, angErr, tol float64) (ropeFit, bool) {
+	same := func(a, b dynPoint) bool {
+		sa := omegaSigma(a.omega, angErr, a.span, a.L, relEps(r.half))
+		sb := omegaSigma(b.omega, angErr, b.span, b.L, relEps(r.half))
+		for i := range a.omega {
+			if math.Abs(a.omega[i]/b.omega[i]-1) > 8*(sa[i]+sb[i])+1e-6 {
+				return false
+			}
+		}
+		return true
+	}
+	pts := r.dynamic
+	// Two sets, each over a range of lengths.
+	k := 1
+	for k < len(pts) && same(pts[0], pts[k]) {
+		k++
+	}
+	if k == len(pts) {
+		return ropeFit{}, false
+	}
+	for _, p := range pts[k:] {
+		if !same(pts[k], p) {
+			return ropeFit{}, false
+		}
+	}
+	short, long := pts[0], pts[k]
+	lo, hi := pts[k-1].L, pts[k].L
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		pt, ok := r.remeasure(mid)
+		if !ok {
+			return ropeFit{}, false
+		}
+		if same(pt, long) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	orig := hi - 1 // longer than orig positions switch the set
+	// The long set measured just past the switch, where positions are
+	// small enough to round little.
+	if pt, ok := r.remeasure(hi + r.seq); ok && same(pt, long) {
+		long = pt
+	}
+	f := ropeFit{Scaling: "longrope", Orig: ptr(orig), Base: math.NaN()}
+	if math.Abs(r.amp-1) > 10*tol {
+		f.AttnF = ptr(snapF32(r.amp))
+		factor := math.Exp((r.amp*r.amp - 1) * math.Log(float64(orig)))
+		f.Factor = snap(factor, 1e-3)
+	} else {
+		f.Factor = math.NaN()
+		f.Notes = append(f.Notes, "factor: cos and sin are not scaled, so the factor is not in the graph")
+	}
+	if r.powBase == 0 {
+		f.Notes = append(f.Notes, "base, short_factor, long_factor: the graph stores the frequencies, not the base they were computed from")
+		return f, true
+	}
+	f.Base = r.powBase
+	for i := range short.omega {
+		plain := math.Pow(f.Base, -2*float64(i)/rd(r))
+		f.Short = append(f.Short, snapF32(plain/short.omega[i]))
+		f.Long = append(f.Long, snapF32(plain/long.omega[i]))
+	}
+	return f, true
+}
+
+func rd(r *rotation) float64 { return float64(r.rotaryDim) }

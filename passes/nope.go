@@ -61,14 +61,7 @@ func (w *Work) scaleAt(v *graph.Value, pos int64, posInput bool) (float64, bool)
 }
 
 func (w *Work) temperature(v *graph.Value, inverse bool) (*Temperature, string) {
-	posInput := false
-	for _, n := range w.cone(v) {
-		for _, in := range n.Inputs() {
-			if in != nil && in.Producer() == nil && w.Role(in) == RolePositions {
-				posInput = true
-			}
-		}
-	}
+	posInput := w.readsPositions(w.cone(v))
 	at := func(pos int64) (float64, bool) {
 		x, ok := w.scaleAt(v, pos, posInput)
 		if ok && inverse {

@@ -35,6 +35,10 @@ type Work struct {
 	pos       map[*graph.Node]int
 	folded    int
 	inlined   int
+	// powBase records, for constants folded from Pow(b, exponents) with a
+	// scalar b (the base of frequencies b^(-2i/d)), the base b.
+	powBase map[*graph.Value]float64
+	folds   map[*graph.Value][]*graph.Value // value of a folded node -> its initializer
 	oorder    map[*graph.Node]int
 
 	roles *roles // input roles and activation flags (roles.go)
@@ -73,7 +77,7 @@ func newWork(m *graph.Model) (*Work, error) {
 	if err != nil {
 		return nil, fmt.Errorf("copy model: %w", err)
 	}
-	c, err := graph.Decode(data, m.Dir)
+	c, err := graph.DecodeWith(data, m.Dir, graph.LoadOptions{AllowMissingExternal: true})
 	if err != nil {
 		return nil, fmt.Errorf("copy model: %w", err)
 	}
@@ -81,7 +85,7 @@ func newWork(m *graph.Model) (*Work, error) {
 		origNode: map[*graph.Node]*graph.Node{}, origValue: map[*graph.Value]*graph.Value{},
 		opset: map[*graph.Node]int64{}, shapes: map[*graph.Value]Shape{}, etypes: map[*graph.Value]graph.DataType{},
 		pv: map[*graph.Value][]Dim{}, consts: map[*graph.Value]*kernels.Tensor{}, constErr: map[*graph.Value]error{},
-		sums: map[string]Dim{}, exprs: map[Dim]symExpr{}, pos: map[*graph.Node]int{}}
+		sums: map[string]Dim{}, exprs: map[Dim]symExpr{}, powBase: map[*graph.Value]float64{}, folds: map[*graph.Value][]*graph.Value{}, pos: map[*graph.Node]int{}}
 	w.pair(m.Graph, c.Graph)
 	for i, f := range m.Functions {
 		w.pair(f.Body, c.Functions[i].Body)
@@ -499,7 +503,28 @@ func (w *Work) tryFold(g *graph.Graph, n *graph.Node) bool {
 	if err != nil {
 		return false
 	}
-	return w.replaceByConst(g, n, outs)
+	base := 0.0
+	for _, v := range n.Inputs() {
+		if b, ok := w.powBase[v]; ok {
+			base = b
+		}
+	}
+	if n.OpType == "Pow" && ins[0] != nil && ins[0].Len() == 1 && ins[1] != nil && ins[1].Len() > 1 {
+		if b := ins[0].Float64s()[0]; b > 1 {
+			base = b
+		}
+	}
+	if !w.replaceByConst(g, n, outs) {
+		return false
+	}
+	if base > 0 {
+		for _, o := range n.Outputs() {
+			for _, u := range w.folds[o] {
+				w.powBase[u] = base
+			}
+		}
+	}
+	return true
 }
 
 func castInts(t *kernels.Tensor, dt graph.DataType) *kernels.Tensor {
@@ -547,6 +572,7 @@ func (w *Work) replaceByConst(g *graph.Graph, n *graph.Node, outs []*kernels.Ten
 			return false
 		}
 		nv := g.AddInitializer(gt)
+		w.folds[o] = append(w.folds[o], nv)
 		w.consts[nv] = outs[i]
 		w.shapes[nv] = w.Shape(nv)
 		w.origValue[nv] = w.origValue[o]

@@ -285,9 +285,18 @@ func (w *Work) ropeParams(b *Block, bs *BlockSides, mq, mk *ropeMeasure) (*RoPEP
 		notes = append(notes, "scaling: the measured frequencies follow no known rule; see frequencies")
 		return p, notes
 	}
-	p.Base = ptr(f.Base)
+	if !math.IsNaN(f.Base) {
+		p.Base = ptr(f.Base)
+	}
 	p.Scaling = ptr(f.Scaling)
-	p.Factor = ptr(f.Factor)
+	if !math.IsNaN(f.Factor) {
+		p.Factor = ptr(f.Factor)
+	}
+	p.ShortFactor, p.LongFactor = f.Short, f.Long
+	if f.Scaling == "longrope" && p.Factor != nil && f.Orig != nil && p.MaxPositions == nil {
+		// The length the factor extends the original to.
+		p.MaxPositions = ptr(int(math.Round(*p.Factor * float64(*f.Orig))))
+	}
 	p.OriginalMaxPositions = f.Orig
 	p.LowFreqFactor, p.HighFreqFactor = f.Low, f.High
 	p.BetaFast, p.BetaSlow = f.BetaFast, f.BetaSlow

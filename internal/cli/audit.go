@@ -18,6 +18,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
 )
 
@@ -216,10 +217,19 @@ func auditOne(opts *auditOptions, path string) (res *auditResult) {
 			res.err = fmt.Errorf("%s: audit panicked: %v", path, r)
 		}
 	}()
-	m, err := loadModel(&res.warn, path)
+	// A model published without its weights is still audited: what the
+	// absent file holds is reported as null.
+	m, err := loadModelWith(&res.warn, path, graph.LoadOptions{AllowMissingExternal: true})
 	if err != nil {
 		res.err = err
 		return res
+	}
+	missing := map[string]bool{}
+	for _, v := range m.Graph.Initializers {
+		if e := v.Const.External(); e != nil && e.Missing() && !missing[e.Location] {
+			missing[e.Location] = true
+			fmt.Fprintf(&res.warn, "onnxpe: warning: %s: external data file %q is missing: values stored in it are reported as null\n", path, e.Location)
+		}
 	}
 	name := path
 	if opts.Name != "" {

@@ -16,7 +16,12 @@ import (
 // "onnxpe: warning:" line; warn may be nil to say nothing (a file the
 // command wrote itself and has warned about already).
 func loadModel(warn io.Writer, path string) (*graph.Model, error) {
-	m, err := graph.Load(path)
+	return loadModelWith(warn, path, graph.LoadOptions{})
+}
+
+// loadModelWith is loadModel with load options.
+func loadModelWith(warn io.Writer, path string, opts graph.LoadOptions) (*graph.Model, error) {
+	m, err := graph.LoadWith(path, opts)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) && pe.Path == path {
