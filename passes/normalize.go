@@ -39,7 +39,7 @@ type Work struct {
 	// scalar b (the base of frequencies b^(-2i/d)), the base b.
 	powBase map[*graph.Value]float64
 	folds   map[*graph.Value][]*graph.Value // value of a folded node -> its initializer
-	oorder    map[*graph.Node]int
+	oorder  map[*graph.Node]int
 
 	roles *roles // input roles and activation flags (roles.go)
 }
