@@ -22,6 +22,9 @@ type TableEvidence struct {
 	Rows0 [][]float64
 	// Omega are the frequencies of a sinusoidal table, per sin/cos pair.
 	Omega []float64
+	// Sample is the encoding at more positions (0, 1, ... up to 64) as one
+	// probe evaluated it, for reports; Rows0 when the model takes no more.
+	Sample [][]float64
 }
 
 // Absolute finds absolute position encodings added to the embeddings.
@@ -138,7 +141,7 @@ func (w *Work) absoluteAt(c *Context, add *graph.Node, act, x *graph.Value, bloc
 	} else if tv, r := w.positionTable(cone); tv != nil && tv.Const.Dims()[len(tv.Const.Dims())-1] == int64(d) {
 		tableV, tableRows = tv, r
 	}
-	ev := &TableEvidence{Add: at, Value: w.OrigValue(x), Rows0: rows}
+	ev := &TableEvidence{Add: at, Value: w.OrigValue(x), Rows0: rows, Sample: w.sampleRows(x, rows)}
 	if tableV != nil {
 		ev.Table, ev.Rows = w.name(tableV), tableRows
 	}

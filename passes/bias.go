@@ -63,6 +63,8 @@ type T5Evidence struct {
 	MaxRel    int
 	// MaxDistances are all max_distance values reproducing the map.
 	MaxDistances []int
+	// Weights are the table's values, [num_buckets][heads].
+	Weights [][]float64
 }
 
 // ScoreBias finds ALiBi and T5 bias added to the attention scores.
@@ -498,7 +500,7 @@ func (w *Work) t5Finding(b *Block, bt BiasTerm, cone []*graph.Node, readers map[
 	}
 	users := readers[bt.Value]
 	params.SharedAcrossLayers = len(users) > 1
-	ev := &T5Evidence{Bias: w.OrigValue(bt.Value), Table: w.name(table), Buckets: w.name(gather.Input(1)), BucketMap: bm, MaxRel: S - 1, MaxDistances: mds}
+	ev := &T5Evidence{Bias: w.OrigValue(bt.Value), Table: w.name(table), Buckets: w.name(gather.Input(1)), BucketMap: bm, MaxRel: S - 1, MaxDistances: mds, Weights: w.tableValues(table)}
 	f := &Finding{Scheme: T5RelativeBias, Layers: users, Params: params, Notes: notes, Evidence: ev}
 	if !slices.Contains(f.Layers, b.Index) {
 		f.Layers = append(f.Layers, b.Index)

@@ -67,6 +67,12 @@ type RoPEEvidence struct {
 	// CosSinNodes compute the values that enter the rotations (positions,
 	// frequencies, cos and sin).
 	CosSinNodes []string
+	// Cos and Sin are what the rotation applies at consecutive positions,
+	// as one probe evaluated it: [row][pair], the amplitude included, row
+	// i at position Start+i (Start -1 when the angles did not tell the
+	// first position). Nil when the probe failed.
+	Start    int
+	Cos, Sin [][]float64
 }
 
 // RoPEBlock is one block's rotations of q and k.
@@ -165,6 +171,8 @@ func runRoPE(c *Context) (any, error) {
 			f = &Finding{Scheme: RoPEScheme, Params: h.params, Evidence: &RoPEEvidence{
 				Pairs: h.m.rot.pairs, InvFreq: h.m.rot.omega, InvFreqLong: h.m.rot.omegaLong, Amplitude: h.m.rot.amp,
 				Synthetic: h.m.rot.synthetic, Table: h.m.rot.table}}
+			ev := f.Evidence.(*RoPEEvidence)
+			ev.Start, ev.Cos, ev.Sin = w.cosSinRows(sides[h.b].Q, h.m.rot)
 			out = append(out, f)
 		}
 		ev := f.Evidence.(*RoPEEvidence)

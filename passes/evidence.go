@@ -1,0 +1,123 @@
+package passes
+
+import (
+	"math"
+	"slices"
+
+	"github.com/onnxpe/onnxpe/graph"
+)
+
+// evidenceRows is how many consecutive positions a finding's evidence
+// samples (the encoding as the model computes it, for reports' plots):
+// more than the detection's probes need, few enough to stay cheap.
+const evidenceRows = 64
+
+// sampleRows evaluates an absolute encoding x at evidenceRows positions;
+// rows0, the detection's rows, are kept when the model does not take that
+// many positions or disagrees with them.
+func (w *Work) sampleRows(x *graph.Value, rows0 [][]float64) [][]float64 {
+	if len(rows0) >= evidenceRows {
+		return rows0
+	}
+	rows, _ := w.tableRows(w.NewProbe(1, evidenceRows, 0), x)
+	if len(rows) < len(rows0) {
+		return rows0
+	}
+	for i, r := range rows0 {
+		if !slices.Equal(r, rows[i]) {
+			return rows0
+		}
+	}
+	return rows
+}
+
+// cosSinRows evaluates the rotation of side s at consecutive positions
+// (evidenceRows of them, or the measurement's length when a stored cache
+// is shorter or the frequencies depend on the length) with the first
+// dimension of every pair set: what it gives in the pair's two dimensions
+// is the cos and sin (times the amplitude) applied at each position.
+// start is the position of the first row, read from the angles (-1 when
+// they fit neither 0 nor the probe's cache length).
+func (w *Work) cosSinRows(s *side, r *rotation) (start int, cos, sin [][]float64) {
+	lengths := []int{evidenceRows, r.seq}
+	if r.dynamic != nil || r.tableRows > 0 && r.tableRows < evidenceRows {
+		lengths = lengths[1:]
+	}
+	for _, n := range lengths {
+		p := w.NewProbe(1, n, 0)
+		shape, ok := p.BindShape(w.Shape(s.In))
+		if !ok || r.posAxis >= len(shape)-1 || shape[r.posAxis] != n || shape[len(shape)-1] != r.headDim {
+			continue
+		}
+		out, err := w.unitProbe(p, s, shape, func(_ int, row []float64) {
+			for _, pr := range r.pairs {
+				row[pr[0]] = 1
+			}
+		})
+		if err != nil {
+			continue
+		}
+		d := r.headDim
+		stride := 1
+		for _, x := range shape[r.posAxis+1 : len(shape)-1] {
+			stride *= x
+		}
+		cos, sin = make([][]float64, n), make([][]float64, n)
+		for i := 0; i < n; i++ {
+			row := out[i*stride*d : (i*stride+1)*d]
+			cos[i], sin[i] = make([]float64, len(r.pairs)), make([]float64, len(r.pairs))
+			for k, pr := range r.pairs {
+				cos[i][k], sin[i][k] = row[pr[0]], row[pr[1]]
+			}
+		}
+		// The rotation's sense: the measured frequencies are positive.
+		if n > 1 && len(r.omega) > 0 {
+			d0 := math.Atan2(sin[1][0], cos[1][0]) - math.Atan2(sin[0][0], cos[0][0])
+			if math.Abs(math.Remainder(d0+r.omega[0], 2*math.Pi)) < math.Abs(math.Remainder(d0-r.omega[0], 2*math.Pi)) {
+				for i := range sin {
+					for k := range sin[i] {
+						sin[i][k] = -sin[i][k]
+					}
+				}
+			}
+		}
+		start = -1
+		for _, s0 := range []int{0, n} {
+			if r.startsAt(s0, cos[0], sin[0]) {
+				start = s0
+				break
+			}
+		}
+		return start, cos, sin
+	}
+	return -1, nil, nil
+}
+
+// startsAt reports whether the angles of a row are those of position p.
+func (r *rotation) startsAt(p int, cos, sin []float64) bool {
+	for k, om := range r.omega {
+		tol := 1e-3 + 20*r.noise + 1e-6*om*float64(p)
+		if r.half {
+			tol += 2e-3 * (1 + om*float64(p))
+		}
+		if math.Abs(math.Remainder(math.Atan2(sin[k], cos[k])-om*float64(p), 2*math.Pi)) > tol {
+			return false
+		}
+	}
+	return true
+}
+
+// tableValues reads a constant [rows, cols] table.
+func (w *Work) tableValues(v *graph.Value) [][]float64 {
+	t := w.Const(v)
+	if t == nil || t.Rank() != 2 {
+		return nil
+	}
+	vals := t.Float64s()
+	rows, cols := t.Shape[0], t.Shape[1]
+	out := make([][]float64, rows)
+	for i := range out {
+		out[i] = slices.Clone(vals[i*cols : (i+1)*cols])
+	}
+	return out
+}
