@@ -450,6 +450,10 @@ func cumsum(c *Call, in []*Tensor) ([]*Tensor, error) {
 		o = cumsumT[int64](c, x, axis, ex, rev)
 	case graph.Int32:
 		o = cumsumT[int32](c, x, axis, ex, rev)
+	case graph.Uint32:
+		o = cumsumT[uint32](c, x, axis, ex, rev)
+	case graph.Uint64:
+		o = cumsumT[uint64](c, x, axis, ex, rev)
 	default:
 		return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
 	}
