@@ -641,23 +641,24 @@ func (a *Analysis) finishRoles() {
 			}
 		}
 	}
-	// Reads by token ids are vocabulary lookups, not position bounds.
-	for _, r := range a.reads {
-		for _, in := range a.Inputs {
-			if (in.Role == RoleTokenIDs || in.Role == RoleTableIndex) && slices.Contains(in.ev.gathers, r.node) {
-				r.token = true
-			}
-		}
-		if r.token || r.rows[0] != r.rows[1] {
-			r.value = nil
-		}
-	}
+
 }
 
 // positionBounds sets the largest position each position input may hold:
 // the rows of a stored table it indexes (or of a fused op's cache), less
 // one.
 func (a *Analysis) positionBounds() {
+	// Reads by token ids are vocabulary lookups, not position bounds.
+	for _, r := range a.reads {
+		for _, in := range a.Inputs {
+			if slices.Contains(in.ev.gathers, r.node) {
+				r.token = in.Role == RoleTokenIDs || in.Role == RoleTableIndex
+			}
+		}
+		if r.token || r.rows[0] != r.rows[1] {
+			r.value = nil
+		}
+	}
 	for i := range a.Inputs {
 		in := &a.Inputs[i]
 		if in.Role != RolePositionIDs {

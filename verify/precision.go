@@ -80,6 +80,9 @@ type FrequencyPrecision struct {
 type cosSin struct {
 	c, s, angle []float64
 	amp         float64
+	// skip marks padding rows of a stored table (all zero), which hold
+	// no position.
+	skip []bool
 }
 
 // Precision audits the cos/sin values of model m: it finds Cos/Sin pairs
@@ -190,7 +193,11 @@ func auditSeries(cols []cosSin, dt graph.DataType, bound float64) []FrequencyPre
 		}
 		fp.Index = len(out)
 		var pc, ps float64
+		first := true
 		for p := range col.c {
+			if col.skip != nil && col.skip[p] {
+				continue
+			}
 			c, s := roundTo(dt, col.c[p]), roundTo(dt, col.s[p])
 			th := f*float64(p) + phase
 			e := math.Max(math.Abs(c-amp*math.Cos(th)), math.Abs(s-amp*math.Sin(th)))
@@ -198,10 +205,10 @@ func auditSeries(cols []cosSin, dt graph.DataType, bound float64) []FrequencyPre
 			if fp.FirstOverBound < 0 && !(e <= bound) {
 				fp.FirstOverBound = p
 			}
-			if p > 0 && fp.FirstIndistinct < 0 && c == pc && s == ps {
+			if !first && fp.FirstIndistinct < 0 && c == pc && s == ps {
 				fp.FirstIndistinct = p
 			}
-			pc, ps = c, s
+			pc, ps, first = c, s, false
 		}
 		out = append(out, fp)
 	}
@@ -214,31 +221,38 @@ func auditSeries(cols []cosSin, dt graph.DataType, bound float64) []FrequencyPre
 // values.
 func fit(col cosSin) (f, phase, amp float64) {
 	n := len(col.c)
+	kept := func(p int) bool { return col.skip == nil || !col.skip[p] }
 	theta := col.angle
 	if theta == nil {
 		theta = make([]float64, n)
-		prev := 0.0
+		prev, started := 0.0, false
 		for p := range theta {
+			if !kept(p) {
+				continue
+			}
 			t := math.Atan2(col.s[p], col.c[p])
-			if p > 0 {
+			if started {
 				// unwrap: the step from the previous angle in (-pi, pi]
 				d := t - math.Mod(prev, 2*math.Pi)
 				d = math.Remainder(d, 2*math.Pi)
 				t = prev + d
 			}
 			theta[p] = t
-			prev = t
+			prev, started = t, true
 		}
 	}
-	var sx, sy, sxx, sxy float64
+	var sx, sy, sxx, sxy, nn float64
 	for p, t := range theta {
+		if !kept(p) {
+			continue
+		}
+		nn++
 		x := float64(p)
 		sx += x
 		sy += t
 		sxx += x * x
 		sxy += x * t
 	}
-	nn := float64(n)
 	if den := nn*sxx - sx*sx; den != 0 {
 		f = (nn*sxy - sx*sy) / den
 	}
@@ -250,7 +264,9 @@ func fit(col cosSin) (f, phase, amp float64) {
 	if amp == 0 {
 		var sum float64
 		for p := range col.c {
-			sum += math.Hypot(col.c[p], col.s[p])
+			if kept(p) {
+				sum += math.Hypot(col.c[p], col.s[p])
+			}
 		}
 		amp = sum / nn
 		if math.Abs(amp-1) < 1e-3 {
@@ -406,9 +422,10 @@ func byPosition(t *kernels.Tensor, n int) [][]float64 {
 // its amplitude (cos) when sin²+cos² stays constant down the rows.
 func storedCosSin(a *Analysis) []foundSeries {
 	type column struct {
-		v   []float64
-		src string
-		dt  graph.DataType
+		v    []float64
+		src  string
+		dt   graph.DataType
+		skip []bool
 	}
 	var sins, coss []column
 	seen := map[string]bool{}
@@ -436,17 +453,37 @@ func storedCosSin(a *Analysis) []foundSeries {
 		}
 		outer := t.Len() / max(rows*inner, 1)
 		v := t.Float64s()
+		// Rows that are zero everywhere are padding (fairseq's
+		// padding_idx row): they hold no position.
+		skip := make([]bool, rows)
+		for p := range skip {
+			skip[p] = true
+			for o := 0; o < outer && skip[p]; o++ {
+				for j := 0; j < inner; j++ {
+					if v[(o*rows+p)*inner+j] != 0 {
+						skip[p] = false
+						break
+					}
+				}
+			}
+		}
 		for o := 0; o < outer; o++ {
 			for j := 0; j < inner; j++ {
 				col := make([]float64, rows)
 				for p := range col {
 					col[p] = v[(o*rows+p)*inner+j]
 				}
-				c := column{v: col, src: r.data.Name, dt: t.DType}
+				c := column{v: col, src: r.data.Name, dt: t.DType, skip: skip}
+				p0 := slices.Index(skip, false)
+				if p0 < 0 || !inRange(col) {
+					continue
+				}
+				// The first real row holds sin = 0, cos = amplitude at
+				// position 0, or any angle: classify by the pair test.
 				switch {
-				case col[0] == 0 && inRange(col):
+				case col[p0] == 0:
 					sins = append(sins, c)
-				case col[0] > 0 && inRange(col):
+				case col[p0] > 0:
 					coss = append(coss, c)
 				}
 			}
@@ -457,7 +494,7 @@ func storedCosSin(a *Analysis) []foundSeries {
 	used := make([]bool, len(coss))
 	for _, s := range sins {
 		for k, c := range coss {
-			if used[k] || len(c.v) != len(s.v) || !pairs(s.v, c.v) {
+			if used[k] || len(c.v) != len(s.v) || !pairs(s.v, c.v, s.skip) {
 				continue
 			}
 			used[k] = true
@@ -471,7 +508,7 @@ func storedCosSin(a *Analysis) []foundSeries {
 				bySource[src] = fs
 				order = append(order, src)
 			}
-			fs.cols = append(fs.cols, cosSin{c: c.v, s: s.v})
+			fs.cols = append(fs.cols, cosSin{c: c.v, s: s.v, skip: anyTrue(s.skip)})
 			break
 		}
 	}
@@ -498,12 +535,27 @@ func inRange(v []float64) bool {
 	return true
 }
 
+func anyTrue(b []bool) []bool {
+	if slices.Contains(b, true) {
+		return b
+	}
+	return nil
+}
+
 // pairs reports whether s and c are the sine and cosine of one angle:
-// s²+c² stays at c[0]² (within the precision of the values).
-func pairs(s, c []float64) bool {
-	a2 := c[0] * c[0]
+// s²+c² stays at its value in the first row (within the precision of the
+// values), padding rows apart.
+func pairs(s, c []float64, skip []bool) bool {
+	p0 := slices.Index(skip, false)
+	if p0 < 0 {
+		return false
+	}
+	a2 := c[p0]*c[p0] + s[p0]*s[p0]
 	varies := false
 	for p := range s {
+		if skip[p] {
+			continue
+		}
 		if math.Abs(s[p]*s[p]+c[p]*c[p]-a2) > 2e-2*a2 {
 			return false
 		}
