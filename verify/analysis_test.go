@@ -135,6 +135,11 @@ func TestPrecisionFrequencies(t *testing.T) {
 		{"rope_llama_fp16", 8, func(i int) float64 { return float64(f16(math.Pow(10000, -2*float64(i)/16))) }, 1e-6},
 		{"rope_neox", 4, func(i int) float64 { return math.Pow(10000, -2*float64(i)/8) }, 1e-5},
 		{"sinusoidal_interleaved", 16, func(i int) float64 { return math.Pow(10000, -2*float64(i)/32) }, 1e-5},
+		// GPT-J's [sin|cos] table, tiled before GatherElements reads it.
+		{"rope_gptj", 4, func(i int) float64 { return math.Pow(10000, -2*float64(i)/8) }, 1e-5},
+		// fairseq: log_timescale_increment ln(1e4)/(d/2-1); the zero
+		// padding_idx row is skipped.
+		{"sinusoidal_fairseq", 16, func(i int) float64 { return math.Pow(10000, -float64(i)/15) }, 1e-5},
 	} {
 		e := entry(t, c.model)
 		r, err := verify.Precision(context.Background(), loadModel(t, e.ModelPath()), verify.PrecisionOptions{})

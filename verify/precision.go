@@ -422,10 +422,9 @@ func byPosition(t *kernels.Tensor, n int) [][]float64 {
 // its amplitude (cos) when sin²+cos² stays constant down the rows.
 func storedCosSin(a *Analysis) []foundSeries {
 	type column struct {
-		v    []float64
-		src  string
-		dt   graph.DataType
-		skip []bool
+		v   []float64
+		src string
+		dt  graph.DataType
 	}
 	var sins, coss []column
 	seen := map[string]bool{}
@@ -453,37 +452,17 @@ func storedCosSin(a *Analysis) []foundSeries {
 		}
 		outer := t.Len() / max(rows*inner, 1)
 		v := t.Float64s()
-		// Rows that are zero everywhere are padding (fairseq's
-		// padding_idx row): they hold no position.
-		skip := make([]bool, rows)
-		for p := range skip {
-			skip[p] = true
-			for o := 0; o < outer && skip[p]; o++ {
-				for j := 0; j < inner; j++ {
-					if v[(o*rows+p)*inner+j] != 0 {
-						skip[p] = false
-						break
-					}
-				}
-			}
-		}
 		for o := 0; o < outer; o++ {
 			for j := 0; j < inner; j++ {
 				col := make([]float64, rows)
 				for p := range col {
 					col[p] = v[(o*rows+p)*inner+j]
 				}
-				c := column{v: col, src: r.data.Name, dt: t.DType, skip: skip}
-				p0 := slices.Index(skip, false)
-				if p0 < 0 || !inRange(col) {
-					continue
-				}
-				// The first real row holds sin = 0, cos = amplitude at
-				// position 0, or any angle: classify by the pair test.
+				c := column{v: col, src: r.data.Name, dt: t.DType}
 				switch {
-				case col[p0] == 0:
+				case col[0] == 0 && inRange(col):
 					sins = append(sins, c)
-				case col[p0] > 0:
+				case col[0] > 0 && inRange(col):
 					coss = append(coss, c)
 				}
 			}
@@ -494,7 +473,16 @@ func storedCosSin(a *Analysis) []foundSeries {
 	used := make([]bool, len(coss))
 	for _, s := range sins {
 		for k, c := range coss {
-			if used[k] || len(c.v) != len(s.v) || !pairs(s.v, c.v, s.skip) {
+			if used[k] || len(c.v) != len(s.v) {
+				continue
+			}
+			// Rows where both are 0 are padding (fairseq's padding_idx
+			// row): they hold no position.
+			skip := make([]bool, len(s.v))
+			for p := range skip {
+				skip[p] = p > 0 && s.v[p] == 0 && c.v[p] == 0
+			}
+			if !pairs(s.v, c.v, skip) {
 				continue
 			}
 			used[k] = true
@@ -508,7 +496,7 @@ func storedCosSin(a *Analysis) []foundSeries {
 				bySource[src] = fs
 				order = append(order, src)
 			}
-			fs.cols = append(fs.cols, cosSin{c: c.v, s: s.v, skip: anyTrue(s.skip)})
+			fs.cols = append(fs.cols, cosSin{c: c.v, s: s.v, skip: anyTrue(skip)})
 			break
 		}
 	}
