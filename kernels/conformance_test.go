@@ -57,6 +57,18 @@ var looserTolerance = map[string]float64{
 	"onnx-node/test_castlike_FLOAT_to_BFLOAT16_expanded": 1.0 / 128,
 }
 
+// looserAtol lists the cases (folder/case) compared with a looser atol,
+// each with its reason.
+var looserAtol = map[string]float64{
+	// ONNX's reference computed these inverse DFTs with numpy 2's FFT,
+	// which keeps float32 inputs in float32: outputs that are exactly 0
+	// come out as rounding noise of order eps32 times the signal's
+	// magnitude (inputs up to 99, expected noise up to 2e-7); this
+	// package computes transforms in float64.
+	"onnx-backend/node/test_dft_inverse":         1e-5,
+	"onnx-backend/node/test_dft_inverse_opset19": 1e-5,
+}
+
 // Skip reasons: the categories the conformance table counts. Each skip
 // also names what is missing (the op and opset, the element type, ...).
 const (
@@ -295,6 +307,9 @@ func runCase(dir, name string) caseResult {
 	rtol, atol := 1e-3, 1e-7
 	if tol, ok := looserTolerance[name]; ok {
 		rtol = tol
+	}
+	if tol, ok := looserAtol[name]; ok {
+		atol = tol
 	}
 	return runModelCase(filepath.Join(dir, "model.onnx"), dir, rtol, atol, inconsistentShapes[name], false)
 }
