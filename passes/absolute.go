@@ -129,11 +129,17 @@ func (w *Work) absoluteAt(c *Context, add *graph.Node, act, x *graph.Value, bloc
 			varies = true
 		}
 	}
-	if !varies {
-		c.Miss("absolute", at, "the added value is the same at every position (not a position encoding)", 2)
-		return nil
-	}
 	cone := w.cone(x)
+	var notes []string
+	if !varies {
+		// The same rows everywhere, but maybe read from a table by an index
+		// that follows the position (a table whose rows happen to be equal).
+		if !w.indexFollowsPosition(probe, cone) {
+			c.Miss("absolute", at, "the added value is the same at every position (not a position encoding)", 2)
+			return nil
+		}
+		notes = append(notes, "the table's rows are equal: it adds the same vector at every position")
+	}
 	var tableV *graph.Value
 	var tableRows int
 	if w.IsConst(x) {
@@ -145,9 +151,9 @@ func (w *Work) absoluteAt(c *Context, add *graph.Node, act, x *graph.Value, bloc
 	if tableV != nil {
 		ev.Table, ev.Rows = w.name(tableV), tableRows
 	}
-	f := &Finding{Layers: w.reachedBlocks(add.Output(0), blocks), Evidence: ev}
+	f := &Finding{Layers: w.reachedBlocks(add.Output(0), blocks), Evidence: ev, Notes: notes}
 	f.Nodes = w.origNames(append([]*graph.Node{add}, cone...))
-	if sp, ok := w.fitSinusoidal(rows, int(d)); ok {
+	if sp, ok := w.fitSinusoidal(rows, int(d)); ok && varies {
 		ev.Omega = sp.omega
 		f.Scheme = Sinusoidal
 		p := &SinusoidalParams{Layout: sp.layout, Dim: int(d), Computed: tableV == nil, FreqDenominator: sp.denom}
@@ -391,4 +397,26 @@ func (w *Work) paddingRow(tv *graph.Value, f sinFit) (int, bool) {
 		}
 	}
 	return pad, pad >= 0
+}
+
+// indexFollowsPosition reports whether the cone gathers a table by an index
+// that changes from position to position.
+func (w *Work) indexFollowsPosition(p *Probe, cone []*graph.Node) bool {
+	for _, n := range cone {
+		if n.OpType != "Gather" || !w.IsConst(n.Input(0)) || w.IsConst(n.Input(1)) {
+			continue
+		}
+		t, err := p.Value(n.Input(1))
+		if err != nil || t.Len() < 2 {
+			continue
+		}
+		idx := t.Int64s()
+		last := t.Shape[t.Rank()-1]
+		for i := 1; i < last; i++ {
+			if idx[i] != idx[0] {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -146,8 +146,15 @@ func (w *Work) biasFinding(c *Context, b *Block, bt BiasTerm, readers map[*graph
 		return nil
 	}
 	cone := w.cone(bt.Value)
-	if slopes, ok := alibiSlopes(bv, heads); ok {
-		return w.alibiFinding(b, bt, bv, slopes, cone)
+	eps := 1e-7
+	switch t.DType {
+	case graph.Float16:
+		eps = 1.0 / 1024
+	case graph.BFloat16:
+		eps = 1.0 / 128
+	}
+	if slopes, ok := alibiSlopes(bv, heads, eps); ok {
+		return w.alibiFinding(b, bt, bv, slopes, cone, eps)
 	}
 	if toeplitz(bv) {
 		if f, why := w.t5Finding(b, bt, cone, readers); f != nil {
@@ -177,8 +184,9 @@ func (w *Work) scoreHeads(b *Block, biasHeads int) int {
 }
 
 // alibiSlopes checks that every row of every head is linear in the key
-// position over its unmasked entries, with one slope per head.
-func alibiSlopes(bv biasView, heads int) ([]float64, bool) {
+// position over its unmasked entries, with one slope per head; eps is the
+// relative rounding of the bias's type.
+func alibiSlopes(bv biasView, heads int, eps float64) ([]float64, bool) {
 	slopes := make([]float64, heads)
 	nonzero := false
 	for h := 0; h < heads; h++ {
@@ -193,7 +201,7 @@ func alibiSlopes(bv biasView, heads int) ([]float64, bool) {
 				switch {
 				case math.IsNaN(slope):
 					slope = d
-				case math.Abs(d-slope) > 1e-5*math.Max(1, math.Abs(slope)):
+				case math.Abs(d-slope) > 1e-5*math.Max(1, math.Abs(slope))+2*eps*math.Max(math.Abs(a), math.Abs(c)):
 					return nil, false
 				}
 			}
@@ -234,12 +242,12 @@ func toeplitz(bv biasView) bool {
 	return varies
 }
 
-func (w *Work) alibiFinding(b *Block, bt BiasTerm, bv biasView, slopes []float64, cone []*graph.Node) *Finding {
+func (w *Work) alibiFinding(b *Block, bt BiasTerm, bv biasView, slopes []float64, cone []*graph.Node, eps float64) *Finding {
 	ev := &ALiBiEvidence{Bias: w.OrigValue(bt.Value), Slopes: slopes}
 	params := &ALiBiParams{NumHeads: len(slopes), Slopes: slopes}
 	var notes []string
 	// Exact slopes from a constant holding them.
-	if cv, vals := w.slopeConst(cone, slopes); cv != nil {
+	if cv, vals := w.slopeConst(cone, slopes, eps); cv != nil {
 		params.Slopes = vals
 		ev.SlopesConst = w.name(cv)
 	}
@@ -310,7 +318,7 @@ func (w *Work) alibiFinding(b *Block, bt BiasTerm, bv biasView, slopes []float64
 
 // slopeConst finds a constant of the cone holding the slopes (one value
 // per head, within float32 rounding) and returns its values.
-func (w *Work) slopeConst(cone []*graph.Node, slopes []float64) (*graph.Value, []float64) {
+func (w *Work) slopeConst(cone []*graph.Node, slopes []float64, eps float64) (*graph.Value, []float64) {
 	for _, n := range cone {
 		for _, in := range n.Inputs() {
 			t := w.Const(in)
@@ -320,7 +328,7 @@ func (w *Work) slopeConst(cone []*graph.Node, slopes []float64) (*graph.Value, [
 			v := t.Float64s()
 			ok := true
 			for i := range v {
-				if math.Abs(v[i]-slopes[i]) > 1e-6*math.Abs(slopes[i])+1e-12 {
+				if math.Abs(v[i]-slopes[i]) > (1e-6+2*eps)*math.Abs(slopes[i])+1e-12 {
 					ok = false
 				}
 			}

@@ -186,7 +186,9 @@ func (w *Work) unfusedBlock(c *Context, sm *graph.Node) *Block {
 			switch {
 			case w.IsAct(x):
 				queue = append(queue, x)
-			case (n.OpType == "Add" || n.OpType == "Sub" || n.OpType == "Sum") && !w.IsConst(x):
+			case (n.OpType == "Add" || n.OpType == "Sub" || n.OpType == "Sum") && (!w.IsConst(x) || w.Shape(x).Rank() >= 2):
+				// Position-side values and constant matrices (a bias the
+				// fixed shapes of the model let normalisation fold).
 				b.Bias = append(b.Bias, BiasTerm{Value: x, Add: n})
 			case n.OpType == "Where" && i > 0 && !w.IsConst(x):
 				b.Bias = append(b.Bias, BiasTerm{Value: x, Add: n})

@@ -60,3 +60,28 @@ func (w *Work) canonicalise(g0 *graph.Graph) {
 		}
 	}
 }
+
+// renameOps replaces ops that are another op under a training or vendor
+// name: com.microsoft ConcatTraining whose lengths output is unused is a
+// Concat.
+func (w *Work) renameOps(g0 *graph.Graph) {
+	for _, g := range graphs(g0) {
+		for _, n := range g.Nodes() {
+			if n.OpType != "ConcatTraining" || n.Domain != "com.microsoft" {
+				continue
+			}
+			if len(n.Outputs()) > 1 && n.Output(1).Name != "" && (n.Output(1).NumUses() > 0 || n.Output(1).IsGraphOutput()) {
+				continue
+			}
+			if n.Output(0).IsGraphOutput() {
+				continue
+			}
+			c := g.NewNode("Concat", "", n.Inputs(), 1, graph.IntAttr("axis", n.AttrInt("axis", 0)))
+			g.InsertBefore(n, c)
+			w.origNode[c] = w.origNode[n]
+			w.origValue[c.Output(0)] = w.origValue[n.Output(0)]
+			n.Output(0).ReplaceAllUsesWith(c.Output(0))
+			_ = g.Remove(n)
+		}
+	}
+}

@@ -229,12 +229,17 @@ func (w *Work) measureAt(p *Probe, s *side) (*rotation, string) {
 	if r.noise > 1e-5 {
 		r.half = true // the cos/sin went through a half type somewhere
 	}
+	if r.synthetic {
+		// cos/sin made from values the probe made up: the pairs are the
+		// model's, the angles are not.
+		r.omega, r.amp, r.noise = nil, math.NaN(), 0
+	}
 	for _, x := range r.omega {
 		if math.IsNaN(x) {
 			return nil, "the angles are not linear in the position"
 		}
 	}
-	if r.omega[0] < 0 {
+	if len(r.omega) > 0 && r.omega[0] < 0 {
 		for i := range r.omega {
 			r.omega[i] = -r.omega[i]
 		}
@@ -538,22 +543,37 @@ func (w *Work) positionTable(cone []*graph.Node) (*graph.Value, int) {
 				dynamic = true
 			}
 		}
-		if !dynamic {
-			continue
-		}
 		v := n.Input(0)
-		for steps := 0; steps < 8 && v != nil && !w.IsConst(v); steps++ {
+		if !dynamic && !(v != nil && v.Producer() == nil && w.Role(v) == RoleParam) {
+			continue // constant rows of a constant: folded away, or not positions
+		}
+		for steps := 0; steps < 8 && v != nil && !w.IsConst(v) && v.Producer() != nil; steps++ {
 			p := v.Producer()
-			if p == nil || !layoutOps[p.OpType] {
+			if !layoutOps[p.OpType] {
 				v = nil
 				break
 			}
 			v = p.Input(0)
 		}
-		if v == nil || !w.IsConst(v) || !isFloatType(v.Const.DataType()) || len(v.Const.Dims()) < 2 {
+		var dims []int64
+		switch {
+		case v != nil && w.IsConst(v) && isFloatType(v.Const.DataType()):
+			dims = v.Const.Dims()
+		case v != nil && v.Producer() == nil && w.Role(v) == RoleParam:
+			// A table given as an input: its declared size.
+			sh := w.Shape(v)
+			if !sh.AllKnown() {
+				continue
+			}
+			for _, d := range sh.Dims {
+				dims = append(dims, int64(d))
+			}
+		default:
 			continue
 		}
-		dims := v.Const.Dims()
+		if len(dims) < 2 {
+			continue
+		}
 		r := 0
 		for _, x := range dims[:len(dims)-1] {
 			r = max(r, int(x))

@@ -41,7 +41,8 @@ type Work struct {
 	folds   map[*graph.Value][]*graph.Value // value of a folded node -> its initializer
 	oorder  map[*graph.Node]int
 
-	roles *roles // input roles and activation flags (roles.go)
+	roles  *roles // input roles and activation flags (roles.go)
+	weight map[*graph.Value]bool
 }
 
 // Normalize makes the working copy every detector reads.
@@ -85,7 +86,7 @@ func newWork(m *graph.Model) (*Work, error) {
 		origNode: map[*graph.Node]*graph.Node{}, origValue: map[*graph.Value]*graph.Value{},
 		opset: map[*graph.Node]int64{}, shapes: map[*graph.Value]Shape{}, etypes: map[*graph.Value]graph.DataType{},
 		pv: map[*graph.Value][]Dim{}, consts: map[*graph.Value]*kernels.Tensor{}, constErr: map[*graph.Value]error{},
-		sums: map[string]Dim{}, exprs: map[Dim]symExpr{}, powBase: map[*graph.Value]float64{}, folds: map[*graph.Value][]*graph.Value{}, pos: map[*graph.Node]int{}}
+		sums: map[string]Dim{}, exprs: map[Dim]symExpr{}, powBase: map[*graph.Value]float64{}, weight: map[*graph.Value]bool{}, folds: map[*graph.Value][]*graph.Value{}, pos: map[*graph.Node]int{}}
 	w.pair(m.Graph, c.Graph)
 	for i, f := range m.Functions {
 		w.pair(f.Body, c.Functions[i].Body)
@@ -94,6 +95,7 @@ func newWork(m *graph.Model) (*Work, error) {
 		return nil, err
 	}
 	w.dropIdentities(c.Graph)
+	w.renameOps(c.Graph)
 	if err := sortAll(c.Graph); err != nil {
 		return nil, err
 	}
@@ -235,12 +237,15 @@ func (w *Work) inlineFunctions() error {
 }
 
 func inlinable(f *graph.Function) bool {
-	for _, n := range f.Body.Nodes() {
-		if len(n.Subgraphs()) > 0 {
-			return false
+	ok := true
+	f.Body.Walk(func(n *graph.Node) {
+		for _, a := range n.Attrs {
+			if len(a.Graphs) > 0 {
+				ok = false
+			}
 		}
-	}
-	return true
+	})
+	return ok
 }
 
 func (w *Work) inlineCall(g *graph.Graph, call *graph.Node, f *graph.Function) error {
@@ -266,45 +271,13 @@ func (w *Work) inlineCall(g *graph.Graph, call *graph.Node, f *graph.Function) e
 		}
 		fops[d] = o.Version
 	}
-	origin := w.origNode[call]
+	cl := &cloner{w: w, vmap: vmap, refs: refs, origin: w.origNode[call], opsets: fops, closed: true}
 	for _, bn := range f.Body.Nodes() {
-		ins := make([]*graph.Value, len(bn.Inputs()))
-		for i, x := range bn.Inputs() {
-			if x == nil {
-				continue
-			}
-			m, ok := vmap[x]
-			if !ok {
-				return fmt.Errorf("function %s: node %v reads %q, defined nowhere in the body", f.Name, bn, x.Name)
-			}
-			ins[i] = m
+		nn, err := cl.node(g, bn)
+		if err != nil {
+			return fmt.Errorf("function %s: %w", f.Name, err)
 		}
-		var attrs []*graph.Attr
-		for _, a := range bn.Attrs {
-			if r := a.RefAttrName(); r != "" {
-				if ca := refs[r]; ca != nil {
-					attrs = append(attrs, ca.Renamed(a.Name()))
-				}
-				continue
-			}
-			attrs = append(attrs, a)
-		}
-		nn := g.NewNode(bn.OpType, bn.Domain, ins, len(bn.Outputs()), attrs...)
-		nn.Overload = bn.Overload
 		g.InsertBefore(call, nn)
-		for j, o := range bn.Outputs() {
-			vmap[o] = nn.Output(j)
-		}
-		if origin != nil {
-			w.origNode[nn] = origin
-		}
-		d := bn.Domain
-		if d == "ai.onnx" {
-			d = ""
-		}
-		if v, ok := fops[d]; ok {
-			w.opset[nn] = v
-		}
 	}
 	for i, o := range call.Outputs() {
 		if o.Name == "" || i >= len(f.Body.Outputs) {
@@ -324,6 +297,122 @@ func (w *Work) inlineCall(g *graph.Graph, call *graph.Node, f *graph.Function) e
 	}
 	w.inlined++
 	return nil
+}
+
+// cloner copies nodes (with their subgraphs) into another graph, mapping
+// the values they read and substituting attribute references.
+type cloner struct {
+	w      *Work
+	vmap   map[*graph.Value]*graph.Value
+	refs   map[string]*graph.Attr
+	origin *graph.Node
+	opsets map[string]int64
+	// closed: every value read must be in vmap (a function body); else
+	// unmapped values are read as they are (outer values of a branch).
+	closed bool
+}
+
+func (c *cloner) value(x *graph.Value) (*graph.Value, error) {
+	if x == nil {
+		return nil, nil
+	}
+	if m, ok := c.vmap[x]; ok {
+		return m, nil
+	}
+	if c.closed {
+		return nil, fmt.Errorf("%q is read but defined nowhere", x.Name)
+	}
+	return x, nil
+}
+
+// node makes a copy of n for graph g (not inserted).
+func (c *cloner) node(g *graph.Graph, n *graph.Node) (*graph.Node, error) {
+	ins := make([]*graph.Value, len(n.Inputs()))
+	for i, x := range n.Inputs() {
+		m, err := c.value(x)
+		if err != nil {
+			return nil, fmt.Errorf("node %v: %w", n, err)
+		}
+		ins[i] = m
+	}
+	var attrs []*graph.Attr
+	for _, a := range n.Attrs {
+		switch {
+		case a.RefAttrName() != "":
+			if ca := c.refs[a.RefAttrName()]; ca != nil {
+				attrs = append(attrs, ca.Renamed(a.Name()))
+			}
+		case a.Graph != nil:
+			sg, err := c.graph(g, a.Graph)
+			if err != nil {
+				return nil, err
+			}
+			attrs = append(attrs, graph.GraphAttr(a.Name(), sg))
+		case len(a.Graphs) > 0:
+			return nil, fmt.Errorf("node %v: graphs attributes are not copied", n)
+		default:
+			attrs = append(attrs, a)
+		}
+	}
+	nn := g.NewNode(n.OpType, n.Domain, ins, len(n.Outputs()), attrs...)
+	nn.Overload = n.Overload
+	for j, o := range n.Outputs() {
+		c.vmap[o] = nn.Output(j)
+		if o.Type != nil {
+			nn.Output(j).Type = o.Type
+		}
+		if ov := c.w.origValue[o]; ov != nil && c.w.origValue[nn.Output(j)] == nil {
+			c.w.origValue[nn.Output(j)] = ov
+		}
+	}
+	origin := c.origin
+	if origin == nil {
+		origin = c.w.origNode[n]
+	}
+	if origin != nil {
+		c.w.origNode[nn] = origin
+	}
+	d := n.Domain
+	if d == "ai.onnx" {
+		d = ""
+	}
+	if v, ok := c.opsets[d]; ok {
+		c.w.opset[nn] = v
+	} else if v, ok := c.w.opset[n]; ok {
+		c.w.opset[nn] = v
+	}
+	return nn, nil
+}
+
+// graph copies subgraph sg as a subgraph of parent.
+func (c *cloner) graph(parent *graph.Graph, sg *graph.Graph) (*graph.Graph, error) {
+	ng := parent.NewSubgraph(sg.Name)
+	for _, in := range sg.Inputs {
+		c.vmap[in] = ng.AddInput(in.Name, in.Type.Clone())
+	}
+	for _, v := range sg.Initializers {
+		if !v.IsGraphInput() {
+			c.vmap[v] = ng.AddInitializer(v.Const.Clone())
+		}
+	}
+	closed := c.closed
+	c.closed = false // a subgraph reads the values around it
+	defer func() { c.closed = closed }()
+	for _, n := range sg.Nodes() {
+		nn, err := c.node(ng, n)
+		if err != nil {
+			return nil, err
+		}
+		ng.Append(nn)
+	}
+	for _, o := range sg.Outputs {
+		m, err := c.value(o)
+		if err != nil {
+			return nil, err
+		}
+		ng.AddOutput(m)
+	}
+	return ng, nil
 }
 
 // dropIdentities bypasses Identity nodes (and inference Dropouts) whose
@@ -373,8 +462,16 @@ var notFoldable = map[string]bool{
 // fold infers shapes in topological order and replaces every node whose
 // value is known (constant inputs, or a fully known partial value) by an
 // initializer.
-func (w *Work) fold(g *graph.Graph) {
-	for _, n := range g.Nodes() {
+func (w *Work) fold(g *graph.Graph) { w.foldNodes(g, g.Nodes()) }
+
+func (w *Work) foldNodes(g *graph.Graph, nodes []*graph.Node) {
+	for _, n := range nodes {
+		if n.OpType == "If" && isONNX(n) {
+			if nodes, ok := w.takeBranch(g, n); ok {
+				w.foldNodes(g, nodes)
+				continue
+			}
+		}
 		w.etype(n)
 		w.infer(n)
 		if len(n.Subgraphs()) > 0 {
@@ -388,6 +485,44 @@ func (w *Work) fold(g *graph.Graph) {
 			w.folded++
 		}
 	}
+}
+
+// takeBranch replaces an If whose condition is a constant by a copy of the
+// branch it takes, and returns the copied nodes.
+func (w *Work) takeBranch(g *graph.Graph, n *graph.Node) ([]*graph.Node, bool) {
+	t := w.Const(n.Input(0))
+	if t == nil || t.Len() != 1 {
+		return nil, false
+	}
+	name := "else_branch"
+	if t.Float64s()[0] != 0 {
+		name = "then_branch"
+	}
+	a := n.Attr(name)
+	if a == nil || a.Graph == nil || len(a.Graph.Inputs) > 0 {
+		return nil, false
+	}
+	cl := &cloner{w: w, vmap: map[*graph.Value]*graph.Value{}, origin: w.origNode[n]}
+	var copied []*graph.Node
+	for _, bn := range a.Graph.Nodes() {
+		nn, err := cl.node(g, bn)
+		if err != nil {
+			return nil, false
+		}
+		g.InsertBefore(n, nn)
+		copied = append(copied, nn)
+	}
+	for i, o := range n.Outputs() {
+		if i >= len(a.Graph.Outputs) {
+			return nil, false
+		}
+		r, _ := cl.value(a.Graph.Outputs[i])
+		o.ReplaceAllUsesWith(r)
+	}
+	if err := g.Remove(n); err != nil {
+		return nil, false
+	}
+	return copied, true
 }
 
 // inferControl sets the output shapes of If and Loop from their bodies.

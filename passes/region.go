@@ -112,6 +112,9 @@ func (w *Work) findSide(operand *graph.Value, hd Dim) (*side, string) {
 					frontier = append(frontier, in)
 				}
 			case shapeOperand(n, i):
+			case w.IsWeight(in) && w.Shape(in).Rank() <= 1:
+				// A bias or scale over the features (an exporter's weight
+				// input), not something that varies with the position.
 			case !w.IsConst(in):
 				mixing = true
 				if !slices.Contains(s.Pos, in) {
@@ -360,4 +363,40 @@ func shapeOperand(n *graph.Node, i int) bool {
 		return true
 	}
 	return false
+}
+
+// IsWeight reports whether v is computed from parameters given as graph
+// inputs (and constants) only, without positions or shapes: weights that
+// an exporter kept out of the file, such as the bias of a projection.
+func (w *Work) IsWeight(v *graph.Value) bool {
+	if v == nil || w.IsAct(v) {
+		return false
+	}
+	if r, ok := w.weight[v]; ok {
+		return r
+	}
+	w.weight[v] = false // cycles and depth: not a weight
+	r := false
+	switch n := v.Producer(); {
+	case n == nil:
+		r = v.Graph() == w.M.Graph && w.Role(v) == RoleParam
+	case n.OpType == "Shape" || n.OpType == "Size" || n.OpType == "Range" || n.OpType == "ConstantOfShape" || len(n.Subgraphs()) > 0:
+		r = false
+	default:
+		r = true
+		some := false
+		for _, in := range n.Inputs() {
+			if in == nil || w.IsConst(in) {
+				continue
+			}
+			some = true
+			if !w.IsWeight(in) {
+				r = false
+				break
+			}
+		}
+		r = r && some
+	}
+	w.weight[v] = r
+	return r
 }

@@ -58,7 +58,7 @@ func (w *Work) Inputs() []*graph.Value {
 // indexPreserving are the ops through which an index tensor is still the
 // same indices.
 var indexPreserving = map[string]bool{"Reshape": true, "Unsqueeze": true, "Squeeze": true, "Cast": true,
-	"Flatten": true, "Expand": true, "Identity": true, "Tile": true}
+	"Flatten": true, "Expand": true, "Identity": true, "Tile": true, "Slice": true}
 
 // reachUses calls f for every (node, input index) reading v directly or
 // through index-preserving ops.
@@ -98,6 +98,11 @@ func (w *Work) findRoles() *roles {
 			}
 			reachUses(v, func(n *graph.Node, i int) {
 				switch {
+				case n.OpType == "ATen" && n.AttrString("operator", "") == "embedding" && i == 1:
+					// PyTorch's embedding kept as an ATen op (ORTModule).
+					if t := w.Shape(n.Input(0)); t.Rank() == 2 && t.Dims[0].Known() {
+						rows[v] = max(rows[v], int64(t.Dims[0]))
+					}
 				case n.OpType == "Gather" && i == 1:
 					t := w.Shape(n.Input(0))
 					if t.Rank() == 2 && t.Dims[0].Known() && isFloatType(w.ElemType(n.Input(0))) {
@@ -122,20 +127,32 @@ func (w *Work) findRoles() *roles {
 			})
 		}
 	}
-	// The token ids gather the largest table.
+	// The token ids gather the table as wide as the logits the model
+	// predicts (the vocabulary); without such an output, the largest.
 	var tokens *graph.Value
+	vocab := w.logitWidths()
 	for v, n := range rows {
-		if tokens == nil || n > rows[tokens] || n == rows[tokens] && w.inputIndex(v) < w.inputIndex(tokens) {
+		if vocab[n] && (tokens == nil || !vocab[rows[tokens]] || w.inputIndex(v) < w.inputIndex(tokens)) {
 			tokens = v
 		}
 	}
+	if tokens == nil {
+		for v, n := range rows {
+			if tokens == nil || n > rows[tokens] || n == rows[tokens] && w.inputIndex(v) < w.inputIndex(tokens) {
+				tokens = v
+			}
+		}
+	}
+	// A table gathered by positions the graph computes itself leaves the
+	// other gathered inputs the role of token types.
+	inGraphPositions := w.gathersComputedPositions()
 	for _, v := range ins {
 		dt := w.ElemType(v)
 		s := w.Shape(v)
 		switch {
 		case v == tokens:
 			r.of[v] = RoleTokens
-		case isIntType(dt) && rows[v] > 0 && rows[v] < 8:
+		case isIntType(dt) && rows[v] > 0 && (rows[v] < 8 || inGraphPositions && !angle[v] && !w.feedsAngles(v)):
 			r.of[v] = RoleTokenType
 		case isIntType(dt) && (rows[v] >= 8 || angle[v] || w.feedsAngles(v)):
 			r.of[v] = RolePositions
@@ -164,19 +181,31 @@ func (w *Work) inputIndex(v *graph.Value) int {
 }
 
 // feedsAngles reports whether integer input v is cast to a float type and
-// multiplied (positions times frequencies).
+// multiplied (positions times frequencies), through layout changes.
 func (w *Work) feedsAngles(v *graph.Value) bool {
 	found := false
-	reachUses(v, func(n *graph.Node, i int) {
-		if n.OpType == "Cast" && isFloatType(graph.DataType(n.AttrInt("to", 0))) {
-			for _, u := range n.Output(0).Uses() {
-				switch u.Node.OpType {
-				case "MatMul", "Mul", "Einsum", "Sin", "Cos", "Div":
-					found = true
+	seen := map[*graph.Value]bool{}
+	var walk func(v *graph.Value, float bool, depth int)
+	walk = func(v *graph.Value, float bool, depth int) {
+		if seen[v] || depth > 12 || found {
+			return
+		}
+		seen[v] = true
+		for _, u := range v.Uses() {
+			n := u.Node
+			switch {
+			case n.OpType == "Cast":
+				walk(n.Output(0), isFloatType(graph.DataType(n.AttrInt("to", 0))), depth+1)
+			case layoutOps[n.OpType] || n.OpType == "Slice" || n.OpType == "Gather" && u.Index == 0:
+				if u.Index == 0 {
+					walk(n.Output(0), float, depth+1)
 				}
+			case float && (n.OpType == "MatMul" || n.OpType == "Mul" || n.OpType == "Einsum" || n.OpType == "Sin" || n.OpType == "Cos" || n.OpType == "Div"):
+				found = true
 			}
 		}
-	})
+	}
+	walk(v, false, 0)
 	return found
 }
 
@@ -231,4 +260,79 @@ func (w *Work) markAct(g *graph.Graph) {
 			}
 		}
 	}
+}
+
+// logitWidths are the last dimensions of the model's outputs computed by
+// a product with weights (the vocabulary of a language model's logits).
+func (w *Work) logitWidths() map[int64]bool {
+	out := map[int64]bool{}
+	for _, o := range w.M.Graph.Outputs {
+		v := o
+		for steps := 0; steps < 4 && v != nil && v.Producer() != nil; steps++ {
+			n := v.Producer()
+			if n.OpType == "MatMul" || n.OpType == "Gemm" || n.OpType == "FusedMatMul" {
+				if d := w.Shape(o).Last(); d.Known() {
+					out[int64(d)] = true
+				}
+				break
+			}
+			if n.OpType != "Add" && !layoutOps[n.OpType] {
+				break
+			}
+			v = n.Input(0)
+			if w.IsConst(v) && len(n.Inputs()) > 1 {
+				v = n.Input(1)
+			}
+		}
+	}
+	return out
+}
+
+// gathersComputedPositions reports whether a float table is gathered by
+// indices the graph computes from shapes and constants only (positions
+// made inside the model, such as BERT's arange).
+func (w *Work) gathersComputedPositions() bool {
+	found := false
+	w.M.Graph.Walk(func(n *graph.Node) {
+		if found || n.OpType != "Gather" || !isONNX(n) {
+			return
+		}
+		t := w.Shape(n.Input(0))
+		if t.Rank() != 2 || !isFloatType(w.ElemType(n.Input(0))) || w.IsConst(n.Input(1)) || w.Shape(n.Input(1)).Rank() < 1 {
+			return
+		}
+		if len(w.valueInputs(n.Input(1))) == 0 {
+			found = true
+		}
+	})
+	return found
+}
+
+// valueInputs lists the graph inputs v depends on by value (not only
+// through their shapes).
+func (w *Work) valueInputs(v *graph.Value) []*graph.Value {
+	seen := map[*graph.Value]bool{}
+	var out []*graph.Value
+	var walk func(v *graph.Value, depth int)
+	walk = func(v *graph.Value, depth int) {
+		if v == nil || seen[v] || depth > 200 || w.IsConst(v) {
+			return
+		}
+		seen[v] = true
+		n := v.Producer()
+		if n == nil {
+			if v.Graph() == w.M.Graph {
+				out = append(out, v)
+			}
+			return
+		}
+		if n.OpType == "Shape" || n.OpType == "Size" {
+			return
+		}
+		for _, in := range n.Inputs() {
+			walk(in, depth+1)
+		}
+	}
+	walk(v, 0)
+	return out
 }
