@@ -2,6 +2,7 @@ package verify_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -104,5 +105,35 @@ func TestTableInsideAnIfIsReadToItsLastRow(t *testing.T) {
 		if s.Name != "table64" && !s.Equal {
 			t.Errorf("set %s differs: only 64 tokens read the table's last row", s.Name)
 		}
+	}
+}
+
+// TestOutputsMatchedByPositionWhenNamesDiffer renames B's output: the
+// outputs are compared by position, with a warning, and the report names
+// both.
+func TestOutputsMatchedByPositionWhenNamesDiffer(t *testing.T) {
+	e := entry(t, "rope_kvcache")
+	a := loadModel(t, e.ModelPath())
+	b := loadModel(t, e.ModelPath())
+	for i, v := range b.Graph.Outputs {
+		v.Name = fmt.Sprintf("out%d", i)
+	}
+	data, err := b.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err = graph.Decode(data, ""); err != nil {
+		t.Fatal(err)
+	}
+	r, err := verify.Compare(context.Background(), a, b, verify.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Equal || len(r.Warnings) == 0 || !strings.Contains(r.Warnings[0], "compared by position") {
+		t.Fatalf("%s; warnings %q", r.Summary, r.Warnings)
+	}
+	o := r.Sets[0].Outputs
+	if len(o) != 5 || o[0].Name != "logits" || o[0].NameB != "out0" || o[4].NameB != "out4" {
+		t.Fatalf("outputs %+v", o)
 	}
 }
