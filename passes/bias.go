@@ -153,8 +153,8 @@ func (w *Work) biasFinding(c *Context, b *Block, bt BiasTerm, readers map[*graph
 	case graph.BFloat16:
 		eps = 1.0 / 128
 	}
-	if slopes, ok := alibiSlopes(bv, heads, eps); ok {
-		return w.alibiFinding(b, bt, bv, slopes, cone, eps)
+	if slopes, sym, ok := alibiSlopes(bv, heads, eps); ok {
+		return w.alibiFinding(b, bt, bv, slopes, sym, cone, eps)
 	}
 	if toeplitz(bv) {
 		if f, why := w.t5Finding(b, bt, cone, readers); f != nil {
@@ -184,37 +184,50 @@ func (w *Work) scoreHeads(b *Block, biasHeads int) int {
 }
 
 // alibiSlopes checks that every row of every head is linear in the key
-// position over its unmasked entries, with one slope per head; eps is the
-// relative rounding of the bias's type.
-func alibiSlopes(bv biasView, heads int, eps float64) ([]float64, bool) {
-	slopes := make([]float64, heads)
-	nonzero := false
-	for h := 0; h < heads; h++ {
-		slope := math.NaN()
-		for i := 0; i < bv.q; i++ {
-			for j := 0; j+1 < bv.k; j++ {
-				a, c := bv.at(h, i, j), bv.at(h, i, j+1)
-				if masked(a) || masked(c) {
-					continue
-				}
-				d := c - a
-				switch {
-				case math.IsNaN(slope):
-					slope = d
-				case math.Abs(d-slope) > 1e-5*math.Max(1, math.Abs(slope))+2*eps*math.Max(math.Abs(a), math.Abs(c)):
-					return nil, false
+// position over its unmasked entries, with one slope per head (causal
+// ALiBi), or falls by the same slope on both sides of the diagonal
+// (symmetric ALiBi, -m·|i-j|); eps is the relative rounding of the bias's
+// type.
+func alibiSlopes(bv biasView, heads int, eps float64) ([]float64, bool, bool) {
+	for _, sym := range []bool{false, true} {
+		if sym && bv.q < 2 {
+			break
+		}
+		slopes := make([]float64, heads)
+		ok, nonzero := true, false
+		for h := 0; h < heads && ok; h++ {
+			slope := math.NaN()
+			for i := 0; i < bv.q && ok; i++ {
+				for j := 0; j+1 < bv.k; j++ {
+					a, c := bv.at(h, i, j), bv.at(h, i, j+1)
+					if masked(a) || masked(c) {
+						continue
+					}
+					d := c - a
+					if sym && j >= i {
+						d = -d // beyond the diagonal the bias falls
+					}
+					switch {
+					case math.IsNaN(slope):
+						slope = d
+					case math.Abs(d-slope) > 1e-5*math.Max(1, math.Abs(slope))+2*eps*math.Max(math.Abs(a), math.Abs(c)):
+						ok = false
+					}
 				}
 			}
+			if math.IsNaN(slope) {
+				ok = false
+			}
+			slopes[h] = slope
+			if slope != 0 {
+				nonzero = true
+			}
 		}
-		if math.IsNaN(slope) {
-			return nil, false
-		}
-		slopes[h] = slope
-		if slope != 0 {
-			nonzero = true
+		if ok && nonzero {
+			return slopes, sym, true
 		}
 	}
-	return slopes, nonzero
+	return nil, false, false
 }
 
 // toeplitz reports whether the bias depends only on key - query.
@@ -242,7 +255,7 @@ func toeplitz(bv biasView) bool {
 	return varies
 }
 
-func (w *Work) alibiFinding(b *Block, bt BiasTerm, bv biasView, slopes []float64, cone []*graph.Node, eps float64) *Finding {
+func (w *Work) alibiFinding(b *Block, bt BiasTerm, bv biasView, slopes []float64, sym bool, cone []*graph.Node, eps float64) *Finding {
 	ev := &ALiBiEvidence{Bias: w.OrigValue(bt.Value), Slopes: slopes}
 	params := &ALiBiParams{NumHeads: len(slopes), Slopes: slopes}
 	var notes []string
@@ -251,25 +264,7 @@ func (w *Work) alibiFinding(b *Block, bt BiasTerm, bv biasView, slopes []float64
 		params.Slopes = vals
 		ev.SlopesConst = w.name(cv)
 	}
-	// Symmetric: a bidirectional bias -m|i-j| (no causal mask).
-	if bv.q > 1 {
-		sym := true
-		for h := range slopes {
-			for i := 0; i < bv.q && sym; i++ {
-				for j := 0; j < bv.k; j++ {
-					a := bv.at(h, i, j)
-					if masked(a) || j >= bv.q {
-						continue
-					}
-					if d := bv.at(h, j, i); masked(d) || math.Abs(a-d) > 1e-6*math.Max(1, math.Abs(a)) {
-						sym = false
-						break
-					}
-				}
-			}
-		}
-		params.Symmetric = sym && bv.at(0, 0, 1) != bv.at(0, 1, 0)-2*slopes[0]
-	}
+	params.Symmetric = sym
 	usesCumSum := false
 	for _, n := range cone {
 		if n.OpType == "CumSum" {
