@@ -32,15 +32,16 @@ func (w *Work) sampleRows(x *graph.Value, rows0 [][]float64) [][]float64 {
 }
 
 // cosSinRows evaluates the rotation of side s at consecutive positions
-// (evidenceRows of them, or the measurement's length when a stored cache
-// is shorter or the frequencies depend on the length) with the first
-// dimension of every pair set: what it gives in the pair's two dimensions
-// is the cos and sin (times the amplitude) applied at each position.
+// with the first dimension of every pair set: what it gives in the pair's
+// two dimensions is the cos and sin (times the amplitude) applied at each
+// position. It takes evidenceRows positions when the rows agree with the
+// measured frequencies (not when they depend on the length, as dynamic
+// NTK's do, or a stored cache is shorter), else the measurement's length.
 // start is the position of the first row, read from the angles (-1 when
 // they fit neither 0 nor the probe's cache length).
 func (w *Work) cosSinRows(s *side, r *rotation) (start int, cos, sin [][]float64) {
 	lengths := []int{evidenceRows, r.seq}
-	if r.dynamic != nil || r.tableRows > 0 && r.tableRows < evidenceRows {
+	if r.tableRows > 0 && r.tableRows < evidenceRows || r.seq >= evidenceRows {
 		lengths = lengths[1:]
 	}
 	for _, n := range lengths {
@@ -88,6 +89,9 @@ func (w *Work) cosSinRows(s *side, r *rotation) (start int, cos, sin [][]float64
 				break
 			}
 		}
+		if n != r.seq && (start < 0 || !r.rowsAgree(start, cos, sin)) {
+			continue
+		}
 		return start, cos, sin
 	}
 	return -1, nil, nil
@@ -101,6 +105,16 @@ func (r *rotation) startsAt(p int, cos, sin []float64) bool {
 			tol += 2e-3 * (1 + om*float64(p))
 		}
 		if math.Abs(math.Remainder(math.Atan2(sin[k], cos[k])-om*float64(p), 2*math.Pi)) > tol {
+			return false
+		}
+	}
+	return true
+}
+
+// rowsAgree reports whether every row's angles are those of its position.
+func (r *rotation) rowsAgree(start int, cos, sin [][]float64) bool {
+	for i := range cos {
+		if !r.startsAt(start+i, cos[i], sin[i]) {
 			return false
 		}
 	}

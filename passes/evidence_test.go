@@ -51,7 +51,7 @@ func TestRoPEEvidenceCosSin(t *testing.T) {
 		{"rope_yarn", 64, 0, 1 + 0.1*math.Log(4), 1e-5, 0},
 		{"rope_gptj", 64, 0, 1, 1e-5, 0},   // a stored [64, 8] table
 		{"rope_linear", 64, 0, 1, 1e-5, 0}, // a stored [128, 16] cache sliced to the length
-		{"rope_ntk", 16, 0, 1, 1e-5, 0},    // dynamic: the measurement's length
+		{"rope_ntk", 16, 0, 1, 1e-5, 0},    // dynamic: 64 positions scale the frequencies; the measurement's length
 		{"rope_kvcache", 64, 64, 1, 1e-4, 0},
 		{"rope_llama_fp16", 64, 0, 1, 2e-3, 0},
 	} {
@@ -123,6 +123,31 @@ func TestTableEvidenceSample(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// LongRoPE's rows at 64 positions use the short factors, as measured.
+func TestRoPEEvidenceLongRoPE(t *testing.T) {
+	m, err := graph.LoadWith(filepath.Join("testdata", "realmodels", "ee_phi35_mini_longrope_noweights", "model.onnx"), graph.LoadOptions{AllowMissingExternal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := passes.AuditModel(m, "phi35", passes.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := finding(t, r, passes.RoPEScheme).Evidence.(*passes.RoPEEvidence)
+	if len(ev.Cos) != 64 || ev.Start != 0 || len(ev.InvFreqLong) != len(ev.InvFreq) {
+		t.Fatalf("%d rows from %d, %d long frequencies for %d pairs", len(ev.Cos), ev.Start, len(ev.InvFreqLong), len(ev.InvFreq))
+	}
+	for k := range ev.InvFreq {
+		if !(ev.InvFreqLong[k] < ev.InvFreq[k]*(1+1e-6)) {
+			t.Errorf("pair %d: the long frequency %g is above the short one %g", k, ev.InvFreqLong[k], ev.InvFreq[k])
+		}
+	}
+	om, a := ev.InvFreq[1], ev.Amplitude
+	if c := a * math.Cos(om*63); math.Abs(ev.Cos[63][1]-c) > 1e-3 {
+		t.Errorf("cos at 63, pair 1 = %g; the short frequency gives %g", ev.Cos[63][1], c)
 	}
 }
 

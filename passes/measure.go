@@ -635,6 +635,7 @@ func (w *Work) fitLongRoPE(r *rotation, angErr, tol float64) (ropeFit, bool) {
 	if pt, ok := r.remeasure(hi + r.seq); ok && same(pt, long) {
 		long = pt
 	}
+	r.omegaLong = long.omega
 	f := ropeFit{Scaling: "longrope", Orig: ptr(orig), Base: math.NaN()}
 	if math.Abs(r.amp-1) > 10*tol {
 		f.AttnF = ptr(snapF32(r.amp))
