@@ -181,6 +181,15 @@ func FloatsAttr(name string, v ...float32) *Attr {
 	return a
 }
 
+// StringsAttr makes a strings attribute.
+func StringsAttr(name string, v ...string) *Attr {
+	a := newAttr(name, AttrStrings)
+	for _, x := range v {
+		a.pb.Strings = append(a.pb.Strings, []byte(x))
+	}
+	return a
+}
+
 // TensorAttr makes a tensor attribute.
 func TensorAttr(name string, t *Tensor) *Attr {
 	a := newAttr(name, AttrTensor)
