@@ -346,7 +346,7 @@ func tensorScatter(c *Call, in []*Tensor) ([]*Tensor, error) {
 }
 
 func init() {
-	reg("Attention", 23, 0, attentionONNX)
+	reg("Attention", 23, 0, float32Kernel(attentionONNX))
 	reg("RMSNormalization", 23, 0, rmsNormalization)
 	Register("", "TensorScatter", 24, 0, tensorScatter, Native)
 }

@@ -1,9 +1,11 @@
 package kernels
 
 import (
+	"fmt"
 	"math"
 	"sync/atomic"
 
+	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels/gemm"
 )
 
@@ -241,4 +243,40 @@ func (w *attnWorker) softmax(x []float32, smooth bool, sink float32) {
 	for i := range x {
 		x[i] *= inv
 	}
+}
+
+// float32Kernel wraps the kernel of an op computed in float32 (the
+// attention and quantized-matrix ops): a float input of another type than
+// float32 (after the executor widened float16 and bfloat16), such as
+// float64, is an error wrapping ErrUnsupportedType.
+func float32Kernel(fn Kernel) Kernel {
+	return func(c *Call, in []*Tensor) ([]*Tensor, error) {
+		for i, t := range in {
+			if t != nil && !t.IsSequence() && isFloatType(t.DType) && t.DType != graph.Float {
+				return nil, fmt.Errorf("input %d is %v: this op is computed for float32, float16 and bfloat16: %w", i, t.DType, ErrUnsupportedType)
+			}
+		}
+		return fn(c, in)
+	}
+}
+
+// fanOutDynamic runs [0, n) in chunks of chunk items on p goroutines that
+// take the next chunk when done with theirs (on a machine whose cores other
+// work also uses, no goroutine waits for a slow one's fixed share). Each
+// goroutine calls worker once for its function of a chunk (which owns the
+// goroutine's scratch).
+func fanOutDynamic(p, n, chunk int, worker func() func(lo, hi int)) {
+	chunk = max(chunk, 1)
+	nc := (n + chunk - 1) / chunk
+	var next atomic.Int64
+	fanOut(min(p, nc), min(p, nc), func(_, _ int) {
+		f := worker()
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= nc {
+				return
+			}
+			f(i*chunk, min((i+1)*chunk, n))
+		}
+	})
 }

@@ -845,7 +845,7 @@ func contribAttention(c *Call, in []*Tensor) ([]*Tensor, error) {
 
 func init() {
 	ms := func(op string, fn Kernel) { Register(DomainMicrosoft, op, 1, 0, fn, 0) }
-	ms("GroupQueryAttention", groupQueryAttention)
-	ms("MultiHeadAttention", multiHeadAttention)
-	ms("Attention", contribAttention)
+	ms("GroupQueryAttention", float32Kernel(groupQueryAttention))
+	ms("MultiHeadAttention", float32Kernel(multiHeadAttention))
+	ms("Attention", float32Kernel(contribAttention))
 }

@@ -188,7 +188,7 @@ func generationOpError(op string) error {
 
 func init() {
 	ms := func(op string, fn Kernel) { Register(DomainMicrosoft, op, 1, 0, fn, 0) }
-	Register(DomainMicrosoft, "EmbedLayerNormalization", 1, 0, embedLayerNorm, 0)
+	Register(DomainMicrosoft, "EmbedLayerNormalization", 1, 0, float32Kernel(embedLayerNorm), 0)
 	ms("GemmFastGelu", gemmFastGelu)
 	ms("BiasAdd", biasAdd)
 }

@@ -290,3 +290,14 @@ func TestQ4VectorKernels(t *testing.T) {
 		}
 	}
 }
+
+// TestAttentionFloat64Refused checks that a float64 Attention is an error
+// wrapping ErrUnsupportedType (the attention core computes float32), not
+// an internal error.
+func TestAttentionFloat64Refused(t *testing.T) {
+	q := New(graph.Double, 1, 2, 3, 8)
+	_, err := runOp(t, "", "Attention", 23, 1, nil, q, q, q)
+	if !errors.Is(err, ErrUnsupportedType) || errors.Is(err, ErrInternal) {
+		t.Errorf("error %v, want ErrUnsupportedType", err)
+	}
+}

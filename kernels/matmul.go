@@ -337,6 +337,8 @@ func (s *Session) packWeights(p *plan) {
 		var transB bool
 		switch d := normDomain(n.Domain); {
 		case d == "" && n.OpType == "MatMul":
+		case d == DomainMicrosoft && (n.OpType == "Attention" || n.OpType == "GemmFastGelu"):
+			// Their weights (input 1) multiply the input as MatMul's B.
 		case d == "" && n.OpType == "Gemm" || d == DomainMicrosoft && n.OpType == "FusedMatMul":
 			if a := st.attrs.attr("transB"); a != nil {
 				transB = a.Int() == 1

@@ -480,36 +480,41 @@ func (w *nbits) gemv(c *Call, y, a []float32, M int) {
 	if M*N*K < 1<<20 {
 		p = 1
 	}
-	fanOut(min(p, N), N, func(n0, n1 int) {
+	fanOutDynamic(p, N, 64, func() func(int, int) {
 		zps := make([]float32, w.kBlocks)
-		row := make([]float32, K)
-		for n := n0; n < n1; n++ {
-			w.zeroPoints(zps, n)
-			if vec {
-				q := w.q[n*w.kBlocks*w.blob:]
-				sc := w.scales[n*w.kBlocks:]
-				ok := true
-				for m := 0; m < M && ok; m++ {
-					var v float32
-					if v, ok = q4Dot(ap[m*full*bs:], q, sc, zps, full, bs); ok {
-						if full*bs < K { // the last, partial block
-							v += w.partialDot(a[m*K+full*bs:(m+1)*K], n, full, zps)
+		var row []float32
+		return func(n0, n1 int) {
+			for n := n0; n < n1; n++ {
+				w.zeroPoints(zps, n)
+				if vec {
+					q := w.q[n*w.kBlocks*w.blob:]
+					sc := w.scales[n*w.kBlocks:]
+					ok := true
+					for m := 0; m < M && ok; m++ {
+						var v float32
+						if v, ok = q4Dot(ap[m*full*bs:], q, sc, zps, full, bs); ok {
+							if full*bs < K { // the last, partial block
+								v += w.partialDot(a[m*K+full*bs:(m+1)*K], n, full, zps)
+							}
+							y[m*N+n] = v
 						}
-						y[m*N+n] = v
+					}
+					if ok {
+						continue
 					}
 				}
-				if ok {
-					continue
+				if row == nil {
+					row = make([]float32, K)
 				}
-			}
-			w.dequantRow(row, n, zps)
-			for m := range M {
-				ar := a[m*K : (m+1)*K]
-				var s float32
-				for k, x := range ar {
-					s += x * row[k]
+				w.dequantRow(row, n, zps)
+				for m := range M {
+					ar := a[m*K : (m+1)*K]
+					var s float32
+					for k, x := range ar {
+						s += x * row[k]
+					}
+					y[m*N+n] = s
 				}
-				y[m*N+n] = s
 			}
 		}
 	})
@@ -599,30 +604,32 @@ func matMulNBits(c *Call, in []*Tensor) ([]*Tensor, error) {
 		if M*w.N*K < 1<<20 {
 			p = 1
 		}
-		fanOut(min(p, npan), npan, func(lo, hi int) {
+		fanOutDynamic(p, npan, 1, func() func(int, int) {
 			buf := make([]float32, panel*K)
 			ct := make([]float32, panel*M)
 			zps := make([]float32, w.kBlocks)
 			one := gemm.Exec{Threads: 1}
-			for pi := lo; pi < hi; pi++ {
-				n0, n1 := pi*panel, min((pi+1)*panel, w.N)
-				for n := n0; n < n1; n++ {
-					w.zeroPoints(zps, n)
-					row := buf[(n-n0)*K : (n-n0+1)*K]
-					if vec && q4Dequant(row, w.q[n*w.kBlocks*w.blob:], w.scales[n*w.kBlocks:], zps, full, w.bs) {
-						if full < w.kBlocks { // the last, partial block
-							w.dequantTail(row, n, full, zps)
+			return func(lo, hi int) {
+				for pi := lo; pi < hi; pi++ {
+					n0, n1 := pi*panel, min((pi+1)*panel, w.N)
+					for n := n0; n < n1; n++ {
+						w.zeroPoints(zps, n)
+						row := buf[(n-n0)*K : (n-n0+1)*K]
+						if vec && q4Dequant(row, w.q[n*w.kBlocks*w.blob:], w.scales[n*w.kBlocks:], zps, full, w.bs) {
+							if full < w.kBlocks { // the last, partial block
+								w.dequantTail(row, n, full, zps)
+							}
+							continue
 						}
-						continue
+						w.dequantRow(row, n, zps)
 					}
-					w.dequantRow(row, n, zps)
-				}
-				// Y^T = W . A^T: the weight panel is GEMM's left operand,
-				// whose packing is cheaper than the right one's.
-				one.SgemmPacked(n1-n0, M, K, 1, buf, K, pa, 0, ct, M)
-				for j := range n1 - n0 {
-					for m, v := range ct[j*M : (j+1)*M] {
-						yd[m*w.N+n0+j] = v
+					// Y^T = W . A^T: the weight panel is GEMM's left operand,
+					// whose packing is cheaper than the right one's.
+					one.SgemmPacked(n1-n0, M, K, 1, buf, K, pa, 0, ct, M)
+					for j := range n1 - n0 {
+						for m, v := range ct[j*M : (j+1)*M] {
+							yd[m*w.N+n0+j] = v
+						}
 					}
 				}
 			}
@@ -638,8 +645,8 @@ func matMulNBits(c *Call, in []*Tensor) ([]*Tensor, error) {
 
 func init() {
 	ms := func(op string, fn Kernel) { Register(DomainMicrosoft, op, 1, 0, fn, 0) }
-	ms("MatMulNBits", matMulNBits)
-	ms("DynamicQuantizeMatMul", dynamicQuantizeMatMul)
-	ms("MatMulIntegerToFloat", matMulIntegerToFloat)
-	ms("QAttention", qAttention)
+	ms("MatMulNBits", float32Kernel(matMulNBits))
+	ms("DynamicQuantizeMatMul", float32Kernel(dynamicQuantizeMatMul))
+	ms("MatMulIntegerToFloat", float32Kernel(matMulIntegerToFloat))
+	ms("QAttention", float32Kernel(qAttention))
 }
