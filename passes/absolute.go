@@ -25,6 +25,10 @@ type TableEvidence struct {
 	// Sample is the encoding at more positions (0, 1, ... up to 64) as one
 	// probe evaluated it, for reports; Rows0 when the model takes no more.
 	Sample [][]float64
+	// Positions says where the rows are read (nil when the rows do not
+	// follow positions; PositionsWhy says why).
+	Positions    *Positions
+	PositionsWhy string
 }
 
 // Absolute finds absolute position encodings added to the embeddings.
@@ -148,6 +152,7 @@ func (w *Work) absoluteAt(c *Context, add *graph.Node, act, x *graph.Value, bloc
 		tableV, tableRows = tv, r
 	}
 	ev := &TableEvidence{Add: at, Value: w.OrigValue(x), Rows0: rows, Sample: w.sampleRows(x, rows)}
+	ev.Positions, ev.PositionsWhy = w.tablePositions(x)
 	if tableV != nil {
 		ev.Table, ev.Rows = w.name(tableV), tableRows
 	}

@@ -73,6 +73,14 @@ type RoPEEvidence struct {
 	// first position). Nil when the probe failed.
 	Start    int
 	Cos, Sin [][]float64
+	// Axis is the axis of q (as the rotation reads it) along which the
+	// positions run; the others but the last are batch and heads.
+	Axis int
+	// Positions says where the rotation reads the positions (nil when the
+	// cos/sin depend on more than the positions: frequencies given as
+	// inputs, dynamic rules; PositionsWhy says why).
+	Positions    *Positions
+	PositionsWhy string
 }
 
 // RoPEBlock is one block's rotations of q and k.
@@ -87,6 +95,8 @@ type RoPESide struct {
 	In, Out string
 	Pos     []string
 	Nodes   []string
+
+	side *side // in the working copy
 }
 
 // RoPE finds rotary position embeddings in unfused form.
@@ -170,9 +180,10 @@ func runRoPE(c *Context) (any, error) {
 		if f == nil {
 			f = &Finding{Scheme: RoPEScheme, Params: h.params, Evidence: &RoPEEvidence{
 				Pairs: h.m.rot.pairs, InvFreq: h.m.rot.omega, InvFreqLong: h.m.rot.omegaLong, Amplitude: h.m.rot.amp,
-				Synthetic: h.m.rot.synthetic, Table: h.m.rot.table}}
+				Synthetic: h.m.rot.synthetic, Table: h.m.rot.table, Axis: h.m.rot.posAxis}}
 			ev := f.Evidence.(*RoPEEvidence)
 			ev.Start, ev.Cos, ev.Sin = w.cosSinRows(sides[h.b].Q, h.m.rot)
+			ev.Positions, ev.PositionsWhy = w.ropePositions(sides[h.b].Q, h.m.rot)
 			out = append(out, f)
 		}
 		ev := f.Evidence.(*RoPEEvidence)
@@ -223,7 +234,7 @@ func (w *Work) sortOrig(names []string) []string {
 }
 
 func (w *Work) sideEvidence(s *side) RoPESide {
-	r := RoPESide{In: w.OrigValue(s.In), Out: w.OrigValue(s.Out), Nodes: w.origNames(s.Nodes)}
+	r := RoPESide{In: w.OrigValue(s.In), Out: w.OrigValue(s.Out), Nodes: w.origNames(s.Nodes), side: s}
 	for _, p := range s.Pos {
 		r.Pos = append(r.Pos, w.OrigValue(p))
 	}
