@@ -146,13 +146,22 @@ func (p *planner) probeTables() error {
 		defer probe.close()
 	}
 	for k, n := range lens {
+		if probe == nil {
+			break
+		}
+		if k == 1 && (lens[1] == lens[0] || !a.hasSeq()) {
+			// The shapes are fixed: the second probe would read the same.
+			for _, r := range a.reads {
+				if !r.static {
+					r.rows[1] = r.rows[0]
+				}
+			}
+			break
+		}
 		spec := SetSpec{Name: fmt.Sprintf("probe (sequence %d)", n), Batch: 1, Seq: n}
 		set, err := a.synthesize(spec, 1)
 		if err != nil {
 			return err
-		}
-		if probe == nil {
-			continue
 		}
 		out, err := probe.run(set.inputs, nil)
 		if err != nil {
@@ -379,6 +388,10 @@ func (p *planner) specs() []SetSpec {
 		out = append(out, padded(s))
 	}
 	if !a.hasSeq() {
+		if !a.hasDim(DimBatch) {
+			// Every size is fixed: one set.
+			return []SetSpec{padded(SetSpec{Name: "fixed", Batch: 3, Purpose: "the model's fixed shapes", required: true})}
+		}
 		add(SetSpec{Name: "batch1", Batch: 1, Purpose: "one example", required: true})
 		add(SetSpec{Name: "batch3", Batch: 3, Purpose: "a batch"})
 		return dedupeSpecs(out)

@@ -323,6 +323,18 @@ func (a *Analysis) hasSeq() bool {
 	return false
 }
 
+// hasDim reports whether some input has a dimension of kind k.
+func (a *Analysis) hasDim(k DimKind) bool {
+	for _, in := range a.Inputs {
+		for _, d := range in.Dims {
+			if d.Kind == k {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (a *Analysis) hasRole(r Role) bool {
 	for _, in := range a.Inputs {
 		if in.Role == r {
