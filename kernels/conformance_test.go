@@ -75,7 +75,7 @@ const (
 	skipOp        = "op not registered"
 	skipOpset     = "opset outside the registered range"
 	skipType      = "element type not supported"
-	skipNonTensor = "sequence or optional data"
+	skipNonTensor = "map or sparse tensor data"
 	skipTraining  = "training mode" // the executor does inference only
 	skipKnown     = "known failure left to another issue"
 )
@@ -351,12 +351,12 @@ func runModelCase(path, dir string, rtol, atol float64, ignoreShapes, wholeModel
 	}
 	for _, vs := range [][]*graph.Value{m.Graph.Inputs, m.Graph.Outputs} {
 		for _, v := range vs {
-			if v.Type != nil && !v.Type.IsTensor() {
-				r.status, r.reason, r.detail = "skip", skipNonTensor, v.Type.Kind()+" "+v.Name
+			if k := innerKind(v.Type); k != "tensor" {
+				r.status, r.reason, r.detail = "skip", skipNonTensor, k+" "+v.Name
 				return r
 			}
-			if v.Type != nil && !Supported(v.Type.ElemType()) {
-				r.status, r.reason, r.detail = "skip", skipType, v.Type.ElemType().String()
+			if et := innerElemType(v.Type); v.Type != nil && !Supported(et) {
+				r.status, r.reason, r.detail = "skip", skipType, et.String()
 				return r
 			}
 		}
@@ -386,7 +386,7 @@ func runModelCase(path, dir string, rtol, atol float64, ignoreShapes, wholeModel
 			if i >= len(inputs) {
 				break
 			}
-			tt, err := readTestTensor(filepath.Join(set, fmt.Sprintf("input_%d.pb", i)), inputs[i])
+			tt, err := readTestValue(filepath.Join(set, fmt.Sprintf("input_%d.pb", i)), inputs[i])
 			if err != nil {
 				r.status, r.reason = "fail", err.Error()
 				return r
@@ -403,7 +403,7 @@ func runModelCase(path, dir string, rtol, atol float64, ignoreShapes, wholeModel
 			return r
 		}
 		for i, v := range m.Graph.Outputs {
-			want, err := readTestTensor(filepath.Join(set, fmt.Sprintf("output_%d.pb", i)), v)
+			want, err := readTestValue(filepath.Join(set, fmt.Sprintf("output_%d.pb", i)), v)
 			if err != nil {
 				r.status, r.reason = "fail", err.Error()
 				return r
@@ -415,7 +415,7 @@ func runModelCase(path, dir string, rtol, atol float64, ignoreShapes, wholeModel
 				// runtimes may differ by a few ulps after many ops.
 				rt, at = max(rt, 1e-2), max(at, 1e-3)
 			}
-			if msg := compareTensors(outs[v.Name], want, rt, at); msg != "" {
+			if msg := compareValues(outs[v.Name], want, rt, at); msg != "" {
 				r.status, r.reason = "fail", fmt.Sprintf("%s: output %d (%s): %s", filepath.Base(set), i, v.Name, msg)
 				return r
 			}
@@ -531,6 +531,93 @@ func compareTensors(got, want *Tensor, rtol, atol float64) string {
 		}
 	}
 	return ""
+}
+
+// innerKind is the kind of the tensors a type holds: "tensor" for
+// tensors and for sequences and optionals of them (at any depth), else
+// the kind that is not ("map", "sparse_tensor", ...). An undeclared type
+// counts as a tensor.
+func innerKind(t *graph.Type) string {
+	for t != nil && (t.Kind() == "sequence" || t.Kind() == "optional") {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() == "unknown" {
+		return "tensor"
+	}
+	return t.Kind()
+}
+
+// innerElemType is the element type of the tensors a type holds.
+func innerElemType(t *graph.Type) graph.DataType {
+	for t != nil && (t.Kind() == "sequence" || t.Kind() == "optional") {
+		t = t.Elem()
+	}
+	if t == nil {
+		return graph.Undefined
+	}
+	return t.ElemType()
+}
+
+// readTestValue reads a test-data file for value v: a tensor, or a
+// sequence or optional value as v's type declares.
+func readTestValue(path string, v *graph.Value) (*Tensor, error) {
+	if v.Type == nil || v.Type.IsTensor() {
+		return readTestTensor(path, v)
+	}
+	dv, err := graph.ReadValueFile(path, v.Type)
+	if err != nil {
+		return nil, err
+	}
+	return fromDataValue(dv)
+}
+
+// fromDataValue converts test data to the executor's values.
+func fromDataValue(dv *graph.DataValue) (*Tensor, error) {
+	switch dv.Kind {
+	case "tensor":
+		return FromGraph(dv.Tensor)
+	case "sequence":
+		ts := make([]*Tensor, len(dv.Sequence))
+		dt := dv.ElemType
+		for i, e := range dv.Sequence {
+			t, err := fromDataValue(e)
+			if err != nil {
+				return nil, err
+			}
+			ts[i], dt = t, t.DType
+		}
+		return NewSequence(dt, ts), nil
+	case "optional":
+		if dv.Elem == nil {
+			return NewNone(graph.Undefined), nil
+		}
+		return fromDataValue(dv.Elem)
+	}
+	return nil, fmt.Errorf("test data of kind %s", dv.Kind)
+}
+
+// compareValues is compareTensors for sequences and optionals too.
+func compareValues(got, want *Tensor, rtol, atol float64) string {
+	switch {
+	case got == nil:
+		return "missing"
+	case want.IsNone() || got.IsNone():
+		if want.IsNone() != got.IsNone() {
+			return fmt.Sprintf("got %v, want %v", got, want)
+		}
+		return ""
+	case want.IsSequence() || got.IsSequence():
+		if !want.IsSequence() || !got.IsSequence() || len(got.seq) != len(want.seq) {
+			return fmt.Sprintf("got %v, want %v", got, want)
+		}
+		for i := range want.seq {
+			if msg := compareValues(got.seq[i], want.seq[i], rtol, atol); msg != "" {
+				return fmt.Sprintf("sequence element %d: %s", i, msg)
+			}
+		}
+		return ""
+	}
+	return compareTensors(got, want, rtol, atol)
 }
 
 // readTestTensor reads a test-data tensor for value v. ONNX 1.12 wrote

@@ -33,7 +33,7 @@ func stack(c *Call, ts []*Tensor) (*Tensor, error) {
 		return nil, fmt.Errorf("nothing to stack")
 	}
 	for _, t := range ts {
-		if t.IsSequence() {
+		if t.notTensor() {
 			return nil, fmt.Errorf("a scan output is a sequence")
 		}
 	}
@@ -83,14 +83,14 @@ func bodyOutput(c *Call, i int) *graph.Value {
 func loopOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 	maxTrip := int64(-1)
 	if t := optIn(in, 0); t != nil {
-		if t.IsSequence() || t.Len() != 1 {
+		if t.notTensor() || t.Len() != 1 {
 			return nil, fmt.Errorf("M must have one element, not %v", t)
 		}
 		maxTrip = t.Int64s()[0]
 	}
 	cond := true
 	if t := optIn(in, 1); t != nil {
-		if t.IsSequence() || t.Len() != 1 {
+		if t.notTensor() || t.Len() != 1 {
 			return nil, fmt.Errorf("cond must have one element, not %v", t)
 		}
 		cond = t.Float64s()[0] != 0
@@ -115,7 +115,7 @@ func loopOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 		if len(outs) != 1+nState+nScan {
 			return nil, fmt.Errorf("body has %d outputs, want %d", len(outs), 1+nState+nScan)
 		}
-		if outs[0].IsSequence() || outs[0].Len() != 1 {
+		if outs[0].notTensor() || outs[0].Len() != 1 {
 			return nil, fmt.Errorf("body, iteration %d: cond must have one element, not %v", i, outs[0])
 		}
 		cond = outs[0].Float64s()[0] != 0
@@ -124,7 +124,7 @@ func loopOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 			scans[j] = append(scans[j], outs[1+nState+j])
 			// The stacked output grows with the iterations: bound it
 			// as it grows, not only when it is stacked.
-			if t := outs[1+nState+j]; !t.IsSequence() {
+			if t := outs[1+nState+j]; !t.notTensor() {
 				c.reserve(t.DType, slices.Concat([]int{len(scans[j])}, t.Shape))
 			}
 		}
@@ -174,7 +174,7 @@ func scanOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 	length := -1
 	for j := range m {
 		t := in[n+j]
-		if t == nil || t.IsSequence() {
+		if t == nil || t.notTensor() {
 			return nil, fmt.Errorf("scan input %d is not a tensor", j)
 		}
 		a := int64(0)
@@ -219,7 +219,7 @@ func scanOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 		copy(state, outs[:n])
 		for j := range k {
 			scans[j] = append(scans[j], outs[n+j])
-			if t := outs[n+j]; !t.IsSequence() {
+			if t := outs[n+j]; !t.notTensor() {
 				c.reserve(t.DType, slices.Concat([]int{len(scans[j])}, t.Shape))
 			}
 		}

@@ -518,7 +518,7 @@ func (s *Session) fold(st *step) ([]*Tensor, error) {
 		return nil, err
 	}
 	for _, t := range outs {
-		if t != nil && (t.IsSequence() || (st.node.OpType != "Constant" && t.Len() > memoMaxElems)) {
+		if t != nil && (t.notTensor() || (st.node.OpType != "Constant" && t.Len() > memoMaxElems)) {
 			return nil, nil
 		}
 	}
@@ -726,7 +726,7 @@ func (s *Session) Run(inputs map[string]*Tensor) (map[string]*Tensor, error) {
 // shared reports whether t is, or is a view of, storage the session keeps
 // from run to run.
 func (s *Session) shared(t *Tensor) bool {
-	if t.IsSequence() {
+	if t.notTensor() {
 		return false
 	}
 	if t.frozen {
@@ -749,7 +749,7 @@ func checkInput(v *graph.Value, t *Tensor, shapes bool) error {
 	if v.Type == nil || !v.Type.IsTensor() {
 		return nil
 	}
-	if t.IsSequence() {
+	if t.notTensor() {
 		return fmt.Errorf("input %q: got a sequence, the model declares %v", v.Name, v.Type)
 	}
 	if dt := v.Type.ElemType(); dt != graph.Undefined && dt != t.DType {
@@ -800,7 +800,7 @@ func (s *Session) exec(p *plan, e *env) error {
 		}
 		var outs []*Tensor
 		switch m := &st.memo; {
-		case m.kind == memoPure && frozen || m.kind == memoShape && ins[0] != nil && !ins[0].IsSequence():
+		case m.kind == memoPure && frozen || m.kind == memoShape && ins[0] != nil && !ins[0].notTensor():
 			if m.outs != nil && m.hit(ins) {
 				outs = m.outs
 				break
@@ -883,7 +883,7 @@ func (m *memo) hit(ins []*Tensor) bool {
 // marks them frozen.
 func (m *memo) keep(ins, outs []*Tensor) bool {
 	for _, t := range outs {
-		if t != nil && (t.IsSequence() || t.Len() > memoMaxElems) {
+		if t != nil && (t.notTensor() || t.Len() > memoMaxElems) {
 			return false
 		}
 	}
@@ -992,7 +992,7 @@ func (s *Session) callKernel(c *Call, st *step, ins []*Tensor) (outs []*Tensor, 
 	}
 	if !st.small {
 		for _, t := range ins {
-			if t != nil && smallType(t.DType) {
+			if t != nil && !t.notTensor() && smallType(t.DType) {
 				return nil, fmt.Errorf("an input of type %v: %w", t.DType, ErrUnsupportedType)
 			}
 		}
@@ -1000,12 +1000,12 @@ func (s *Session) callKernel(c *Call, st *step, ins []*Tensor) (outs []*Tensor, 
 	var half graph.DataType
 	kins := ins
 	if st.entry.flags&Native == 0 {
-		if i := st.half.in; i < len(ins) && ins[i] != nil && !ins[i].IsSequence() && isHalf(ins[i].DType) {
+		if i := st.half.in; i < len(ins) && ins[i] != nil && !ins[i].notTensor() && isHalf(ins[i].DType) {
 			half = ins[i].DType
 		}
 		copied := false
 		for i, t := range ins {
-			if t == nil || t.IsSequence() || !isHalf(t.DType) {
+			if t == nil || t.notTensor() || !isHalf(t.DType) {
 				continue
 			}
 			if !copied {
@@ -1038,7 +1038,7 @@ func (s *Session) callKernel(c *Call, st *step, ins []*Tensor) (outs []*Tensor, 
 	}
 	if half != 0 {
 		for i, t := range outs {
-			if t == nil || t.DType != graph.Float || t.IsSequence() || !st.half.isT(i) {
+			if t == nil || t.DType != graph.Float || t.notTensor() || !st.half.isT(i) {
 				continue
 			}
 			outs[i] = castC(c, t, half)

@@ -47,6 +47,10 @@ type Tensor struct {
 	// seq is set for a sequence value (ONNX sequence type): DType is its
 	// element type, Shape is nil and data is nil.
 	seq []*Tensor
+	// none marks an empty optional value (ONNX optional type): DType is
+	// its element type, Shape, data and seq are nil. An optional that
+	// holds a value is that value.
+	none bool
 	// frozen marks a tensor the session keeps from run to run (a constant
 	// or a cached output): nobody may change it and runs never recycle it.
 	frozen bool
@@ -58,8 +62,18 @@ func NewSequence(dt graph.DataType, ts []*Tensor) *Tensor {
 	return &Tensor{DType: dt, seq: append(make([]*Tensor, 0, len(ts)), ts...)}
 }
 
+// NewNone makes an empty optional value of element type dt.
+func NewNone(dt graph.DataType) *Tensor { return &Tensor{DType: dt, none: true} }
+
+// IsNone reports whether t is an empty optional value.
+func (t *Tensor) IsNone() bool { return t != nil && t.none }
+
 // IsSequence reports whether t is a sequence value.
 func (t *Tensor) IsSequence() bool { return t != nil && t.seq != nil }
+
+// notTensor reports whether t is a sequence or an empty optional (which
+// hold no elements of their own).
+func (t *Tensor) notTensor() bool { return t != nil && (t.seq != nil || t.none) }
 
 // Sequence returns the tensors of a sequence value.
 func (t *Tensor) Sequence() []*Tensor { return t.seq }
@@ -198,6 +212,9 @@ func (t *Tensor) String() string {
 	}
 	if t.seq != nil {
 		return fmt.Sprintf("seq(%v)[%d]", t.DType, len(t.seq))
+	}
+	if t.none {
+		return fmt.Sprintf("optional(%v) without a value", t.DType)
 	}
 	return fmt.Sprintf("%v%v", t.DType, shapeString(t.Shape))
 }
