@@ -15,8 +15,8 @@ import (
 // OptionalProto files; a file holds no mark of its own kind, so it is
 // read as the kind the model declares for it.
 type DataValue struct {
-	Kind     string   // "tensor", "sequence" or "optional"
-	Tensor   *Tensor  // a tensor
+	Kind     string       // "tensor", "sequence" or "optional"
+	Tensor   *Tensor      // a tensor
 	Sequence []*DataValue // a sequence's elements (possibly none)
 	// ElemType is the element type of a sequence's tensors (Undefined
 	// when the file does not say).
