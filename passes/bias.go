@@ -316,6 +316,9 @@ func (w *Work) alibiFinding(b *Block, bt BiasTerm, bv biasView, slopes []float64
 func (w *Work) slopeConst(cone []*graph.Node, slopes []float64, eps float64) (*graph.Value, []float64) {
 	for _, n := range cone {
 		for _, in := range n.Inputs() {
+			if in == nil || in.Const == nil || in.Const.Len() != int64(len(slopes)) {
+				continue
+			}
 			t := w.Const(in)
 			if t == nil || t.Len() != len(slopes) || !isFloatType(t.DType) {
 				continue

@@ -27,6 +27,9 @@ func (w *Work) Partial(v *graph.Value) ([]Dim, bool) {
 		}
 		return p, true
 	}
+	if v == nil || v.Const == nil || v.Const.Len() > maxPartial || !isIntType(v.Const.DataType()) {
+		return nil, false // never decode a large tensor for this
+	}
 	if t := w.Const(v); t != nil && t.Len() <= maxPartial && isIntType(t.DType) {
 		p := make([]Dim, t.Len())
 		for i, x := range t.Int64s() {
@@ -63,7 +66,7 @@ func isIntType(dt graph.DataType) bool {
 
 // intsOf reads a constant integer input (nil when absent or not constant).
 func (w *Work) intsOf(v *graph.Value) ([]int64, bool) {
-	if v == nil {
+	if v == nil || v.Const != nil && v.Const.Len() > 1<<16 {
 		return nil, false
 	}
 	t := w.Const(v)

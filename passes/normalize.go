@@ -37,9 +37,10 @@ type Work struct {
 	inlined   int
 	// powBase records, for constants folded from Pow(b, exponents) with a
 	// scalar b (the base of frequencies b^(-2i/d)), the base b.
-	powBase map[*graph.Value]float64
-	folds   map[*graph.Value][]*graph.Value // value of a folded node -> its initializer
-	oorder  map[*graph.Node]int
+	powBase   map[*graph.Value]float64
+	folds     map[*graph.Value][]*graph.Value // value of a folded node -> its initializer
+	oorder    map[*graph.Node]int
+	nameOrder map[string]int
 
 	roles  *roles // input roles and activation flags (roles.go)
 	weight map[*graph.Value]bool
@@ -74,14 +75,7 @@ func NewWork(m *graph.Model) (*Work, error) {
 }
 
 func newWork(m *graph.Model) (*Work, error) {
-	data, err := m.Marshal()
-	if err != nil {
-		return nil, fmt.Errorf("copy model: %w", err)
-	}
-	c, err := graph.DecodeWith(data, m.Dir, graph.LoadOptions{AllowMissingExternal: true})
-	if err != nil {
-		return nil, fmt.Errorf("copy model: %w", err)
-	}
+	c := m.Clone()
 	w := &Work{Orig: m, M: c,
 		origNode: map[*graph.Node]*graph.Node{}, origValue: map[*graph.Value]*graph.Value{},
 		opset: map[*graph.Node]int64{}, shapes: map[*graph.Value]Shape{}, etypes: map[*graph.Value]graph.DataType{},

@@ -216,20 +216,22 @@ func runRoPE(c *Context) (any, error) {
 
 // sortOrig dedups original node names and sorts them in the original order.
 func (w *Work) sortOrig(names []string) []string {
-	order := map[string]int{}
-	k := 0
-	w.Orig.Walk(func(n *graph.Node) {
-		name := n.Name
-		if name == "" && len(n.Outputs()) > 0 {
-			name = n.Output(0).Name
-		}
-		if _, ok := order[name]; !ok {
-			order[name] = k
-		}
-		k++
-	})
+	if w.nameOrder == nil {
+		w.nameOrder = map[string]int{}
+		k := 0
+		w.Orig.Walk(func(n *graph.Node) {
+			name := n.Name
+			if name == "" && len(n.Outputs()) > 0 {
+				name = n.Output(0).Name
+			}
+			if _, ok := w.nameOrder[name]; !ok {
+				w.nameOrder[name] = k
+			}
+			k++
+		})
+	}
 	names = slices.Clone(names)
-	slices.SortFunc(names, func(a, b string) int { return order[a] - order[b] })
+	slices.SortFunc(names, func(a, b string) int { return w.nameOrder[a] - w.nameOrder[b] })
 	return slices.Compact(names)
 }
 

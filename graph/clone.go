@@ -1,0 +1,129 @@
+package graph
+
+import (
+	"maps"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/onnxpe/onnxpe/internal/onnxpb"
+)
+
+// Clone returns a deep copy of the model's IR: new graphs, nodes, values
+// and functions, in the same order as m's (walking both visits
+// corresponding nodes together). Tensors, types, attributes that hold no
+// graph, and the fields kept as loaded are shared with m: the IR's edit
+// methods replace them and never change them in place, so edits of the
+// copy (SetInput, ReplaceAllUsesWith, InsertBefore, Remove, new
+// initializers) leave m as it was. Do not rename or rewrite a shared
+// tensor itself.
+//
+// It is how analyses get a working copy without encoding and decoding the
+// model.
+func (m *Model) Clone() *Model {
+	c := &Model{Dir: m.Dir, shell: proto.Clone(m.shell).(*onnxpb.ModelProto), repairs: slices.Clone(m.repairs)}
+	c.names = nameSet{used: maps.Clone(m.names.used), next: maps.Clone(m.names.next)}
+	cl := &cloner{m: c, vals: map[*Value]*Value{}}
+	c.Graph = cl.graph(m.Graph, nil)
+	for _, f := range m.Functions {
+		nf := *f
+		nf.Body = cl.graph(f.Body, nil)
+		c.Functions = append(c.Functions, &nf)
+	}
+	return c
+}
+
+type cloner struct {
+	m    *Model
+	vals map[*Value]*Value
+}
+
+func (cl *cloner) value(v *Value, g *Graph) *Value {
+	if v == nil {
+		return nil
+	}
+	if nv, ok := cl.vals[v]; ok {
+		return nv
+	}
+	nv := &Value{Name: v.Name, Type: v.Type, Const: v.Const, index: v.index, graph: g, info: v.info, sparse: v.sparse}
+	cl.vals[v] = nv
+	return nv
+}
+
+// graph copies g (and, through its nodes' attributes, its subgraphs);
+// parent is the copy of the graph enclosing g.
+func (cl *cloner) graph(g *Graph, parent *Graph) *Graph {
+	ng := &Graph{Name: g.Name, parent: parent, model: cl.m, shell: g.shell, scope: make(map[string]*Value, len(g.scope))}
+	// Every value g defines first: nodes may read values defined after
+	// them (files out of order) and subgraphs read values of g.
+	for _, v := range g.Inputs {
+		ng.Inputs = append(ng.Inputs, cl.value(v, ng))
+	}
+	for _, v := range g.Initializers {
+		ng.Initializers = append(ng.Initializers, cl.value(v, ng))
+	}
+	for _, v := range g.sparse {
+		ng.sparse = append(ng.sparse, cl.value(v, ng))
+	}
+	ng.nodes = make([]*Node, len(g.nodes))
+	for i, n := range g.nodes {
+		nn := &Node{Name: n.Name, OpType: n.OpType, Domain: n.Domain, Overload: n.Overload, graph: ng, shell: n.shell}
+		for _, o := range n.outputs {
+			no := cl.value(o, ng)
+			no.producer = nn
+			nn.outputs = append(nn.outputs, no)
+		}
+		ng.nodes[i] = nn
+	}
+	for name, v := range g.scope {
+		ng.scope[name] = cl.value(v, ng)
+	}
+	for i, n := range g.nodes {
+		nn := ng.nodes[i]
+		nn.Attrs = make([]*Attr, len(n.Attrs))
+		for j, a := range n.Attrs {
+			if a.Graph == nil && len(a.Graphs) == 0 {
+				nn.Attrs[j] = a
+				continue
+			}
+			na := *a
+			if a.Graph != nil {
+				na.Graph = cl.graph(a.Graph, ng)
+				na.Graph.owner = nn
+			}
+			if len(a.Graphs) > 0 {
+				na.Graphs = make([]*Graph, len(a.Graphs))
+				for k, sg := range a.Graphs {
+					na.Graphs[k] = cl.graph(sg, ng)
+					na.Graphs[k].owner = nn
+				}
+			}
+			nn.Attrs[j] = &na
+		}
+		nn.inputs = make([]*Value, len(n.inputs))
+		for k, v := range n.inputs {
+			if v == nil {
+				continue
+			}
+			nv := cl.vals[v]
+			if nv == nil { // defined nowhere the copy has seen: keep a stand-in
+				nv = cl.value(v, ng)
+			}
+			nn.inputs[k] = nv
+			nv.uses = append(nv.uses, Use{nn, k})
+		}
+	}
+	for _, v := range g.Outputs {
+		ng.Outputs = append(ng.Outputs, cl.value(v, ng))
+	}
+	for _, v := range g.ValueInfo {
+		ng.ValueInfo = append(ng.ValueInfo, cl.value(v, ng))
+	}
+	if g.overrides != nil {
+		ng.overrides = make(map[declKey]declOverride, len(g.overrides))
+		for k, o := range g.overrides {
+			ng.overrides[declKey{k.list, cl.value(k.v, ng)}] = o
+		}
+	}
+	return ng
+}

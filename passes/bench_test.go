@@ -1,0 +1,54 @@
+package passes_test
+
+import (
+	"testing"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/testmodels"
+)
+
+// benchAuditModels are the graphs of the audit's speed goals: a 32-layer
+// Llama-shaped graph, and graphs of about 100,000 nodes (a Llama of 1,500
+// small layers, and a chain of elementwise ops).
+func benchAuditModels() []struct {
+	name string
+	m    *graph.Model
+} {
+	l32 := testmodels.DefaultLlama
+	l32.Layers = 32
+	big := testmodels.LlamaConfig{Layers: 1500, Hidden: 16, Heads: 2, KVHeads: 1, FFN: 32, Vocab: 32, RopeBase: 10000, Opset: 17, Seed: 1}
+	return []struct {
+		name string
+		m    *graph.Model
+	}{
+		{"Llama32", testmodels.Llama(l32)},
+		{"Llama1500", testmodels.Llama(big)},
+		{"Chain100k", testmodels.Chain(100_000)},
+	}
+}
+
+// BenchmarkAudit measures the whole audit (copy, normalisation, blocks,
+// every detector); ns/node should stay flat as graphs grow.
+func BenchmarkAudit(b *testing.B) {
+	for _, c := range benchAuditModels() {
+		nodes := 0
+		c.m.Walk(func(*graph.Node) { nodes++ })
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var r *passes.Report
+			for b.Loop() {
+				var err error
+				r, _, err = passes.AuditModel(c.m, c.name, passes.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			if c.name != "Chain100k" && (len(r.Schemes) != 1 || r.Schemes[0] != "rope") {
+				b.Fatalf("%s: schemes %v", c.name, r.Schemes)
+			}
+			b.ReportMetric(float64(nodes), "nodes")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(nodes), "ns/node")
+		})
+	}
+}
