@@ -54,7 +54,15 @@ $(ORT_LIB):
 	cd $(ORT_DIR) && npm install --silent --no-audit --no-fund --ignore-scripts onnxruntime-node@$(ORT_VER)
 	test -f $(ORT_LIB)
 
+DEMO_HTML := bin/demo-audit.html
+
+## demo: the audit of the bundled model (a table, and an HTML report with plots), then inspect, run and verify it
 demo: build
+	./$(BIN) audit $(DEMO_MODEL)
+	@echo
+	./$(BIN) audit $(DEMO_MODEL) --format html -o $(DEMO_HTML)
+	@echo "the HTML report of the audit, with plots: $(CURDIR)/$(DEMO_HTML)"
+	@echo
 	./$(BIN) inspect $(DEMO_MODEL)
 	@echo
 	./$(BIN) run $(DEMO_MODEL) --inputs $(dir $(DEMO_MODEL))test_data_set_0

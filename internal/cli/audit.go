@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/internal/htmlreport"
 	"github.com/onnxpe/onnxpe/passes"
 )
 
@@ -55,7 +56,11 @@ external data) is reported as null with a note.
 Several models are audited in parallel; on a terminal a progress bar is
 shown. --json prints one report (or an array of reports) in the shape of
 the JSON Schema passes/report.schema.json; --format markdown prints
-tables for documents.
+tables for documents; --format html writes one self-contained page (no
+external requests) with plots of what was measured: the encoding or the
+RoPE cos/sin as heat maps, RoPE frequencies against the plain base (the
+scaling rule), ALiBi slopes, T5 bucket maps and bias tables, Shaw
+clipping, and the scheme of every layer.
 
 Policies for CI: --require and --forbid a scheme, and
 --max-positions-at-least N (a learned table or stored cache shorter than N
@@ -65,6 +70,7 @@ fails). A violated policy prints the reason and exits 1.
 		Example: `  onnxpe audit model.onnx
   onnxpe audit model.onnx --json
   onnxpe audit models/*.onnx --format markdown -o audit.md
+  onnxpe audit model.onnx --format html -o audit.html
   onnxpe audit model.onnx --require rope --max-positions-at-least 4096
   onnxpe audit model.onnx --trace`,
 		Args: cobra.MinimumNArgs(1),
@@ -103,9 +109,7 @@ func auditRun(opts *auditOptions) error {
 		opts.Format = "json"
 	}
 	switch opts.Format {
-	case "table", "json", "markdown":
-	case "html":
-		return badInput("audit: --format html is not available yet (use table, json or markdown)")
+	case "table", "json", "markdown", "html":
 	default:
 		return badInput("audit: --format must be table, json, markdown or html, not %q", opts.Format)
 	}
@@ -154,6 +158,11 @@ func auditRun(opts *auditOptions) error {
 		}
 	case "markdown":
 		writeAuditMarkdown(&buf, reports)
+	case "html":
+		v, _ := moduleVersion()
+		if err := htmlreport.Write(&buf, reports, htmlreport.Options{Generator: strings.TrimSpace("onnxpe " + v)}); err != nil {
+			return err
+		}
 	default:
 		writeAuditTable(&buf, reports)
 	}
@@ -394,6 +403,13 @@ func writeFileAtomic(path string, data []byte) error {
 		return err
 	}
 	tmp := f.Name()
+	// A report or a model is read by others, as os.WriteFile's files are
+	// (CreateTemp makes it 0600).
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()
 		os.Remove(tmp)

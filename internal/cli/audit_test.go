@@ -85,7 +85,6 @@ func TestAuditPolicies(t *testing.T) {
 		{[]string{"--max-positions-at-least", "100"}, 0, ""},
 		{[]string{"--max-positions-at-least", "4096"}, 1, "holds 128 positions, fewer than 4096"},
 		{[]string{"--require", "wavelets"}, 2, "unknown scheme"},
-		{[]string{"--format", "html"}, 2, "not available yet"},
 		{[]string{"--format", "yaml"}, 2, "--format must be"},
 	} {
 		args := append([]string{"audit", corpusModel("rope_linear")}, tc.args...)
@@ -117,5 +116,32 @@ func TestAuditTrace(t *testing.T) {
 	code, _, errOut := runCLI(t, "audit", corpusModel("llama4_nope"), "--trace")
 	if code != 0 || !strings.Contains(errOut, "trace:") || !strings.Contains(errOut, "no dimensions of q are paired") {
 		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+}
+
+func TestAuditHTML(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "audit.html")
+	code, stdout, errOut := runCLI(t, "audit", corpusModel("rope_llama"), corpusModel("alibi_bloom"), "--format", "html", "-o", out)
+	if code != 0 || stdout != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, errOut)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	for _, s := range []string{"<!DOCTYPE html>", `class="summary-table"`, `<figure class="fig-rope_frequencies">`, `<figure class="fig-alibi_slopes">`, `id="onnxpe-report"`} {
+		if !strings.Contains(page, s) {
+			t.Errorf("the page has no %s", s)
+		}
+	}
+	if st, err := os.Stat(out); err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("the report's mode is %v, want -rw-r--r--", st.Mode().Perm())
+	}
+	// Without -o the page goes to standard output; a policy still applies.
+	code, stdout, errOut = runCLI(t, "audit", corpusModel("nope_causal"), "--format", "html", "--require", "rope")
+	if code != 1 || !strings.HasPrefix(stdout, "<!DOCTYPE html>") || !strings.Contains(errOut, "required scheme rope not found") {
+		t.Errorf("exit %d, stderr %q, stdout %.40q", code, errOut, stdout)
 	}
 }

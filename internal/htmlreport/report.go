@@ -1,0 +1,272 @@
+// Package htmlreport writes audit reports as one self-contained HTML page:
+// the summary, the scheme of every attention layer, each finding's
+// params, notes and nodes, and plots of what the detectors measured
+// (heat maps of the encodings, RoPE frequencies against the plain base,
+// ALiBi slopes, T5 bucket maps and bias tables, Shaw clipping). The page
+// makes no request: its CSS is inline, the plots are inline SVG (heat map
+// cells as PNG data), and it needs no script.
+//
+// The plots draw the findings' evidence, the values the detectors read
+// from the graph, never values recomputed from the params; a reference
+// curve (the plain base's frequencies) is drawn dashed and named as such.
+// It is not the JSON report: that is passes.Report's JSON, which the page
+// embeds as it is (script #onnxpe-report).
+package htmlreport
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/onnxpe/onnxpe/passes"
+)
+
+// Options are the page's settings.
+type Options struct {
+	// Generator names the program in the page's footer ("onnxpe v1.2.3").
+	Generator string
+}
+
+//go:embed report.css
+var css string
+
+//go:embed report.html.tmpl
+var pageTemplate string
+
+var page = template.Must(template.New("page").Funcs(template.FuncMap{
+	"svg": func(s string) template.HTML { return template.HTML(s) },
+}).Parse(pageTemplate))
+
+type pageView struct {
+	Title     string
+	CSS       template.CSS
+	Multi     bool
+	Models    []*modelView
+	JSON      template.JS
+	Generator string
+}
+
+type modelView struct {
+	Anchor   string
+	Model    string
+	Schemes  []chip
+	NLayers  int
+	Layers   string // "0-1: rope; 3: nope"
+	LayerMap *figure
+	Findings []*findingView
+}
+
+type chip struct {
+	Scheme, Color, Text string
+}
+
+type findingView struct {
+	Anchor  string
+	Chip    chip
+	Layers  string
+	Fused   bool
+	Params  []param
+	Notes   []string
+	Nodes   []string
+	Figures []*figure
+	NoPlot  string
+}
+
+type param struct {
+	Key, Value string
+	Null       bool
+	Long       bool
+}
+
+// Write writes the page of the reports (one section per model, and a
+// summary table when there are several).
+func Write(w io.Writer, reports []*passes.Report, opts Options) error {
+	var js []byte
+	var err error
+	if len(reports) == 1 {
+		js, err = json.MarshalIndent(reports[0], "", "  ")
+	} else {
+		js, err = json.MarshalIndent(reports, "", "  ")
+	}
+	if err != nil {
+		return fmt.Errorf("htmlreport: %w", err)
+	}
+	v := &pageView{CSS: template.CSS(css), Multi: len(reports) > 1, JSON: template.JS(js), Generator: opts.Generator}
+	if v.Generator == "" {
+		v.Generator = "onnxpe"
+	}
+	ids := &idGen{}
+	for i, r := range reports {
+		v.Models = append(v.Models, modelSection(ids, i, r))
+	}
+	if len(reports) == 1 {
+		v.Title = "onnxpe audit: " + reports[0].Model
+	} else {
+		v.Title = fmt.Sprintf("onnxpe audit: %d models", len(reports))
+	}
+	var buf bytes.Buffer
+	if err := page.Execute(&buf, v); err != nil {
+		return fmt.Errorf("htmlreport: %w", err)
+	}
+	_, err = w.Write(buf.Bytes())
+	return err
+}
+
+func schemeChip(s string) chip {
+	c := schemeColor(s)
+	return chip{Scheme: s, Color: c, Text: textClass(c)}
+}
+
+func modelSection(ids *idGen, i int, r *passes.Report) *modelView {
+	m := &modelView{Anchor: fmt.Sprintf("model-%d", i), Model: r.Model, NLayers: len(r.Layers), LayerMap: layerMap(ids, r)}
+	for _, s := range r.Schemes {
+		m.Schemes = append(m.Schemes, schemeChip(s))
+	}
+	m.Layers = layerRuns(r.Layers)
+	for j, fd := range r.Findings {
+		fv := &findingView{
+			Anchor: fmt.Sprintf("%s-finding-%d", m.Anchor, j),
+			Chip:   schemeChip(fd.Scheme),
+			Layers: layersString(fd.Layers),
+			Fused:  fd.Fused,
+			Notes:  fd.Notes,
+			Nodes:  fd.Nodes,
+		}
+		fv.Params = params(fd)
+		fv.Figures = findingFigures(ids, fd)
+		if len(fv.Figures) == 0 {
+			fv.NoPlot = noPlotReason(fd)
+		}
+		m.Findings = append(m.Findings, fv)
+	}
+	return m
+}
+
+// noPlotReason says why a finding has no plot.
+func noPlotReason(fd *passes.Finding) string {
+	switch {
+	case fd.Scheme == passes.NoPE:
+		return "Nothing to plot: no position information reaches these layers."
+	case fd.Evidence == nil:
+		return "Nothing to plot: this finding carries no measured values."
+	}
+	if ev, ok := fd.Evidence.(*passes.RoPEEvidence); ok && ev.Synthetic {
+		return "Nothing to plot: the frequencies (or the cos/sin caches) are graph inputs, not in the file."
+	}
+	return "Nothing to plot: the detector measured no values to draw for this finding."
+}
+
+// params lists a finding's params by key, as the JSON report prints them.
+func params(fd *passes.Finding) []param {
+	if fd.Params == nil {
+		return nil
+	}
+	mp := fd.Params.Map()
+	keys := make([]string, 0, len(mp))
+	for k := range mp {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []param
+	for _, k := range keys {
+		s := jsonText(mp[k])
+		out = append(out, param{Key: k, Value: s, Null: s == "null", Long: len(s) > 60})
+	}
+	return out
+}
+
+// layersString prints sorted layer indexes as runs: 0-3,5.
+func layersString(ls []int) string {
+	if len(ls) == 0 {
+		return "none"
+	}
+	var parts []string
+	for i := 0; i < len(ls); {
+		j := i
+		for j+1 < len(ls) && ls[j+1] == ls[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d–%d", ls[i], ls[j]))
+		} else {
+			parts = append(parts, fmt.Sprint(ls[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ", ")
+}
+
+// layerRuns prints the layers' schemes in runs: "0–2 rope, 3 nope".
+func layerRuns(ls []passes.LayerScheme) string {
+	var parts []string
+	for i := 0; i < len(ls); {
+		j := i
+		for j+1 < len(ls) && ls[j+1].Scheme == ls[i].Scheme && ls[j+1].Index == ls[j].Index+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d–%d %s", ls[i].Index, ls[j].Index, ls[i].Scheme))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d %s", ls[i].Index, ls[i].Scheme))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ", ")
+}
+
+// jsonText prints a value as JSON with a space after commas and colons,
+// so that lists and objects wrap in a table cell.
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	var x any
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(&x); err != nil {
+		return string(b)
+	}
+	var sb strings.Builder
+	writeJSONText(&sb, x)
+	return sb.String()
+}
+
+func writeJSONText(sb *strings.Builder, x any) {
+	switch v := x.(type) {
+	case []any:
+		sb.WriteByte('[')
+		for i, e := range v {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			writeJSONText(sb, e)
+		}
+		sb.WriteByte(']')
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		sb.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			kb, _ := json.Marshal(k)
+			sb.Write(kb)
+			sb.WriteString(": ")
+			writeJSONText(sb, v[k])
+		}
+		sb.WriteByte('}')
+	default:
+		b, _ := json.Marshal(v)
+		sb.Write(b)
+	}
+}
