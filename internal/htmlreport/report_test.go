@@ -336,7 +336,9 @@ func scaleEvidence(ev any) {
 			}
 		case reflect.Struct:
 			for i := 0; i < v.NumField(); i++ {
-				walk(v.Field(i))
+				if v.Type().Field(i).IsExported() {
+					walk(v.Field(i))
+				}
 			}
 		case reflect.Slice:
 			for i := 0; i < v.Len(); i++ {
