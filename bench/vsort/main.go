@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -33,8 +34,12 @@ type job struct {
 func main() {
 	runs := flag.Int("runs", 20, "timed runs per configuration (the median is reported)")
 	only := flag.String("only", "", "run only the model of this name")
-	match := flag.String("match", "", "run only the models whose name contains this")
+	match := flag.String("match", "", "run only the models whose name matches this regular expression")
 	flag.Parse()
+	re, err := regexp.Compile(*match)
+	if err != nil {
+		fail(fmt.Errorf("-match: %w", err))
+	}
 	if err := ortpeer.Init(""); err != nil {
 		fail(err)
 	}
@@ -47,7 +52,7 @@ func main() {
 	fmt.Printf("| model | onnxpe 1T (ms) | ORT 1T (ms) | ratio 1T | onnxpe %dT (ms) | ORT %dT (ms) | ratio %dT |\n", all, all, all)
 	fmt.Println("|---|---|---|---|---|---|---|")
 	for _, j := range jobs {
-		if *only != "" && j.name != *only || !strings.Contains(j.name, *match) {
+		if *only != "" && j.name != *only || !re.MatchString(j.name) {
 			continue
 		}
 		var cells []string
