@@ -1,7 +1,6 @@
 package kernels
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -11,10 +10,6 @@ import (
 
 	"github.com/onnxpe/onnxpe/graph"
 )
-
-// ErrTrainingMode is wrapped by errors of ops asked to run in training
-// mode (Dropout with training_mode set); the executor does inference only.
-var ErrTrainingMode = errors.New("training mode is not supported")
 
 // unravel/ravel helpers for index arithmetic.
 
@@ -388,11 +383,11 @@ func dropout(c *Call, in []*Tensor) ([]*Tensor, error) {
 				ratio = in[1].Float64s()[0]
 			}
 			if ratio != 0 {
-				return nil, fmt.Errorf("Dropout with training_mode and ratio %v: %w", ratio, ErrTrainingMode)
+				return dropoutTraining(c, x, ratio)
 			}
 		}
 	} else if c.Opset < 7 && c.Int("is_test", 0) == 0 {
-		return nil, fmt.Errorf("Dropout with is_test=0: %w", ErrTrainingMode)
+		return dropoutTraining(c, x, float64(c.Float("ratio", 0.5)))
 	}
 	outs := []*Tensor{x}
 	if c.HasOutput(1) {
