@@ -62,7 +62,7 @@ func runAbsolute(c *Context) (any, error) {
 		}
 	}
 	var out []*Finding
-	for _, g := range graphs(w.M.Graph) {
+	for _, g := range detectGraphs(w.M.Graph) {
 		for _, n := range g.Nodes() {
 			if n.OpType != "Add" || !isONNX(n) || onScores[n] {
 				continue

@@ -120,6 +120,9 @@ func runScoreBias(c *Context) (any, error) {
 
 func (w *Work) biasFinding(c *Context, b *Block, bt BiasTerm, readers map[*graph.Value][]int) *Finding {
 	at := w.OrigName(bt.Add)
+	if bt.Add == nil {
+		at = w.OrigName(b.node()) // a bias input of a fused attention op
+	}
 	p := w.NewProbe(1, 16, 0)
 	t, err := p.Value(bt.Value)
 	if err != nil {
@@ -307,6 +310,11 @@ func (w *Work) alibiFinding(b *Block, bt BiasTerm, bv biasView, slopes []float64
 		params.AlibiBiasMax = ptr(bm)
 	}
 	f := &Finding{Scheme: ALiBi, Layers: []int{b.Index}, Params: params, Notes: notes, Evidence: ev}
+	for _, n := range cone {
+		if opKey(n) == "ai.onnxpe.ALiBiBias" {
+			f.Fused = true // onnxpe's fused ALiBi op computes the bias
+		}
+	}
 	f.Nodes = w.origNames(append([]*graph.Node{bt.Add}, cone...))
 	return f
 }

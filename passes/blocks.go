@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
 )
 
 // Block is one attention block: scores Q·Kᵀ (maybe scaled, biased and
@@ -38,11 +39,17 @@ type Block struct {
 	Scaled bool
 	// Fused is the fused attention op (com.microsoft Attention,
 	// MultiHeadAttention, GroupQueryAttention, ..., ONNX Attention) when the
-	// block is one node.
-	Fused *graph.Node
+	// block is one node. Its Q and K (and V) are then the op's query and key
+	// inputs when it takes them projected (nil when it projects them
+	// itself or takes them packed), its Bias the additive score biases it
+	// takes as inputs, and HeadDim the head size its contract gives (0
+	// when unknown).
+	Fused   *graph.Node
+	HeadDim Dim
 }
 
-// BiasTerm is a value added to the scores.
+// BiasTerm is a value added to the scores, with the node adding it (nil
+// when a fused attention op takes it as an input).
 type BiasTerm struct {
 	Value *graph.Value
 	Add   *graph.Node
@@ -65,7 +72,65 @@ var FusedAttentionOps = map[string]bool{
 	"com.microsoft.LongformerAttention": true, "com.microsoft.QAttention": true,
 	"com.microsoft.PagedAttention": true, "com.microsoft.DecoderAttention": true,
 	"com.microsoft.QOrderedAttention": true, "com.microsoft.RemovePadding": false,
-	".Attention": true,
+	".Attention": true, "ai.onnx.preview.FlexAttention": true,
+}
+
+// FusedSpec says where a fused attention op takes its operands: the input
+// indexes of the projected query, key and value (-1 when the op projects
+// them itself), of the additive score biases, and the attributes holding
+// its numbers of query and key/value heads.
+type FusedSpec struct {
+	Q, K, V            int
+	Bias               []int
+	Heads, KVHeads     string
+	Rotary             bool // a do_rotary attribute may rotate q and k inside the op
+	CosCache, SinCache int  // inputs of the cos/sin caches of do_rotary (-1: none)
+	PosIDs             int  // input of position_ids for do_rotary (-1: none)
+}
+
+// FusedSpecs are the operand positions of the fused attention ops, from
+// their contracts (ONNX's Attention 23/24 and FlexAttention; ONNX
+// Runtime's ContribOperators.md).
+var FusedSpecs = map[string]FusedSpec{
+	".Attention":                                    {Q: 0, K: 1, V: 2, Bias: []int{3}, Heads: "q_num_heads", KVHeads: "kv_num_heads", CosCache: -1, SinCache: -1, PosIDs: -1},
+	"ai.onnx.preview.FlexAttention":                 {Q: 0, K: 1, V: 2, CosCache: -1, SinCache: -1, PosIDs: -1},
+	"com.microsoft.Attention":                       {Q: -1, K: -1, V: -1, Bias: []int{5}, Heads: "num_heads", Rotary: true, CosCache: -1, SinCache: -1, PosIDs: -1},
+	"com.microsoft.MultiHeadAttention":              {Q: 0, K: 1, V: 2, Bias: []int{5}, Heads: "num_heads", CosCache: -1, SinCache: -1, PosIDs: -1},
+	"com.microsoft.GroupQueryAttention":             {Q: 0, K: 1, V: 2, Bias: []int{10}, Heads: "num_heads", KVHeads: "kv_num_heads", Rotary: true, CosCache: 7, SinCache: 8, PosIDs: 9},
+	"com.microsoft.SparseAttention":                 {Q: 0, K: 1, V: 2, Heads: "num_heads", KVHeads: "kv_num_heads", Rotary: true, CosCache: 9, SinCache: 10, PosIDs: -1},
+	"com.microsoft.PagedAttention":                  {Q: 0, K: 1, V: 2, Heads: "num_heads", KVHeads: "kv_num_heads", Rotary: true, CosCache: 8, SinCache: 9, PosIDs: -1},
+	"com.microsoft.PackedMultiHeadAttention":        {Q: 0, K: 1, V: 2, Bias: []int{6}, Heads: "num_heads", CosCache: -1, SinCache: -1, PosIDs: -1},
+	"com.microsoft.DecoderMaskedMultiHeadAttention": {Q: 0, K: 1, V: 2, Bias: []int{4}, Heads: "num_heads", Rotary: true, CosCache: -1, SinCache: -1, PosIDs: -1},
+	"com.microsoft.DecoderMaskedSelfAttention":      {Q: -1, K: -1, V: -1, Bias: []int{5}, Heads: "num_heads", Rotary: true, CosCache: -1, SinCache: -1, PosIDs: -1},
+	"com.microsoft.PackedAttention":                 {Q: -1, K: -1, V: -1, Bias: []int{5}, Heads: "num_heads", CosCache: -1, SinCache: -1, PosIDs: -1},
+	"com.microsoft.LongformerAttention":             {Q: -1, K: -1, V: -1, Heads: "num_heads", CosCache: -1, SinCache: -1, PosIDs: -1},
+	"com.microsoft.QAttention":                      {Q: -1, K: -1, V: -1, Heads: "num_heads", CosCache: -1, SinCache: -1, PosIDs: -1},
+	"com.microsoft.DecoderAttention":                {Q: -1, K: -1, V: -1, Heads: "num_heads", CosCache: -1, SinCache: -1, PosIDs: -1},
+	"com.microsoft.QOrderedAttention":               {Q: -1, K: -1, V: -1, Heads: "num_heads", CosCache: -1, SinCache: -1, PosIDs: -1},
+}
+
+// GenerationOps are the ops that run graphs of their attributes as a
+// model in a loop (ONNX Runtime's text generation). Their graphs are
+// audited as models of their own (the generation pass); the blocks of the
+// model's own graphs leave them out.
+var GenerationOps = map[string]bool{
+	"com.microsoft.BeamSearch": true, "com.microsoft.GreedySearch": true,
+	"com.microsoft.WhisperBeamSearch": true, "com.microsoft.Sampling": true,
+}
+
+// detectGraphs lists g and the graphs nested in it that detectors search
+// (every subgraph but those of generation ops).
+func detectGraphs(g *graph.Graph) []*graph.Graph {
+	out := []*graph.Graph{g}
+	for _, n := range g.Nodes() {
+		if GenerationOps[opKey(n)] {
+			continue
+		}
+		for _, sg := range n.Subgraphs() {
+			out = append(out, detectGraphs(sg)...)
+		}
+	}
+	return out
 }
 
 func opKey(n *graph.Node) string {
@@ -89,16 +154,20 @@ scores that do not depend on content are the block's bias terms (masks,
 ALiBi, T5); products of content with position-only values are its extra
 terms (Shaw). Fused attention ops (com.microsoft Attention,
 MultiHeadAttention, GroupQueryAttention and the like, and ONNX Attention)
-are blocks too.`,
-	Requires: []*Pass{Normalize},
+are blocks too: their projected query and key inputs are the block's Q
+and K (so that detectors of unfused encodings see through them) and their
+attention-bias inputs its bias terms. The graphs of generation ops
+(BeamSearch and the like) are audited as models of their own; their
+blocks take their numbers at the generation op's place.`,
+	Requires: []*Pass{Normalize, Generation},
 	Run: func(c *Context) (any, error) {
 		w := c.Work()
 		var out []*Block
-		for _, g := range graphs(w.M.Graph) {
+		for _, g := range detectGraphs(w.M.Graph) {
 			for _, n := range g.Nodes() {
 				switch {
 				case FusedAttentionOps[opKey(n)]:
-					out = append(out, &Block{Fused: n})
+					out = append(out, w.fusedBlock(n))
 				case n.OpType == "Softmax" && isONNX(n):
 					if b := w.unfusedBlock(c, n); b != nil {
 						out = append(out, b)
@@ -107,11 +176,73 @@ are blocks too.`,
 			}
 		}
 		slices.SortStableFunc(out, func(a, b *Block) int { return w.Pos(a.node()) - w.Pos(b.node()) })
-		for i, b := range out {
+		// Number the blocks, the sub-audits' blocks at their op's place.
+		subs, _ := c.ResultOf[Generation].([]*SubAudit)
+		i, k := 0, 0
+		for _, b := range out {
+			for ; k < len(subs) && w.Pos(subs[k].Node) < w.Pos(b.node()); k++ {
+				subs[k].Base = i
+				i += len(subs[k].Report.Layers)
+			}
 			b.Index = i
+			i++
+		}
+		for ; k < len(subs); k++ {
+			subs[k].Base = i
+			i += len(subs[k].Report.Layers)
 		}
 		return out, nil
 	},
+}
+
+// fusedBlock is the block of a fused attention op n: its projected q, k
+// and v inputs (when it takes them unpacked), its additive biases and the
+// head size.
+func (w *Work) fusedBlock(n *graph.Node) *Block {
+	b := &Block{Fused: n}
+	spec, ok := FusedSpecs[opKey(n)]
+	if !ok {
+		return b
+	}
+	in := func(i int) *graph.Value {
+		if i < 0 || i >= len(n.Inputs()) {
+			return nil
+		}
+		return n.Input(i)
+	}
+	q, k := in(spec.Q), in(spec.K)
+	qs, ks := w.Shape(q), w.Shape(k)
+	if q != nil && k != nil && w.IsAct(q) && w.IsAct(k) && (qs.Rank() == 3 || qs.Rank() == 4) && (ks.Rank() == 3 || ks.Rank() == 4) {
+		b.Q, b.K, b.V = q, k, in(spec.V)
+		switch {
+		case qs.Rank() == 4:
+			b.HeadDim = qs.Last()
+		case spec.Heads != "" && qs.Last().Known():
+			if h := n.AttrInt(spec.Heads, 0); h > 0 && int64(qs.Last())%h == 0 {
+				b.HeadDim = Dim(int64(qs.Last()) / h)
+			}
+		}
+	}
+	for _, i := range spec.Bias {
+		v := in(i)
+		if v == nil || !isFloatType(w.ElemType(v)) || w.IsAct(v) || w.IsConst(v) && allZero(w.Const(v)) {
+			continue
+		}
+		b.Bias = append(b.Bias, BiasTerm{Value: v})
+	}
+	return b
+}
+
+func allZero(t *kernels.Tensor) bool {
+	if t == nil {
+		return false
+	}
+	for _, x := range t.Float64s() {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (b *Block) node() *graph.Node {

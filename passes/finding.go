@@ -42,6 +42,10 @@ type Finding struct {
 	// codegen and plots: *RoPEEvidence, *TableEvidence, ... Not printed in
 	// the JSON report.
 	Evidence any
+	// Subgraph names the graph the finding lives in when it is not the
+	// main graph but a graph a generation op runs as a model of its own
+	// ("BeamSearch_0/decoder"); Nodes are then names inside that graph.
+	Subgraph string
 }
 
 // Params are the parameters of a scheme, printed as a JSON object.
@@ -55,14 +59,15 @@ type Params interface {
 // MarshalJSON prints a finding in the report's shape.
 func (f *Finding) MarshalJSON() ([]byte, error) {
 	type out struct {
-		Scheme string         `json:"scheme"`
-		Layers []int          `json:"layers"`
-		Nodes  []string       `json:"nodes"`
-		Fused  bool           `json:"fused"`
-		Params map[string]any `json:"params"`
-		Notes  []string       `json:"notes,omitempty"`
+		Scheme   string         `json:"scheme"`
+		Layers   []int          `json:"layers"`
+		Nodes    []string       `json:"nodes"`
+		Fused    bool           `json:"fused"`
+		Params   map[string]any `json:"params"`
+		Notes    []string       `json:"notes,omitempty"`
+		Subgraph string         `json:"subgraph,omitempty"`
 	}
-	o := out{Scheme: f.Scheme, Layers: f.Layers, Nodes: f.Nodes, Fused: f.Fused, Notes: f.Notes}
+	o := out{Scheme: f.Scheme, Layers: f.Layers, Nodes: f.Nodes, Fused: f.Fused, Notes: f.Notes, Subgraph: f.Subgraph}
 	if o.Layers == nil {
 		o.Layers = []int{}
 	}
@@ -132,7 +137,7 @@ func ptr[T any](v T) *T { return &v }
 
 // RoPEParams are the params of rope.
 type RoPEParams struct {
-	Layout     string // half_split | interleaved
+	Layout     string // half_split | interleaved ("" prints null: the pairing is not in the graph)
 	Base       *float64
 	HeadDim    int
 	RotaryDim  int
@@ -166,8 +171,12 @@ type RoPEParams struct {
 func (*RoPEParams) Scheme() string { return RoPEScheme }
 
 func (p *RoPEParams) Map() map[string]any {
+	var layout any
+	if p.Layout != "" {
+		layout = p.Layout
+	}
 	m := map[string]any{
-		"layout": p.Layout, "base": optF(p.Base), "head_dim": p.HeadDim, "rotary_dim": p.RotaryDim,
+		"layout": layout, "base": optF(p.Base), "head_dim": p.HeadDim, "rotary_dim": p.RotaryDim,
 		"num_heads": optI(p.NumHeads), "num_kv_heads": optI(p.NumKVHeads), "scaling": optS(p.Scaling),
 		"factor": optF(p.Factor), "max_positions": optI(p.MaxPositions),
 	}

@@ -547,6 +547,12 @@ func (w *Work) infer(n *graph.Node) {
 			}
 		}
 		set(0, ranked(d...))
+	case "Attention":
+		if !w.inferFused(n, set, in) {
+			for i := range outs {
+				set(i, w.declaredShape(outs[i].Type))
+			}
+		}
 	default:
 		for i := range outs {
 			set(i, w.declaredShape(outs[i].Type))
@@ -557,6 +563,9 @@ func (w *Work) infer(n *graph.Node) {
 // inferContrib covers the com.microsoft ops ONNX Runtime's optimiser
 // leaves in models, as far as detection needs their shapes.
 func (w *Work) inferContrib(n *graph.Node, set func(int, Shape), in func(int) Shape) {
+	if w.inferFused(n, set, in) {
+		return
+	}
 	switch n.OpType {
 	case "FusedMatMul":
 		a, b := in(0), in(1)

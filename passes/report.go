@@ -35,8 +35,10 @@ var Audit = &Pass{
 
 Each attention block gets the scheme of the finding that reaches it
 (relative schemes before absolute ones when two do); blocks no finding
-reaches get nope. The findings are ordered by their first layer.`,
-	Requires: append([]*Pass{Normalize, Blocks, Sides, Temperatures}, Detectors...),
+reaches get nope. The findings of the graphs generation ops run (audited
+as models of their own) join with their layers renumbered and the graph
+they live in named. The findings are ordered by their first layer.`,
+	Requires: append([]*Pass{Normalize, Generation, Blocks, Sides, Temperatures}, Detectors...),
 	Run:      runAudit,
 }
 
@@ -49,6 +51,26 @@ func runAudit(c *Context) (any, error) {
 	for _, d := range Detectors {
 		if fs, ok := c.ResultOf[d].([]*Finding); ok {
 			all = append(all, fs...)
+		}
+	}
+	// The graphs of generation ops, with their layers renumbered.
+	var subLayers []LayerScheme
+	subs, _ := c.ResultOf[Generation].([]*SubAudit)
+	for _, sa := range subs {
+		for _, f := range sa.Report.Findings {
+			g := *f
+			g.Layers = make([]int, len(f.Layers))
+			for i, l := range f.Layers {
+				g.Layers[i] = sa.Base + l
+			}
+			g.Subgraph = sa.Where
+			if f.Subgraph != "" {
+				g.Subgraph = sa.Where + "/" + f.Subgraph
+			}
+			all = append(all, &g)
+		}
+		for _, l := range sa.Report.Layers {
+			subLayers = append(subLayers, LayerScheme{Index: sa.Base + l.Index, Scheme: l.Scheme})
 		}
 	}
 	scheme := map[int]string{}
@@ -115,6 +137,8 @@ func runAudit(c *Context) (any, error) {
 	for _, b := range blocks {
 		r.Layers = append(r.Layers, LayerScheme{Index: b.Index, Scheme: scheme[b.Index]})
 	}
+	r.Layers = append(r.Layers, subLayers...)
+	sort.Slice(r.Layers, func(i, j int) bool { return r.Layers[i].Index < r.Layers[j].Index })
 	for _, f := range all {
 		if !slices.Contains(r.Schemes, f.Scheme) {
 			r.Schemes = append(r.Schemes, f.Scheme)

@@ -14,8 +14,10 @@ var Sides = &Pass{
 	Name: "sides",
 	Doc: `Walk back from both operands of every block's Q·Kᵀ to the projected q and k.
 
-Layout changes, constant scales, the repeat of grouped KV heads, the
-concatenation with a KV cache and a weightless row norm are skipped; what
+Fused attention ops that take q and k projected are walked back from
+those inputs. Layout changes, constant scales, the repeat of grouped KV
+heads, the concatenation with a KV cache and a weightless row norm are
+skipped; what
 remains between the projection and the scores is the side's region, with
 the values that do not depend on content entering it (cos/sin, a
 temperature). A region with no such value means no positional change.`,
@@ -24,15 +26,18 @@ temperature). A region with no such value means no positional change.`,
 		w := c.Work()
 		out := map[*Block]*BlockSides{}
 		for _, b := range c.ResultOf[Blocks].([]*Block) {
-			if b.Fused != nil {
-				continue
+			if b.Q == nil || b.K == nil {
+				continue // a fused op that projects q and k itself
 			}
 			bs := &BlockSides{}
 			hd := w.Shape(b.Q).Last()
+			if b.HeadDim != 0 {
+				hd = b.HeadDim
+			}
 			bs.Q, bs.QWhy = w.findSide(b.Q, hd)
 			bs.K, bs.KWhy = w.findSide(b.K, hd)
 			if bs.QWhy != "" {
-				c.Miss("rope", w.OrigName(b.QK), bs.QWhy, 0)
+				c.Miss("rope", w.OrigName(b.node()), bs.QWhy, 0)
 			}
 			out[b] = bs
 		}
@@ -141,7 +146,7 @@ func runRoPE(c *Context) (any, error) {
 		if bs == nil || bs.Q == nil || len(bs.Q.Nodes) == 0 || len(bs.Q.Pos) == 0 {
 			continue
 		}
-		at := w.OrigName(b.QK)
+		at := w.OrigName(b.node())
 		if n := fusedIn(bs.Q.Nodes); n != nil {
 			c.Miss("rope", at, fmt.Sprintf("q is rotated by the fused op %v (left to the fused detectors)", n), 1)
 			continue
@@ -259,15 +264,23 @@ func (w *Work) measureCached(cache map[string]*ropeMeasure, s *side) (*ropeMeasu
 	}
 	m := &ropeMeasure{rot: rot}
 	if !rot.synthetic {
-		angErr := rot.angErr()
-		tol := max(1e-6, 2*angErr)
-		m.fit = fitRoPE(rot.omega, omegaSigma(rot.omega, angErr, rot.seq, rot.seq, relEps(rot.half)), rot.rotaryDim, rot.amp, tol)
+		m.fit = rot.fitFrequencies()
 		if rot.dynamic != nil {
-			m.fit = w.fitDynamic(rot, angErr, tol)
+			angErr := rot.angErr()
+			m.fit = w.fitDynamic(rot, angErr, max(1e-6, 2*angErr))
 		}
 	}
 	cache[key.String()] = m
 	return m, ""
+}
+
+// fitFrequencies fits the base and scaling rule of the measured
+// frequencies (weighted by their measurement error, which the noise of the
+// angles and the type they were computed in decide).
+func (r *rotation) fitFrequencies() ropeFit {
+	angErr := r.angErr()
+	tol := max(1e-6, 2*angErr)
+	return fitRoPE(r.omega, omegaSigma(r.omega, angErr, r.seq, r.seq, relEps(r.half)), r.rotaryDim, r.amp, tol)
 }
 
 // ropeParams assembles the params of one block.
@@ -296,7 +309,15 @@ func (w *Work) ropeParams(b *Block, bs *BlockSides, mq, mk *ropeMeasure) (*RoPEP
 		}
 		return p, notes
 	}
-	f := mq.fit
+	return p, append(notes, setFit(p, r, mq.fit)...)
+}
+
+// setFit sets the params the frequencies of r decide (base, scaling and
+// the rule's parameters) from their fit f, and returns the notes of the
+// fit. The fused detectors use it for frequencies read from cos/sin
+// caches.
+func setFit(p *RoPEParams, r *rotation, f ropeFit) []string {
+	var notes []string
 	if f.Scaling == "unknown" {
 		p.Scaling = ptr("unknown")
 		p.Frequencies = r.omega
@@ -304,7 +325,7 @@ func (w *Work) ropeParams(b *Block, bs *BlockSides, mq, mk *ropeMeasure) (*RoPEP
 			p.AttentionFactor = ptr(snapF32(r.amp))
 		}
 		notes = append(notes, "scaling: the measured frequencies follow no known rule; see frequencies")
-		return p, notes
+		return notes
 	}
 	if !math.IsNaN(f.Base) {
 		p.Base = ptr(f.Base)
@@ -327,7 +348,7 @@ func (w *Work) ropeParams(b *Block, bs *BlockSides, mq, mk *ropeMeasure) (*RoPEP
 		p.Dynamic = ptr(true)
 	}
 	notes = append(notes, f.Notes...)
-	return p, notes
+	return notes
 }
 
 // fusedIn returns the first node of another domain than ONNX's among

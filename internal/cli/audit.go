@@ -337,7 +337,7 @@ func writeAuditTable(out io.Writer, reports []*passes.Report) {
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SCHEME\tLAYERS\tFUSED\tNODES\tPARAMS")
 		for _, f := range r.Findings {
-			fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\n", f.Scheme, layersString(f.Layers), f.Fused, len(f.Nodes), paramString(f))
+			fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\n", f.Scheme, layersWhere(f), f.Fused, len(f.Nodes), paramString(f))
 		}
 		tw.Flush()
 		for _, f := range r.Findings {
@@ -350,6 +350,15 @@ func writeAuditTable(out io.Writer, reports []*passes.Report) {
 		fmt.Fprintln(out)
 		writeSummary(out, reports, false)
 	}
+}
+
+// layersWhere is a finding's layers, with the graph it lives in when a
+// generation op runs it ("2-3 in BeamSearch_0/decoder").
+func layersWhere(f *passes.Finding) string {
+	if f.Subgraph == "" {
+		return layersString(f.Layers)
+	}
+	return layersString(f.Layers) + " in " + f.Subgraph
 }
 
 func writeSummary(out io.Writer, reports []*passes.Report, md bool) {
@@ -382,7 +391,7 @@ func writeAuditMarkdown(out io.Writer, reports []*passes.Report) {
 		fmt.Fprintln(out, "| scheme | layers | fused | nodes | params |")
 		fmt.Fprintln(out, "|---|---|---|---|---|")
 		for _, f := range r.Findings {
-			fmt.Fprintf(out, "| %s | %s | %v | %d | %s |\n", f.Scheme, layersString(f.Layers), f.Fused, len(f.Nodes), strings.ReplaceAll(paramString(f), "|", "\\|"))
+			fmt.Fprintf(out, "| %s | %s | %v | %d | %s |\n", f.Scheme, layersWhere(f), f.Fused, len(f.Nodes), strings.ReplaceAll(paramString(f), "|", "\\|"))
 		}
 		fmt.Fprintln(out)
 		for _, f := range r.Findings {

@@ -66,15 +66,17 @@ type chip struct {
 }
 
 type findingView struct {
-	Anchor  string
-	Chip    chip
-	Layers  string
-	Fused   bool
-	Params  []param
-	Notes   []string
-	Nodes   []string
-	Figures []*figure
-	NoPlot  string
+	Anchor string
+	Chip   chip
+	Layers string
+	// Subgraph names the graph a generation op runs that holds the finding.
+	Subgraph string
+	Fused    bool
+	Params   []param
+	Notes    []string
+	Nodes    []string
+	Figures  []*figure
+	NoPlot   string
 }
 
 type param struct {
@@ -130,12 +132,13 @@ func modelSection(ids *idGen, i int, r *passes.Report) *modelView {
 	m.Layers = layerRuns(r.Layers)
 	for j, fd := range r.Findings {
 		fv := &findingView{
-			Anchor: fmt.Sprintf("%s-finding-%d", m.Anchor, j),
-			Chip:   schemeChip(fd.Scheme),
-			Layers: layersString(fd.Layers),
-			Fused:  fd.Fused,
-			Notes:  fd.Notes,
-			Nodes:  fd.Nodes,
+			Anchor:   fmt.Sprintf("%s-finding-%d", m.Anchor, j),
+			Chip:     schemeChip(fd.Scheme),
+			Layers:   layersString(fd.Layers),
+			Subgraph: fd.Subgraph,
+			Fused:    fd.Fused,
+			Notes:    fd.Notes,
+			Nodes:    fd.Nodes,
 		}
 		fv.Params = params(fd)
 		fv.Figures = findingFigures(ids, fd)

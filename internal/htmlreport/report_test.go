@@ -232,8 +232,10 @@ func TestPageShowsEverySchemaField(t *testing.T) {
 	if len(sch.Properties) < 4 || len(sch.Defs.Finding.Properties) < 5 {
 		t.Fatalf("the schema has %d report and %d finding properties", len(sch.Properties), len(sch.Defs.Finding.Properties))
 	}
-	// rope_llama3's finding has notes; llama4_nope has two findings.
-	page := render(t, auditCorpus(t, "rope_llama3"), auditCorpus(t, "llama4_nope"))
+	// rope_llama3's finding has notes; llama4_nope has two findings; the
+	// findings of ort_dummy_t5_beamsearch live in BeamSearch's graphs.
+	beam := filepath.Join("..", "..", "passes", "testdata", "realmodels", "ort_dummy_t5_beamsearch", "model.onnx")
+	page := render(t, auditCorpus(t, "rope_llama3"), auditCorpus(t, "llama4_nope"), auditFile(t, beam, "ort_dummy_t5_beamsearch"))
 	for _, props := range []map[string]json.RawMessage{sch.Properties, sch.Defs.Finding.Properties} {
 		for k := range props {
 			if !strings.Contains(page, `data-field="`+k+`"`) {
