@@ -133,6 +133,14 @@ func (w *Work) biasFinding(c *Context, b *Block, bt BiasTerm, readers map[*graph
 		c.Miss("score_bias", at, "the bias comes from parameters given as inputs", 0)
 		return nil
 	}
+	return w.readBias(c, b, bt, t, w.cone(bt.Value), readers, at)
+}
+
+// readBias reads an evaluated bias t added to b's scores (heads, query and
+// key on its last three axes): ALiBi, T5 buckets, or neither (a near-miss
+// at at). cone are the nodes computing it. The fused detectors read the
+// bias of FlexAttention's score_mod with it.
+func (w *Work) readBias(c *Context, b *Block, bt BiasTerm, t *kernels.Tensor, cone []*graph.Node, readers map[*graph.Value][]int, at string) *Finding {
 	bv, ok := newBiasView(t)
 	if !ok || bv.k < 3 {
 		return nil
@@ -148,7 +156,6 @@ func (w *Work) biasFinding(c *Context, b *Block, bt BiasTerm, readers map[*graph
 		c.Miss("score_bias", at, "the bias only masks (zeros and -inf)", 1)
 		return nil
 	}
-	cone := w.cone(bt.Value)
 	eps := 1e-7
 	switch t.DType {
 	case graph.Float16:
@@ -176,6 +183,17 @@ func (w *Work) biasFinding(c *Context, b *Block, bt BiasTerm, readers map[*graph
 func (w *Work) scoreHeads(b *Block, biasHeads int) int {
 	if biasHeads > 1 {
 		return biasHeads
+	}
+	if b.Fused != nil && b.Q != nil {
+		// A fused op's heads: its 4-D query's, or the attribute's.
+		if s := w.Shape(b.Q); s.Rank() == 4 && s.Dims[1].Known() {
+			return int(s.Dims[1])
+		}
+		if spec, ok := FusedSpecs[opKey(b.Fused)]; ok && spec.Heads != "" {
+			if h := b.Fused.AttrInt(spec.Heads, 0); h > 0 {
+				return int(h)
+			}
+		}
 	}
 	if b.QK != nil {
 		s := w.Shape(b.QK.Output(0))

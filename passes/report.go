@@ -26,7 +26,7 @@ type LayerScheme struct {
 
 // Detectors are the passes whose results are findings ([]*Finding). The
 // report collects them; adding a detector is adding it here.
-var Detectors = []*Pass{RoPE, Absolute, ScoreBias, Shaw}
+var Detectors = []*Pass{RoPE, Absolute, ScoreBias, Shaw, Fused}
 
 // Audit assembles the report from the detectors' findings.
 var Audit = &Pass{
