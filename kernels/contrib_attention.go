@@ -747,9 +747,15 @@ func qkvSizes(c *Call, cols, N int) (D, Dv int, err error) {
 func attentionCore(c *Call, qkv []float32, B, S, N, D, Dv int, maskT, pastT, biasT *Tensor) ([]*Tensor, error) {
 	Hk, Hv := D/N, Dv/N
 	row := 2*D + Dv
+	from := func(off int) []float32 { // an empty sequence has no rows to offset into
+		if off > len(qkv) {
+			return nil
+		}
+		return qkv[off:]
+	}
 	q := rowsOf{qkv, S * row, Hk, row}
-	k := rowsOf{qkv[D:], S * row, Hk, row}
-	v := rowsOf{qkv[2*D:], S * row, Hv, row}
+	k := rowsOf{from(D), S * row, Hk, row}
+	v := rowsOf{from(2 * D), S * row, Hv, row}
 	P := 0
 	if pastT != nil {
 		if Hk != Hv {

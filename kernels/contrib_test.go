@@ -301,3 +301,21 @@ func TestAttentionFloat64Refused(t *testing.T) {
 		t.Errorf("error %v, want ErrUnsupportedType", err)
 	}
 }
+
+// TestContribAttentionEmptySequence: com.microsoft Attention on a
+// sequence of length 0 (what a caller probing sizes may feed) returns an
+// empty output and the past as present, without reading past the end of
+// the empty projections.
+func TestContribAttentionEmptySequence(t *testing.T) {
+	x := FromSlice([]int{1, 0, 8}, []float32{})
+	w := FromSlice([]int{8, 24}, make([]float32, 8*24))
+	b := FromSlice([]int{24}, make([]float32, 24))
+	past := FromSlice([]int{2, 1, 2, 3, 4}, make([]float32, 2*1*2*3*4))
+	outs, err := runOp(t, DomainMicrosoft, "Attention", 17, 2, []*graph.Attr{graph.IntAttr("num_heads", 2)}, x, w, b, nil, past)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equalShape(outs[0].Shape, []int{1, 0, 8}) || !equalShape(outs[1].Shape, []int{2, 1, 2, 3, 4}) {
+		t.Fatalf("output %v and present %v", outs[0].Shape, outs[1].Shape)
+	}
+}
