@@ -29,11 +29,6 @@ type goldenCase struct {
 	truth testmodels.Truth
 }
 
-// pendingFused are models whose truth is a fused form the fused detectors
-// (issue 8, fused deployment forms) do not read yet. They are reported as
-// skipped, never silently.
-var pendingFused = map[string]bool{"llama_fused_ms": true, "llama_fused_onnx": true}
-
 func cases(t *testing.T) []goldenCase {
 	man, err := testmodels.Load()
 	if err != nil {
@@ -80,13 +75,8 @@ func audit(t *testing.T, name, path string) []byte {
 func TestGoldenReports(t *testing.T) {
 	cs := cases(t)
 	want := map[string]bool{}
-	skipped := 0
 	for _, c := range cs {
 		t.Run(c.name, func(t *testing.T) {
-			if pendingFused[strings.Split(c.name, ".")[0]] {
-				skipped++
-				t.Skipf("%s: fused form, pending the fused detectors", c.name)
-			}
 			want[c.name] = true
 			got := audit(t, c.name, c.path(t))
 			path := filepath.Join("testdata", c.name+".json")
@@ -105,9 +95,6 @@ func TestGoldenReports(t *testing.T) {
 			}
 		})
 	}
-	if skipped > 0 {
-		t.Logf("%d models skipped: fused forms pending the fused detectors", skipped)
-	}
 	// No stale files for models that are gone.
 	files, _ := filepath.Glob("testdata/*.json")
 	for _, f := range files {
@@ -121,9 +108,7 @@ func TestGoldenReports(t *testing.T) {
 			}
 			continue
 		}
-		if !pendingFused[strings.Split(name, ".")[0]] {
-			t.Errorf("%s: no model of that name (go test ./golden -update removes it)", f)
-		}
+		t.Errorf("%s: no model of that name (go test ./golden -update removes it)", f)
 	}
 }
 
@@ -157,9 +142,6 @@ func TestGoldenAgreesWithManifest(t *testing.T) {
 	sch := compileSchema(t)
 	for _, c := range cases(t) {
 		t.Run(c.name, func(t *testing.T) {
-			if pendingFused[strings.Split(c.name, ".")[0]] {
-				t.Skipf("%s: fused form, pending the fused detectors", c.name)
-			}
 			b, err := os.ReadFile(filepath.Join("testdata", c.name+".json"))
 			if err != nil {
 				t.Fatal(err)

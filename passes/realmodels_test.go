@@ -46,6 +46,16 @@ var realInformational = map[string]string{
 	"learned_absolute/max_tokens": "",
 }
 
+// realNotHeld are certain params of a truth that the file does not hold
+// by the rules of the audit, with the reason: the audit must report them
+// null with a note naming them (a disagreement with the truth, printed).
+var realNotHeld = map[string]string{
+	"ee_llama_dort_rotary_customop/rope/layout": "the truth reads the pairing from the custom op's name and split input; " +
+		"the op's semantics are not known, so the audit does not guess it",
+	"onnx_rotary_embedding_3d_input/rope/scaling": "the cos/sin caches are graph inputs (random in the generator): " +
+		"no scaling rule is in the file",
+}
+
 // TestRealModels audits the real models of testdata/realmodels (files other
 // tools wrote) and compares with their truth: schemes, the certain params,
 // and null with a note for the params the file does not hold.
@@ -99,7 +109,16 @@ func TestRealModels(t *testing.T) {
 					if f.Fused != tr.Truth.Fused {
 						t.Errorf("%s: fused %v, want %v", scheme, f.Fused, tr.Truth.Fused)
 					}
-					checkRealParams(t, scheme, params, f)
+					held := map[string]any{}
+					for k, v := range params {
+						if why, ok := realNotHeld[tr.Name+"/"+scheme+"/"+k]; ok {
+							checkUncertain(t, scheme, []string{k}, f)
+							t.Logf("%s: %s: truth %v, audit null: %s", scheme, k, v, why)
+							continue
+						}
+						held[k] = v
+					}
+					checkRealParams(t, scheme, held, f)
 					checkUncertain(t, scheme, tr.Truth.Uncertain, f)
 				}
 			}
