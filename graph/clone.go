@@ -23,7 +23,12 @@ import (
 func (m *Model) Clone() *Model {
 	c := &Model{Dir: m.Dir, shell: proto.Clone(m.shell).(*onnxpb.ModelProto), repairs: slices.Clone(m.repairs)}
 	c.names = nameSet{used: maps.Clone(m.names.used), next: maps.Clone(m.names.next)}
-	cl := &cloner{m: c, vals: map[*Value]*Value{}}
+	cl := &cloner{m: c}
+	defer func() {
+		for _, v := range cl.seen {
+			v.twin = nil
+		}
+	}()
 	c.Graph = cl.graph(m.Graph, nil)
 	for _, f := range m.Functions {
 		nf := *f
@@ -33,20 +38,23 @@ func (m *Model) Clone() *Model {
 	return c
 }
 
+// cloner maps values to their copies through Value.twin (a map of 100k
+// pointers costs more than the copy itself); seen lists them to reset.
 type cloner struct {
 	m    *Model
-	vals map[*Value]*Value
+	seen []*Value
 }
 
 func (cl *cloner) value(v *Value, g *Graph) *Value {
 	if v == nil {
 		return nil
 	}
-	if nv, ok := cl.vals[v]; ok {
-		return nv
+	if v.twin != nil {
+		return v.twin
 	}
 	nv := &Value{Name: v.Name, Type: v.Type, Const: v.Const, index: v.index, graph: g, info: v.info, sparse: v.sparse}
-	cl.vals[v] = nv
+	v.twin = nv
+	cl.seen = append(cl.seen, v)
 	return nv
 }
 
@@ -105,7 +113,7 @@ func (cl *cloner) graph(g *Graph, parent *Graph) *Graph {
 			if v == nil {
 				continue
 			}
-			nv := cl.vals[v]
+			nv := v.twin
 			if nv == nil { // defined nowhere the copy has seen: keep a stand-in
 				nv = cl.value(v, ng)
 			}

@@ -74,6 +74,7 @@ type Value struct {
 	graph    *Graph
 	info     *onnxpb.ValueInfoProto // doc_string, metadata_props of its declaration
 	sparse   *onnxpb.SparseTensorProto
+	twin     *Value // scratch: v's copy while Model.Clone runs, nil otherwise
 }
 
 // Producer is the node that computes v, or nil for graph inputs and
