@@ -55,8 +55,10 @@ type ALiBiEvidence struct {
 // T5Evidence is what the T5 detector read.
 type T5Evidence struct {
 	// Bias is the original value added to the scores; Table the bias table
-	// [num_buckets, heads]; Buckets the bucket value.
-	Bias, Table, Buckets string
+	// [num_buckets, heads]; Buckets the bucket value; Distance the matrix
+	// of relative positions the buckets are computed from ("" when no
+	// node of the cone is one position vector minus another).
+	Bias, Table, Buckets, Distance string
 	// BucketMap is the bucket of every relative position key - query from
 	// -MaxRel to MaxRel (index n + MaxRel).
 	BucketMap []int

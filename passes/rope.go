@@ -100,6 +100,11 @@ type RoPESide struct {
 	In, Out string
 	Pos     []string
 	Nodes   []string
+	// Form names how the rotation is written (rotate_half,
+	// rotate_every_two, complex_pairs; "" for another form), and
+	// RotateNodes the original nodes of that sub-pattern.
+	Form        string
+	RotateNodes []string
 
 	side *side // in the working copy
 }
@@ -242,6 +247,8 @@ func (w *Work) sortOrig(names []string) []string {
 
 func (w *Work) sideEvidence(s *side) RoPESide {
 	r := RoPESide{In: w.OrigValue(s.In), Out: w.OrigValue(s.Out), Nodes: w.origNames(s.Nodes), side: s}
+	form, nodes := w.rotationForm(s)
+	r.Form, r.RotateNodes = form, w.origNames(nodes)
 	for _, p := range s.Pos {
 		r.Pos = append(r.Pos, w.OrigValue(p))
 	}
