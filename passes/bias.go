@@ -535,6 +535,9 @@ func (w *Work) t5Finding(b *Block, bt BiasTerm, cone []*graph.Node, readers map[
 	users := readers[bt.Value]
 	params.SharedAcrossLayers = len(users) > 1
 	ev := &T5Evidence{Bias: w.OrigValue(bt.Value), Table: w.name(table), Buckets: w.name(gather.Input(1)), BucketMap: bm, MaxRel: S - 1, MaxDistances: mds, Weights: w.tableValues(table)}
+	if d := w.distanceIn(cone); d != nil {
+		ev.Distance = w.name(d)
+	}
 	f := &Finding{Scheme: T5RelativeBias, Layers: users, Params: params, Notes: notes, Evidence: ev}
 	if !slices.Contains(f.Layers, b.Index) {
 		f.Layers = append(f.Layers, b.Index)
