@@ -11,6 +11,7 @@ import (
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/testmodels"
 )
 
 // fub builds small models in the fused forms deployed transformers carry:
@@ -744,4 +745,46 @@ func normJSON(v any) any {
 	var out any
 	_ = json.Unmarshal(b, &out)
 	return out
+}
+
+// TestDeployForms audits the deployment forms testmodels builds (ONNX
+// Runtime GenAI's GroupQueryAttention with do_rotary, its int4 variant,
+// RotaryEmbedding + MultiHeadAttention, EmbedLayerNormalization +
+// Attention, opset-24 Attention with TensorScatter) and compares with
+// their truth: every finding fused, every truth param.
+func TestDeployForms(t *testing.T) {
+	s := schema(t)
+	if len(testmodels.DeployForms) < 5 {
+		t.Fatalf("only %d deployment forms", len(testmodels.DeployForms))
+	}
+	for _, form := range testmodels.DeployForms {
+		t.Run(string(form), func(t *testing.T) {
+			cfg := testmodels.DefaultDeploy
+			truth := testmodels.DeployTruth(form, cfg)
+			r, ctx, err := passes.AuditModel(testmodels.BuildDeploy(form, cfg), string(form), passes.Options{Trace: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			validate(t, s, r)
+			if fmt.Sprint(r.Schemes) != fmt.Sprint(truth.Schemes) {
+				t.Errorf("schemes %v, want %v", r.Schemes, truth.Schemes)
+			}
+			if len(r.Layers) != len(truth.Layers) {
+				t.Errorf("%d layers, want %d", len(r.Layers), len(truth.Layers))
+			}
+			compareTruth(t, string(form), truth, r, implemented)
+			for _, f := range r.Findings {
+				if !f.Fused {
+					t.Errorf("%s finding %v is not fused", f.Scheme, f.Layers)
+				}
+			}
+			if t.Failed() {
+				b, _ := json.MarshalIndent(r, "", " ")
+				t.Logf("report: %s", b)
+				for _, m := range ctx.Trace() {
+					t.Logf("trace: %s at %s: %s", m.Rule, m.At, m.Reason)
+				}
+			}
+		})
+	}
 }

@@ -151,6 +151,15 @@ func (w *Work) inferFused(n *graph.Node, set func(int, Shape), in func(int) Shap
 		if q.Rank() == 3 && rel.Rank() == 4 {
 			set(0, ranked(q.Dims[0], rel.Dims[1], rel.Dims[2], rel.Dims[3]))
 		}
+	case "com.microsoft.MatMulNBits":
+		// A (..., K) times the quantized (N, K) weight: (..., N).
+		a := in(0)
+		declared()
+		if nn := n.AttrInt("N", 0); a.Rank() >= 1 && nn > 0 {
+			d := append([]Dim{}, a.Dims...)
+			d[len(d)-1] = Dim(nn)
+			set(0, ranked(d...))
+		}
 	default:
 		return false
 	}

@@ -73,6 +73,13 @@ func (w *Work) findSide(operand *graph.Value, hd Dim) (*side, string) {
 				continue
 			}
 		}
+		if n.OpType == "TensorScatter" && len(acts) == 2 && acts[0] == 0 && acts[1] == 1 && w.cacheInput(n.Input(0)) {
+			// A static KV cache (opset 24): the new keys written into the
+			// cache given as input: follow the new keys.
+			s.Cache, v = n.Input(0), n.Input(1)
+			s.Skipped = append(s.Skipped, n)
+			continue
+		}
 		break
 	}
 	s.Out = v
