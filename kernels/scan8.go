@@ -62,7 +62,7 @@ func scan8(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if k < 0 {
 		return nil, fmt.Errorf("%d state values but %d outputs", n, c.NumOutputs())
 	}
-	finals := make([][]*Tensor, n)   // per state, per batch element
+	finals := make([][]*Tensor, n)  // per state, per batch element
 	scans := make([][][]*Tensor, k) // per scan output, per batch element, per step
 	for j := range scans {
 		scans[j] = make([][]*Tensor, batch)
