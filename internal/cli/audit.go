@@ -290,9 +290,12 @@ func policyViolations(opts *auditOptions, reports []*passes.Report) []string {
 }
 
 // paramString prints params as key=value pairs, sorted by key.
-func paramString(f *passes.Finding) string {
+func paramString(f *passes.Finding) string { return strings.Join(paramParts(f), " ") }
+
+// paramParts are the key=value pairs of the params, sorted by key.
+func paramParts(f *passes.Finding) []string {
 	if f.Params == nil {
-		return ""
+		return nil
 	}
 	m := f.Params.Map()
 	keys := make([]string, 0, len(m))
@@ -305,7 +308,56 @@ func paramString(f *passes.Finding) string {
 		b, _ := json.Marshal(m[k])
 		parts = append(parts, k+"="+string(b))
 	}
-	return strings.Join(parts, " ")
+	return parts
+}
+
+// paramLines wraps the params to lines of about width characters, between
+// pairs or after a comma of a long list.
+func paramLines(f *passes.Finding, width int) []string {
+	var lines []string
+	cur := ""
+	for _, p := range paramParts(f) {
+		// A pair longer than a line (a list) continues the line and is
+		// broken after commas.
+		if cur != "" && len(cur)+1+len(p) > width && len(p) <= width {
+			lines = append(lines, cur)
+			cur = ""
+		}
+		if cur != "" {
+			cur += " "
+		}
+		cur += p
+		for len(cur) > width {
+			cut := strings.LastIndex(cur[:width], ",")
+			if cut < 0 {
+				break
+			}
+			lines = append(lines, cur[:cut+1])
+			cur = cur[cut+1:]
+		}
+	}
+	if cur != "" || len(lines) == 0 {
+		lines = append(lines, cur)
+	}
+	return lines
+}
+
+// layerRuns prints the scheme of every layer in runs: "0-2 rope, 3 nope".
+func layerRuns(ls []passes.LayerScheme) string {
+	var parts []string
+	for i := 0; i < len(ls); {
+		j := i
+		for j+1 < len(ls) && ls[j+1].Scheme == ls[i].Scheme && ls[j+1].Index == ls[j].Index+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d %s", ls[i].Index, ls[j].Index, ls[i].Scheme))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d %s", ls[i].Index, ls[i].Scheme))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ", ")
 }
 
 func layersString(ls []int) string {
@@ -337,7 +389,11 @@ func writeAuditTable(out io.Writer, reports []*passes.Report) {
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SCHEME\tLAYERS\tFUSED\tNODES\tPARAMS")
 		for _, f := range r.Findings {
-			fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\n", f.Scheme, layersWhere(f), f.Fused, len(f.Nodes), paramString(f))
+			lines := paramLines(f, 72)
+			fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\n", f.Scheme, layersWhere(f), f.Fused, len(f.Nodes), lines[0])
+			for _, l := range lines[1:] {
+				fmt.Fprintf(tw, "\t\t\t\t  %s\n", l)
+			}
 		}
 		tw.Flush()
 		for _, f := range r.Findings {
@@ -385,21 +441,37 @@ func writeAuditMarkdown(out io.Writer, reports []*passes.Report) {
 		writeSummary(out, reports, true)
 		fmt.Fprintln(out)
 	}
-	for _, r := range reports {
+	for i, r := range reports {
+		if i > 0 {
+			fmt.Fprintln(out)
+		}
 		fmt.Fprintf(out, "## `%s`\n\n", r.Model)
-		fmt.Fprintf(out, "Schemes: %s; %d attention layers.\n\n", strings.Join(r.Schemes, ", "), len(r.Layers))
+		fmt.Fprintf(out, "Schemes: %s; %d attention layers", strings.Join(r.Schemes, ", "), len(r.Layers))
+		if runs := layerRuns(r.Layers); runs != "" {
+			fmt.Fprintf(out, " (%s)", runs)
+		}
+		fmt.Fprintln(out, ".")
+		fmt.Fprintln(out)
 		fmt.Fprintln(out, "| scheme | layers | fused | nodes | params |")
 		fmt.Fprintln(out, "|---|---|---|---|---|")
 		for _, f := range r.Findings {
-			fmt.Fprintf(out, "| %s | %s | %v | %d | %s |\n", f.Scheme, layersWhere(f), f.Fused, len(f.Nodes), strings.ReplaceAll(paramString(f), "|", "\\|"))
+			// Each pair in code, so that markdown leaves its _ and * alone.
+			var ps []string
+			for _, p := range paramParts(f) {
+				ps = append(ps, "`"+strings.ReplaceAll(p, "|", "\\|")+"`")
+			}
+			fmt.Fprintf(out, "| %s | %s | %v | %d | %s |\n", f.Scheme, layersWhere(f), f.Fused, len(f.Nodes), strings.Join(ps, " "))
 		}
-		fmt.Fprintln(out)
+		first := true
 		for _, f := range r.Findings {
 			for _, n := range f.Notes {
+				if first {
+					fmt.Fprint(out, "\nNotes:\n\n")
+					first = false
+				}
 				fmt.Fprintf(out, "- %s: %s\n", f.Scheme, n)
 			}
 		}
-		fmt.Fprintln(out)
 	}
 }
 

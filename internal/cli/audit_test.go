@@ -145,3 +145,53 @@ func TestAuditHTML(t *testing.T) {
 		t.Errorf("exit %d, stderr %q, stdout %.40q", code, errOut, stdout)
 	}
 }
+
+// The table wraps long params (LongRoPE's factor lists) and keeps every
+// pair; markdown puts each pair in code and notes under their own head.
+func TestAuditTableAndMarkdownReadWell(t *testing.T) {
+	longrope := filepath.Join("..", "..", "passes", "testdata", "realmodels", "ee_phi35_mini_longrope_noweights", "model.onnx")
+	models := []string{corpusModel("rope_yarn"), corpusModel("t5_decoder"), longrope}
+	code, js, _ := runCLI(t, append([]string{"audit", "--json"}, models...)...)
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	var reports []auditJSON
+	if err := json.Unmarshal([]byte(js), &reports); err != nil {
+		t.Fatal(err)
+	}
+	code, table, _ := runCLI(t, append([]string{"audit"}, models...)...)
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, l := range strings.Split(table, "\n") {
+		if len(l) > 120 && !strings.HasPrefix(l, "note (") && !strings.HasPrefix(l, "MODEL") && !strings.Contains(l, "model.onnx") {
+			t.Errorf("a table line of %d characters: %q", len(l), l)
+		}
+	}
+	flat := strings.Join(strings.Fields(table), " ")
+	for _, r := range reports {
+		for _, f := range r.Findings {
+			for k := range f.Params {
+				if !strings.Contains(flat, " "+k+"=") {
+					t.Errorf("%s: the table leaves out %s", r.Model, k)
+				}
+			}
+		}
+	}
+	if !strings.Contains(table, "short_factor=[1,1.02,") || !strings.Contains(table, "\n  ") {
+		t.Errorf("LongRoPE's factors are not wrapped in the table:\n%s", table)
+	}
+	code, md, _ := runCLI(t, append([]string{"audit", "--format", "markdown"}, models...)...)
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if strings.Contains(md, "\n\n\n") {
+		t.Error("markdown with two blank lines in a row")
+	}
+	if !strings.Contains(md, "| rope | 0-1 | false | 51 | `attention_factor=1.138629436111989` `base=10000`") {
+		t.Errorf("rope_yarn's row:\n%s", md)
+	}
+	if strings.Count(md, "\nNotes:\n") != 1 || !strings.Contains(md, "(0-1 t5_relative_bias).") {
+		t.Errorf("notes or layers:\n%s", md)
+	}
+}
