@@ -307,6 +307,27 @@ func (v *Value) ReplaceAllUsesWith(w *Value) {
 	}
 }
 
+// ReplaceKeepingName is ReplaceAllUsesWith where w also takes v's name
+// (v is renamed), so that the nodes reading v keep their inputs as they
+// were, name for name: a rewrite that replaces a subgraph changes no node
+// outside it. w must be a node output of v's graph without a place in the
+// model's interface; otherwise it is ReplaceAllUsesWith.
+func (v *Value) ReplaceKeepingName(w *Value) {
+	g := v.graph
+	if v == w || g == nil || w.graph != g || w.producer == nil || w.IsGraphOutput() || v.IsGraphInput() || v.Const != nil {
+		v.ReplaceAllUsesWith(w)
+		return
+	}
+	output := v.IsGraphOutput()
+	v.ReplaceAllUsesWith(w)
+	if output {
+		return // renamed already
+	}
+	name := v.Name
+	g.rename(v, g.model.freshName(name+"_replaced"))
+	g.rename(w, name)
+}
+
 func (g *Graph) replaceOutputs(v, w *Value) {
 	for i, o := range g.Outputs {
 		if o == v {

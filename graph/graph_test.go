@@ -439,3 +439,25 @@ func TestDeadCodeInUnsortedGraph(t *testing.T) {
 		t.Fatalf("removed %d, %d left", n, m.Graph.Len())
 	}
 }
+
+func TestReplaceKeepingName(t *testing.T) {
+	m := graph.NewModel(8, "test", graph.Opset{Version: 17})
+	g := m.Graph
+	x := g.AddInput("x", graph.TensorType(graph.Float, graph.Dims(2)))
+	a := g.Op("Neg", []*graph.Value{x}, 1)[0]
+	y := g.Op("Abs", []*graph.Value{a}, 1)[0]
+	g.AddOutput(y)
+	b := g.Op("Relu", []*graph.Value{x}, 1)[0]
+	name := a.Name
+	a.ReplaceKeepingName(b)
+	abs := y.Producer()
+	if abs.Input(0) != b || b.Name != name || a.Name == name {
+		t.Fatalf("Abs reads %q (b is %q, a is %q), want b under a's old name %q", abs.Input(0).Name, b.Name, a.Name, name)
+	}
+	if g.Lookup(name) != b {
+		t.Errorf("Lookup(%q) is not the new value", name)
+	}
+	if a.NumUses() != 0 {
+		t.Errorf("the old value is still read %d times", a.NumUses())
+	}
+}

@@ -43,6 +43,10 @@ type Opset struct {
 // IRVersion is the model's IR version.
 func (m *Model) IRVersion() int64 { return m.shell.GetIrVersion() }
 
+// SetIRVersion sets the model's IR version (a rewrite that imports a newer
+// operator set needs the IR version that knows it).
+func (m *Model) SetIRVersion(v int64) { m.shell.IrVersion = &v }
+
 // ProducerName is the name of the tool that wrote the model.
 func (m *Model) ProducerName() string { return m.shell.GetProducerName() }
 
