@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
@@ -32,6 +33,9 @@ type Probe struct {
 	dep    map[*graph.Value]bool // values computed from cuts
 	inputs map[*graph.Value]*kernels.Tensor
 	steps  int
+	// below holds the values computed from cut values: their shapes may
+	// differ from what the binding says (a cut of another shape).
+	below map[*graph.Value]bool
 	// Budget is the most nodes a probe runs (0: 20000).
 	Budget int
 }
@@ -63,6 +67,31 @@ func (p *Probe) SetCuts(cuts map[*graph.Value]*kernels.Tensor) {
 	p.cuts = cuts
 	if p.cuts == nil {
 		p.cuts = map[*graph.Value]*kernels.Tensor{}
+	}
+	p.below = nil
+	for v, t := range p.cuts {
+		if shape, ok := p.BindShape(p.w.Shape(v)); !ok || !slices.Equal(shape, t.Shape) {
+			p.markBelow(v)
+		}
+	}
+}
+
+// markBelow records the values computed from v.
+func (p *Probe) markBelow(v *graph.Value) {
+	if p.below == nil {
+		p.below = map[*graph.Value]bool{}
+	}
+	stack := []*graph.Value{v}
+	for len(stack) > 0 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if p.below[x] {
+			continue
+		}
+		p.below[x] = true
+		for _, u := range x.Uses() {
+			stack = append(stack, u.Node.Outputs()...)
+		}
 	}
 }
 
@@ -193,7 +222,7 @@ func (p *Probe) eval(v *graph.Value, fr *frame, depth int) (*kernels.Tensor, err
 		return nil, fmt.Errorf("%w: more than %d nodes to reach %q", ErrBudget, p.budget(), v.Name)
 	}
 	// Shape and Size of a value whose shape the binding decides.
-	if (n.OpType == "Shape" || n.OpType == "Size") && isONNX(n) {
+	if (n.OpType == "Shape" || n.OpType == "Size") && isONNX(n) && !p.below[n.Input(0)] {
 		if shape, ok := p.BindShape(p.w.Shape(n.Input(0))); ok {
 			t := shapeTensor(n, shape)
 			f.vals[v] = t
