@@ -41,6 +41,7 @@ type Work struct {
 	folds     map[*graph.Value][]*graph.Value // value of a folded node -> its initializer
 	oorder    map[*graph.Node]int
 	nameOrder map[string]int
+	byOrig    map[string]*graph.Value // workValue
 
 	roles  *roles // input roles and activation flags (roles.go)
 	weight map[*graph.Value]bool

@@ -31,6 +31,8 @@ type Options struct {
 	Trace bool
 	// MaxProbePositions bounds the sequence length of numeric probes.
 	MaxProbePositions int
+	// Rewrite configures the rewrite passes.
+	Rewrite RewriteOptions
 }
 
 // Context is what a pass sees: the original model (never changed by a

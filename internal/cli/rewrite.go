@@ -1,0 +1,360 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
+	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/verify"
+)
+
+type rewriteOptions struct {
+	IO           *IOStreams
+	In, Out      string
+	Passes       []string
+	NoVerify     bool
+	DryRun       bool
+	JSON         bool
+	MaxPositions int
+	RoPEOp       string
+	ALiBi        string
+	T5Op         string
+	Seed         uint64
+	Threads      int
+	ctx          context.Context
+
+	// tamper, set by tests, changes the rewritten model before it is
+	// verified (to check that a rewrite that is not equal is refused).
+	tamper func(*graph.Model)
+}
+
+// NewCmdRewrite builds `onnxpe rewrite`.
+func NewCmdRewrite(ios *IOStreams) *cobra.Command {
+	opts := &rewriteOptions{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "rewrite IN -o OUT [flags]",
+		Short: "Precompute positional encodings and fuse RoPE/ALiBi, proven equal before writing",
+		Long: `Rewrite replaces the positional-encoding subgraphs the audit finds by
+precomputed constants or fused nodes, checks that the result computes the
+same outputs as IN, and writes it to OUT.
+
+Passes (--passes, all by default, in this order):
+  rope        each rotation of q and k becomes one RotaryEmbedding node
+              (--rope-op com.microsoft, the default, runs in ONNX Runtime
+              at any opset; --rope-op onnx is the standard op of opset 23:
+              the model's default opset is upgraded to 23 and the ops whose
+              signature changed on the way are converted, or the rewrite
+              is refused naming the op). The cos/sin caches hold what the
+              model computes at positions 0..N-1 (N = --max-positions, else
+              the rows of the model's own table, else 4096), in its float
+              type, one pair per distinct set of frequencies. When the
+              cos/sin depend on more than the positions (dynamic NTK), the
+              rotation is fused and the cos/sin stay computed; the report
+              says so.
+  sinusoidal  a sinusoidal encoding computed in the graph becomes a
+              constant table sliced (or gathered) by the positions; a
+              stored table gathered at 0, 1, 2, ... is sliced instead
+  learned     a learned table gathered at 0, 1, 2, ... is sliced instead
+  alibi       --alibi fold (default): the slopes and the distance pattern
+              become constants, leaving the smallest subgraph ONNX Runtime
+              runs; --alibi fuse: one ai.onnxpe ALiBiBias node (onnxpe's
+              executor and generated code; not ONNX Runtime)
+  t5          the bucketed relative bias becomes a [heads, 2N-1] table
+              gathered by key - query (ONNX Runtime's CPU provider runs
+              it); --t5-op com.microsoft emits RelativePositionBias, which
+              ONNX Runtime has on CUDA only
+Every node outside the encodings is kept as it was; nodes the rewrite
+leaves unused are removed. Before writing, both models run onnxpe verify's
+sweep (positions up to the largest the model supports, KV-cache steps):
+a rewrite that is not equal within the tolerance is not written (exit 1,
+with the verify report). --no-verify skips the check (models too large to
+run here); --dry-run reports and writes nothing. A model with nothing to
+rewrite is written unchanged. External data stays external: with side
+files, the output's tensors (new tables too) go to OUT.data.
+
+Exit codes:
+  0  rewritten and proven equal (or nothing to rewrite)
+  1  the rewritten model is not equal to IN: nothing was written
+  2  usage error, unreadable input, a model verify cannot run
+  3  internal error (a bug: please report it)`,
+		Example: `  onnxpe rewrite model.onnx -o model_pe.onnx
+  onnxpe rewrite model.onnx -o model_pe.onnx --rope-op onnx --max-positions 8192
+  onnxpe rewrite model.onnx -o model_pe.onnx --passes rope,alibi --json
+  onnxpe rewrite big.onnx -o big_pe.onnx --no-verify
+  onnxpe rewrite model.onnx --dry-run`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.In = args[0]
+			opts.ctx = cmd.Context()
+			return rewriteRun(opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&opts.Out, "output", "o", "", "write the rewritten model to `OUT`")
+	f.StringSliceVar(&opts.Passes, "passes", nil, "rewrite passes to run: rope, sinusoidal, learned, alibi, t5 (default: all)")
+	f.BoolVar(&opts.NoVerify, "no-verify", false, "write without checking that the rewritten model computes the same outputs")
+	f.BoolVar(&opts.DryRun, "dry-run", false, "report what would change; write nothing")
+	f.BoolVar(&opts.JSON, "json", false, "print JSON")
+	f.IntVar(&opts.MaxPositions, "max-positions", 0, "positions of the caches and tables written (default: the model's table size, else 4096)")
+	f.StringVar(&opts.RoPEOp, "rope-op", "", "RotaryEmbedding to emit: com.microsoft (default) or onnx (opset 23); given, it also converts fused nodes of the other domain")
+	f.StringVar(&opts.ALiBi, "alibi", passes.ALiBiFold, "ALiBi: fold (constants) or fuse (ai.onnxpe ALiBiBias)")
+	f.StringVar(&opts.T5Op, "t5-op", passes.T5Table, "T5 bias: table (gathered, runs on ONNX Runtime's CPU) or com.microsoft (RelativePositionBias: ONNX Runtime has it on CUDA only)")
+	f.Uint64Var(&opts.Seed, "seed", 1, "seed of the values verify synthesises")
+	f.IntVar(&opts.Threads, "threads", 0, "goroutines of onnxpe's kernels when verifying (0: all cores)")
+	return cmd
+}
+
+// rewriteReport is what `onnxpe rewrite --json` prints.
+type rewriteReport struct {
+	Model   string            `json:"model"`
+	Output  string            `json:"output,omitempty"`
+	Changed bool              `json:"changed"`
+	Written bool              `json:"written"`
+	Changes []*passes.Change  `json:"changes"`
+	Verify  *verify.Report    `json:"verify,omitempty"`
+	Notes   []string          `json:"notes,omitempty"`
+	Summary string            `json:"summary"`
+	Options map[string]string `json:"options"`
+}
+
+func rewriteRun(opts *rewriteOptions) error {
+	ctx := opts.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if opts.Out == "" && !opts.DryRun {
+		return badInput("rewrite: give -o OUT (or --dry-run)")
+	}
+	ro := passes.RewriteOptions{MaxPositions: opts.MaxPositions, RoPEOp: opts.RoPEOp, ALiBi: opts.ALiBi, T5Op: opts.T5Op}
+	if opts.ALiBi == "" {
+		opts.ALiBi = passes.ALiBiFold
+	}
+	if opts.T5Op == "" {
+		opts.T5Op = passes.T5Table
+	}
+	switch {
+	case opts.MaxPositions < 0:
+		return badInput("rewrite: --max-positions must be at least 1")
+	case opts.RoPEOp != "" && opts.RoPEOp != passes.RoPEOpMicrosoft && opts.RoPEOp != passes.RoPEOpONNX:
+		return badInput("rewrite: --rope-op must be com.microsoft or onnx, not %q", opts.RoPEOp)
+	case opts.ALiBi != passes.ALiBiFold && opts.ALiBi != passes.ALiBiFuse:
+		return badInput("rewrite: --alibi must be fold or fuse, not %q", opts.ALiBi)
+	case opts.T5Op != passes.T5Table && opts.T5Op != passes.T5Microsoft:
+		return badInput("rewrite: --t5-op must be table or com.microsoft, not %q", opts.T5Op)
+	}
+	var ps []*passes.Pass
+	if len(opts.Passes) == 0 {
+		ps = passes.Rewriters
+	} else {
+		for _, name := range opts.Passes {
+			p, ok := passes.RewriterNames[strings.TrimSpace(name)]
+			if !ok {
+				var names []string
+				for n := range passes.RewriterNames {
+					names = append(names, n)
+				}
+				slices.Sort(names)
+				return badInput("rewrite: unknown pass %q (passes: %s)", name, strings.Join(names, ", "))
+			}
+			if !slices.Contains(ps, p) {
+				ps = append(ps, p)
+			}
+		}
+	}
+	if opts.Out != "" {
+		if same, _ := samePath(opts.In, opts.Out); same {
+			return badInput("rewrite: -o %s is the input; write to another file", opts.Out)
+		}
+	}
+	m, err := loadModel(opts.IO.ErrOut, opts.In)
+	if err != nil {
+		return err
+	}
+	rw, _, err := passes.RewriteModel(m, passes.Options{Rewrite: ro}, ps...)
+	if err != nil {
+		if errors.Is(err, passes.ErrRewrite) || errors.Is(err, passes.ErrModel) {
+			return badInput("rewrite %s: %v", opts.In, err)
+		}
+		return err
+	}
+	rep := &rewriteReport{Model: opts.In, Output: opts.Out, Changed: rw.Changed(), Changes: rw.Changes,
+		Options: map[string]string{"rope_op": cmp.Or(opts.RoPEOp, passes.RoPEOpMicrosoft), "alibi": opts.ALiBi, "t5_op": opts.T5Op, "max_positions": fmt.Sprint(opts.MaxPositions)}}
+	if opts.tamper != nil {
+		opts.tamper(rw.M)
+	}
+	verified := false
+	if rep.Changed && !opts.NoVerify {
+		vo := verify.Options{Seed: opts.Seed, PathA: opts.In, PathB: "rewritten " + filepath.Base(opts.In), Threads: opts.Threads}
+		if h, err := verify.AuditHints(m); err == nil {
+			vo.Hints = h
+		}
+		prog := newProgress(opts.IO)
+		vo.Progress = prog.update
+		vr, err := verify.Compare(ctx, m, rw.M, vo)
+		prog.done()
+		if err != nil {
+			if errors.Is(err, kernels.ErrInternal) {
+				return err
+			}
+			var me *verify.ModelError
+			if errors.As(err, &me) && me.Model == "B" {
+				rep.Summary = "the rewritten model does not run: " + oneLine(err.Error()) + "; nothing written"
+				if err := printRewrite(opts, rep); err != nil {
+					return err
+				}
+				return &checkFailed{msg: rep.Summary}
+			}
+			return badInput("rewrite: cannot verify the rewrite (%v); --no-verify writes it unchecked", err)
+		}
+		rep.Verify = vr
+		if !vr.Equal {
+			rep.Summary = "the rewritten model is not equal to " + opts.In + ": " + vr.Summary + "; nothing written"
+			if err := printRewrite(opts, rep); err != nil {
+				return err
+			}
+			return &checkFailed{msg: rep.Summary}
+		}
+		verified = true
+	}
+	switch {
+	case opts.DryRun:
+	case !rep.Changed:
+		if err := m.Save(opts.Out, graph.SaveOptions{}); err != nil {
+			return badInput("%s: %v", opts.Out, err)
+		}
+		rep.Written = true
+	default:
+		if err := saveRewritten(m, rw.M, opts.Out); err != nil {
+			return badInput("%s: %v", opts.Out, err)
+		}
+		rep.Written = true
+	}
+	switch {
+	case !rep.Changed:
+		rep.Summary = "nothing to rewrite"
+		if rep.Written {
+			rep.Summary += ": " + opts.Out + " is " + opts.In + " unchanged"
+		}
+	default:
+		var parts []string
+		for _, ch := range rep.Changes {
+			if len(ch.Added)+len(ch.Removed) > 0 {
+				parts = append(parts, strings.TrimPrefix(ch.Pass, "rewrite_"))
+			}
+		}
+		rep.Summary = "rewrote " + strings.Join(parts, ", ")
+		if verified {
+			rep.Summary += "; equal to " + opts.In + " (" + rep.Verify.Summary + ")"
+		} else if opts.NoVerify {
+			rep.Summary += "; not verified (--no-verify)"
+		}
+		switch {
+		case opts.DryRun:
+			rep.Summary += "; nothing written (--dry-run)"
+		case rep.Written:
+			rep.Summary += "; wrote " + opts.Out
+		}
+	}
+	return printRewrite(opts, rep)
+}
+
+// saveRewritten writes the rewritten model atomically. When the original
+// keeps tensors in side files, the output does too (its own OUT.data),
+// new tables included.
+func saveRewritten(orig, m *graph.Model, out string) error {
+	smallest := int64(-1)
+	orig.Graph.Walk(func(*graph.Node) {})
+	for _, v := range orig.Graph.Initializers {
+		if t := v.Const; t != nil && t.IsExternal() {
+			if b := t.ByteSize(); smallest < 0 || b < smallest {
+				smallest = b
+			}
+		}
+	}
+	if smallest < 0 {
+		return m.Save(out, graph.SaveOptions{})
+	}
+	return m.Save(out, graph.SaveOptions{External: graph.ExternalizeLarge, Threshold: max(smallest, 1), Location: filepath.Base(out) + ".data"})
+}
+
+func samePath(a, b string) (bool, error) {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false, err
+	}
+	sb, err := os.Stat(b)
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(sa, sb), nil
+}
+
+func printRewrite(opts *rewriteOptions, rep *rewriteReport) error {
+	if opts.JSON {
+		return writeJSON(opts.IO, rep)
+	}
+	w := opts.IO.Out
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	any := false
+	for _, ch := range rep.Changes {
+		if len(ch.Added)+len(ch.Removed)+len(ch.Skipped) == 0 {
+			continue
+		}
+		if !any {
+			fmt.Fprintln(tw, "PASS\tSCHEME\tLAYERS\tNODES REMOVED\tNODES ADDED\tCONSTANTS ADDED")
+			any = true
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", strings.TrimPrefix(ch.Pass, "rewrite_"), ch.Scheme, layerRange(ch.Layers),
+			len(ch.Removed), len(ch.Added), humanBytes(max(ch.ConstBytes, 0)))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, ch := range rep.Changes {
+		for _, n := range ch.Notes {
+			fmt.Fprintf(w, "note (%s): %s\n", strings.TrimPrefix(ch.Pass, "rewrite_"), n)
+		}
+		for _, s := range ch.Skipped {
+			fmt.Fprintf(w, "not rewritten (%s): %s\n", strings.TrimPrefix(ch.Pass, "rewrite_"), s)
+		}
+	}
+	if rep.Verify != nil && !rep.Verify.Equal {
+		if err := rep.Verify.WriteTable(w); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintln(w, rep.Summary)
+	return err
+}
+
+// layerRange prints layer indexes compactly: 0-3,5.
+func layerRange(ls []int) string {
+	if len(ls) == 0 {
+		return "-"
+	}
+	var parts []string
+	for i := 0; i < len(ls); {
+		j := i
+		for j+1 < len(ls) && ls[j+1] == ls[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", ls[i], ls[j]))
+		} else {
+			parts = append(parts, fmt.Sprint(ls[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}

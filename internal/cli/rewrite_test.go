@@ -1,0 +1,223 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/testmodels"
+)
+
+// rewritten are the corpus models the default rewrite changes; the others
+// have nothing to rewrite.
+var rewritten = map[string]bool{
+	"rope_llama": true, "rope_llama_fp16": true, "rope_linear": true, "rope_ntk": true, "rope_llama3": true,
+	"rope_yarn": true, "rope_qwen2": true, "rope_kvcache": true, "rope_gptj": true, "rope_neox": true,
+	"llama4_nope": true, "sinusoidal_concat": true, "sinusoidal_interleaved_computed": true,
+	"sinusoidal_interleaved_scatter": true, "sinusoidal_marian": true, "learned_gpt2": true, "learned_bert": true,
+	"alibi_bloom": true, "alibi_mpt": true, "t5_encoder": true, "t5_decoder": true,
+}
+
+// TestRewriteCorpusIsProvenEqual rewrites every corpus model with the
+// command: the models with an encoding to rewrite are written and proven
+// equal by verify's sweep (single token, padded batch, longest sequence,
+// far positions, KV-cache steps); the others are written unchanged.
+func TestRewriteCorpusIsProvenEqual(t *testing.T) {
+	man, err := testmodels.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, e := range man.Models {
+		t.Run(e.Name, func(t *testing.T) {
+			out := filepath.Join(dir, e.Name+".onnx")
+			code, stdout, stderr := runCLI(t, "rewrite", e.ModelPath(), "-o", out, "--json")
+			if code != 0 {
+				t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+			}
+			var rep rewriteReport
+			if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+				t.Fatalf("invalid JSON: %v\n%s", err, stdout)
+			}
+			if !rep.Written {
+				t.Fatalf("not written: %s", rep.Summary)
+			}
+			if rep.Changed != rewritten[e.Name] {
+				t.Fatalf("changed %v, want %v: %s", rep.Changed, rewritten[e.Name], rep.Summary)
+			}
+			if !rep.Changed {
+				a, _ := os.ReadFile(e.ModelPath())
+				b, _ := os.ReadFile(out)
+				if !bytes.Equal(a, b) || !strings.HasPrefix(rep.Summary, "nothing to rewrite") {
+					t.Fatalf("nothing to rewrite, but the output differs from the input (%s)", rep.Summary)
+				}
+				return
+			}
+			if rep.Verify == nil || !rep.Verify.Equal || len(rep.Verify.Sets) < 3 {
+				t.Fatalf("not proven equal: %+v", rep.Verify)
+			}
+			seqs := map[int]bool{}
+			for _, s := range rep.Verify.Sets {
+				if s.Spec != nil {
+					seqs[s.Spec.Seq] = true
+				}
+			}
+			if !seqs[1] {
+				t.Errorf("verify ran no single-token set: %v", seqs)
+			}
+			if _, err := graph.Load(out); err != nil {
+				t.Fatalf("the output does not load: %v", err)
+			}
+		})
+	}
+}
+
+// TestRewriteRefusesWhatIsNotEqual makes the rewritten model differ (a
+// cos/sin cache entry changed) and checks that nothing is written and the
+// command exits 1 with verify's report.
+func TestRewriteRefusesWhatIsNotEqual(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out.onnx")
+	var stdout, stderr bytes.Buffer
+	opts := &rewriteOptions{IO: &IOStreams{Out: &stdout, ErrOut: &stderr}, In: corpusFile("rope_llama", "model.onnx"), Out: out,
+		Seed: 1, tamper: func(m *graph.Model) {
+			for _, v := range m.Graph.Initializers {
+				if strings.HasPrefix(v.Name, "onnxpe_rope_cos_cache") {
+					vals, _ := v.Const.Float64s()
+					vals[50*8+1] += 1e-3
+					t2, err := graph.TensorFromFloat64(v.Name, v.Const.DataType(), v.Const.Dims(), vals)
+					if err != nil {
+						t.Fatal(err)
+					}
+					v.Const = t2
+					return
+				}
+			}
+			t.Fatal("no cos cache to tamper with")
+		}}
+	err := rewriteRun(opts)
+	if exitCode(err) != ExitCheckFailed {
+		t.Fatalf("exit %d (%v), want 1:\n%s", exitCode(err), err, stdout.String())
+	}
+	if _, serr := os.Stat(out); !os.IsNotExist(serr) {
+		t.Fatalf("%s was written", out)
+	}
+	if !strings.Contains(stdout.String(), "not equal") || !strings.Contains(err.Error(), "nothing written") {
+		t.Fatalf("the report does not say why:\n%s\n%v", stdout.String(), err)
+	}
+}
+
+func TestRewriteDryRunWritesNothing(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out.onnx")
+	code, stdout, stderr := runCLI(t, "rewrite", corpusFile("sinusoidal_concat", "model.onnx"), "-o", out, "--dry-run", "--no-verify")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatal("--dry-run wrote the model")
+	}
+	for _, want := range []string{"sinusoidal", "NODES REMOVED", "not verified", "nothing written"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the report lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+func TestRewriteBadFlagsExitTwo(t *testing.T) {
+	in := corpusFile("rope_llama", "model.onnx")
+	out := filepath.Join(t.TempDir(), "out.onnx")
+	for _, args := range [][]string{
+		{"rewrite", in},
+		{"rewrite", in, "-o", out, "--rope-op", "cuda"},
+		{"rewrite", in, "-o", out, "--alibi", "bake"},
+		{"rewrite", in, "-o", out, "--t5-op", "onnx"},
+		{"rewrite", in, "-o", out, "--passes", "rope,magic"},
+		{"rewrite", in, "-o", out, "--max-positions", "-4"},
+		{"rewrite", in, "-o", in},
+		{"rewrite", filepath.Join(t.TempDir(), "missing.onnx"), "-o", out},
+	} {
+		code, _, stderr := runCLI(t, args...)
+		if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Errorf("%v: exit %d, stderr %q", args[2:], code, stderr)
+		}
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Error("a refused command wrote its output")
+	}
+}
+
+// TestRewriteKeepsExternalData rewrites a model whose weights are in a
+// side file: the output keeps them in its own side file, with the new
+// caches.
+func TestRewriteKeepsExternalData(t *testing.T) {
+	dir := t.TempDir()
+	in, err := testmodels.ExternalDataModel(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outDir := t.TempDir()
+	out := filepath.Join(outDir, "rw.onnx")
+	code, stdout, stderr := runCLI(t, "rewrite", in, "-o", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+	}
+	m, err := graph.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := false
+	for _, v := range m.Graph.Initializers {
+		if v.Const.ByteSize() >= 1024 && !v.Const.IsExternal() {
+			t.Errorf("%s (%d bytes) is inline", v.Name, v.Const.ByteSize())
+		}
+		if strings.HasPrefix(v.Name, "onnxpe_rope_cos_cache") {
+			cache = v.Const.IsExternal() && v.Const.External().Location == "rw.onnx.data"
+		}
+	}
+	if !cache {
+		t.Error("the new cos cache is not in rw.onnx.data")
+	}
+	if fi, err := os.Stat(filepath.Join(outDir, "rw.onnx.data")); err != nil || fi.Size() == 0 {
+		t.Errorf("no side file: %v", err)
+	}
+}
+
+// TestRewriteRoPEOpONNX emits the standard RotaryEmbedding into RoPE
+// models exported at opset 17 and built at 18 and 20: the model is
+// upgraded to opset 23 and proven equal.
+func TestRewriteRoPEOpONNX(t *testing.T) {
+	dir := t.TempDir()
+	ins := []string{corpusFile("rope_llama", "model.onnx"), corpusFile("rope_gptj", "model.onnx"), corpusFile("rope_kvcache", "model.onnx")}
+	for _, s := range testmodels.Synthetics() {
+		if s.Name == "llama_opset18" || s.Name == "llama_cache_shared" {
+			p := filepath.Join(dir, s.Name+".onnx")
+			if err := s.Build().Save(p, graph.SaveOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			ins = append(ins, p)
+		}
+	}
+	for _, in := range ins {
+		out := filepath.Join(dir, "onnx23_"+filepath.Base(filepath.Dir(in))+filepath.Base(in))
+		code, stdout, stderr := runCLI(t, "rewrite", in, "-o", out, "--rope-op", "onnx")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s%s", in, code, stdout, stderr)
+		}
+		m, err := graph.Load(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		m.Walk(func(nd *graph.Node) {
+			if nd.OpType == "RotaryEmbedding" && nd.Domain == "" {
+				n++
+			}
+		})
+		if m.OpsetVersion("") != 23 || n == 0 {
+			t.Errorf("%s: opset %d, %d ONNX RotaryEmbedding nodes", in, m.OpsetVersion(""), n)
+		}
+	}
+}

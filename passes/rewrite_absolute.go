@@ -1,0 +1,279 @@
+package passes
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
+)
+
+// RewriteSinusoidal turns sinusoidal encodings computed in the graph into
+// a constant table read at the positions.
+var RewriteSinusoidal = &Pass{
+	Name: "rewrite_sinusoidal",
+	Doc: `Replace a sinusoidal encoding computed in the graph by a constant table.
+
+The table ([max_positions, dim], in the model's float type) holds what
+the model's own subgraph computes at positions 0..N-1 (evaluated with
+the kernels with the positions replaced), N being --max-positions or
+4096. It is sliced by the positions where they are consecutive (from a
+Range, or 0..S-1) and gathered where they are data (computed from a
+mask). A stored table gathered at 0, 1, 2, ... is sliced instead.`,
+	Requires: []*Pass{Normalize, Absolute, Edit},
+	Run: func(c *Context) (any, error) {
+		return c.rewrite().absolutePass(c, "rewrite_sinusoidal", Sinusoidal)
+	},
+}
+
+// RewriteLearned turns a learned table gathered at 0, 1, 2, ... into a
+// slice of the table.
+var RewriteLearned = &Pass{
+	Name: "rewrite_learned",
+	Doc: `Replace the Gather of a learned position table at 0, 1, 2, ... by a Slice.
+
+When the positions a learned table is read at are consecutive (a Range
+offset by a cache length, a slice of BERT's 0, 1, 2, ... buffer), the
+Gather and the index computation become one Slice of the table. Tables
+read at positions that are data (computed from a mask, given as input)
+and tables added whole are left as they are.`,
+	Requires: []*Pass{Normalize, Absolute, Edit},
+	Run: func(c *Context) (any, error) {
+		return c.rewrite().absolutePass(c, "rewrite_learned", LearnedAbsolute)
+	},
+}
+
+func (r *Rewrite) absolutePass(c *Context, pass, scheme string) (*Change, error) {
+	w := c.Work()
+	ch := r.begin(pass, scheme)
+	defer r.end(ch)
+	for _, f := range c.ResultOf[Absolute].([]*Finding) {
+		if f.Scheme != scheme || f.Fused {
+			continue
+		}
+		done, err := r.absolute(w, f)
+		if err != nil {
+			if errors.Is(err, ErrRewrite) {
+				ch.skip(f, "%s", reason(err))
+				continue
+			}
+			return ch, err
+		}
+		if done {
+			ch.Layers = append(ch.Layers, f.Layers...)
+		}
+	}
+	return ch, nil
+}
+
+// absolute rewrites one absolute encoding; false when it is already a
+// read of a stored table at the positions.
+func (r *Rewrite) absolute(w *Work, f *Finding) (bool, error) {
+	ev, ok := f.Evidence.(*TableEvidence)
+	if !ok {
+		return false, fmt.Errorf("%w: the finding has no table evidence", ErrRewrite)
+	}
+	x := w.workValue(ev.Value)
+	if x == nil {
+		return false, fmt.Errorf("%w: the encoding %q is not a value of the model", ErrRewrite, ev.Value)
+	}
+	cone := w.cone(x)
+	computed := false
+	for _, n := range cone {
+		switch n.OpType {
+		case "Sin", "Cos", "If", "Loop", "Scan", "ScatterND", "ScatterElements", "Exp", "Pow":
+			computed = true
+		}
+	}
+	if computed {
+		if ev.Positions == nil {
+			return false, fmt.Errorf("%w: %s", ErrRewrite, ev.PositionsWhy)
+		}
+		return true, r.absoluteTable(w, ev, x)
+	}
+	// A stored table gathered at consecutive positions.
+	var gather *graph.Node
+	for _, n := range cone {
+		if n.OpType == "Gather" && isONNX(n) && w.IsConst(n.Input(0)) && w.name(n.Input(0)) == ev.Table && !w.IsConst(n.Input(1)) && n.AttrInt("axis", 0) == 0 {
+			gather = n
+		}
+	}
+	if gather == nil || ev.Positions == nil {
+		return false, nil
+	}
+	pos := ev.Positions
+	if pos.Value == "" || !pos.Ranged {
+		return false, nil
+	}
+	out, err := r.lookup(w.OrigValue(gather.Output(0)))
+	if err != nil {
+		return false, err
+	}
+	table, err := r.lookup(ev.Table)
+	if err != nil {
+		return false, err
+	}
+	// The Gather's output may carry a batch the slice does not: only
+	// elementwise readers broadcast it back.
+	idx := w.Shape(gather.Input(1))
+	if slices.ContainsFunc(idx.Dims, func(d Dim) bool { return d.IsSym() && w.isBatchSym(d) }) {
+		for _, u := range out.Uses() {
+			switch u.Node.OpType {
+			case "Add", "Sub", "Mul":
+			default:
+				return false, fmt.Errorf("%w: the gathered rows have a batch axis that %s (%s) reads as it is", ErrRewrite, nodeName(u.Node), u.Node.OpType)
+			}
+		}
+	}
+	start, limit, err := r.bounds(w, pos)
+	if err != nil {
+		return false, err
+	}
+	dt := w.ElemType(gather.Output(0))
+	y := typed(r.op1("Slice", []*graph.Value{table, start, limit, r.vecInt(0)}), dt, 2)
+	for i := 2; i < idx.Rank()+1; i++ {
+		y = typed(r.unsqueeze(y, 0), dt, i+1)
+	}
+	if out.Type != nil {
+		y.Type = out.Type.Clone()
+	}
+	out.ReplaceKeepingName(y)
+	return true, nil
+}
+
+// bounds are the [1] int64 start and end of the positions of a Range (or
+// of a slice of 0, 1, 2, ...).
+func (r *Rewrite) bounds(w *Work, pos *Positions) (*graph.Value, *graph.Value, error) {
+	one := func(name string, v *graph.Value, c int64) (*graph.Value, error) {
+		if name == "" {
+			return r.vecInt(c), nil
+		}
+		x, err := r.lookup(name)
+		if err != nil {
+			return nil, err
+		}
+		x = r.castInt64(x, w.ElemType(v))
+		return typed(r.op1("Reshape", []*graph.Value{x, r.vecInt(1)}), graph.Int64, 1), nil
+	}
+	s, err := one(pos.Start, pos.start, pos.StartConst)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := one(pos.Limit, pos.limit, pos.LimitConst)
+	return s, l, err
+}
+
+// absoluteTable replaces a computed encoding x by rows of a constant
+// table holding its values at positions 0..N-1.
+func (r *Rewrite) absoluteTable(w *Work, ev *TableEvidence, x *graph.Value) error {
+	n := r.opts.MaxPositions
+	if n <= 0 {
+		n = DefaultMaxPositions
+	}
+	pos := ev.Positions
+	pr := w.NewProbe(1, n, 0)
+	pr.Budget = 1 << 22
+	cuts := map[*graph.Value]*kernels.Tensor{}
+	if err := w.cutPositions(pr, pos, 0, cuts); err != nil {
+		return fmt.Errorf("%w: %v", ErrRewrite, err)
+	}
+	pr.SetCuts(cuts)
+	rows, why := w.tableRows(pr, x)
+	var dt graph.DataType
+	if t, err := pr.Value(x); err == nil {
+		dt = t.DType
+	}
+	if !dt.IsFloat() {
+		return fmt.Errorf("%w: the encoding has element type %v", ErrRewrite, dt)
+	}
+	if rows == nil || len(rows) != n {
+		return fmt.Errorf("%w: evaluating the encoding at positions 0..%d: %s", ErrRewrite, n-1, why)
+	}
+	fromZero := (pos.Value == "" || pos.Ranged) && pos.Start == "" && pos.StartConst == 0
+	for i, r0 := range ev.Rows0 {
+		if fromZero && i < len(rows) && !slices.Equal(rows[i], r0) {
+			return fmt.Errorf("%w: the rows evaluated at 0..%d are not those the detector read", ErrRewrite, n-1)
+		}
+	}
+	d := len(rows[0])
+	flat := make([]float64, 0, n*d)
+	for _, row := range rows {
+		flat = append(flat, row...)
+	}
+	table, err := r.table("onnxpe_position_table", dt, []int64{int64(n), int64(d)}, flat)
+	if err != nil {
+		return err
+	}
+	out, err := r.lookup(ev.Value)
+	if err != nil {
+		return err
+	}
+	xs := w.Shape(x)
+	var y *graph.Value
+	switch {
+	case pos.Value != "" && !pos.Ranged:
+		// Positions are data: gather the rows.
+		p, err := r.lookup(pos.Value)
+		if err != nil {
+			return err
+		}
+		p = r.castInt64(p, w.ElemType(pos.value))
+		y = typed(r.op1("Gather", []*graph.Value{table, p}, graph.IntAttr("axis", 0)), dt, w.Shape(pos.value).Rank()+1)
+	default:
+		var start, limit *graph.Value
+		if pos.Ranged {
+			if start, limit, err = r.bounds(w, pos); err != nil {
+				return err
+			}
+		} else {
+			// start + 0..S-1, S the sequence of the activation the
+			// encoding is added to.
+			if pos.Start == "" {
+				start = r.vecInt(pos.StartConst)
+			} else {
+				s, err := r.lookup(pos.Start)
+				if err != nil {
+					return err
+				}
+				start = r.op1("Reshape", []*graph.Value{r.castInt64(s, w.ElemType(pos.start)), r.vecInt(1)})
+			}
+			act, err := r.addend(ev)
+			if err != nil {
+				return err
+			}
+			if len(xs.Dims) < 2 {
+				return fmt.Errorf("%w: the encoding has shape %s", ErrRewrite, w.shapeString(xs))
+			}
+			seq := r.dimOf(act, -2)
+			limit = typed(r.op1("Add", []*graph.Value{start, seq}), graph.Int64, 1)
+		}
+		y = typed(r.op1("Slice", []*graph.Value{table, start, limit, r.vecInt(0)}), dt, 2)
+		for i := 2; i < xs.Rank(); i++ {
+			y = typed(r.unsqueeze(y, 0), dt, i+1)
+		}
+	}
+	if out.Type != nil {
+		y.Type = out.Type.Clone()
+	}
+	out.ReplaceKeepingName(y)
+	return nil
+}
+
+// addend is the activation the encoding is added to (the other input of
+// the Add), in the rewritten model.
+func (r *Rewrite) addend(ev *TableEvidence) (*graph.Value, error) {
+	var add *graph.Node
+	for _, n := range r.M.Graph.Nodes() {
+		if nodeName(n) == ev.Add {
+			add = n
+		}
+	}
+	if add == nil || len(add.Inputs()) != 2 {
+		return nil, fmt.Errorf("%w: the Add %q of the encoding is not in the model", ErrRewrite, ev.Add)
+	}
+	if add.Input(0).Name == ev.Value {
+		return add.Input(1), nil
+	}
+	return add.Input(0), nil
+}

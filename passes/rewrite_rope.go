@@ -1,0 +1,579 @@
+package passes
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
+)
+
+// RewriteRoPE fuses every unfused RoPE rotation into a RotaryEmbedding node.
+var RewriteRoPE = &Pass{
+	Name: "rewrite_rope",
+	Doc: `Replace each rotation of q and k by one fused RotaryEmbedding node.
+
+Per RoPE finding, the cos/sin caches ([max_positions, rotary_dim/2], in
+the model's float type) hold what the model's own cos/sin subgraph
+computes at positions 0..N-1: it is evaluated with the kernels (cos and
+sin of the model's angles in float64, rounded once), with the positions
+replaced, so scaled frequencies and YaRN's attention factor are kept as
+they are; positions beyond a stored table are computed in float64 from
+the measured frequencies and amplitude. N is --max-positions, else the
+rows of the model's table, else 4096. Layers with the same caches share
+them. The fused node reads q as it was (4-D [batch, heads, seq, head] as
+is; [batch, seq, heads, head] reshaped to 3-D) and the positions where
+the model read them (an input, a Range offset by a KV-cache length, the
+start of a slice). When the cos/sin depend on more than the positions
+(dynamic NTK, frequencies given as inputs) the rotation is fused and the
+cos/sin stay computed in the graph. --rope-op onnx emits the standard op
+of opset 23 and upgrades the model's opset.`,
+	Requires: []*Pass{Normalize, RoPE, Edit},
+	Run:      runRewriteRoPE,
+}
+
+func runRewriteRoPE(c *Context) (any, error) {
+	r := c.rewrite()
+	w := c.Work()
+	ch := r.begin("rewrite_rope", RoPEScheme)
+	defer r.end(ch)
+	for _, f := range c.ResultOf[RoPE].([]*Finding) {
+		if f.Fused {
+			continue
+		}
+		if err := r.rope(w, f, ch); err != nil {
+			if errors.Is(err, ErrRewrite) {
+				ch.skip(f, "%s", reason(err))
+				continue
+			}
+			return ch, err
+		}
+		ch.Layers = append(ch.Layers, f.Layers...)
+	}
+	return ch, nil
+}
+
+// ropeTarget is one rotation to fuse, in the rewritten model.
+type ropeTarget struct {
+	in, out *graph.Value
+	work    *side
+	layer   int
+}
+
+func (r *Rewrite) rope(w *Work, f *Finding, ch *Change) error {
+	ev, ok := f.Evidence.(*RoPEEvidence)
+	p, ok2 := f.Params.(*RoPEParams)
+	if !ok || !ok2 || len(ev.Blocks) == 0 {
+		return fmt.Errorf("%w: the finding has no RoPE evidence", ErrRewrite)
+	}
+	var targets []ropeTarget
+	for _, b := range ev.Blocks {
+		for _, s := range []RoPESide{b.Q, b.K} {
+			if s.side == nil || s.In == "" {
+				continue
+			}
+			in, err := r.lookup(s.In)
+			if err != nil {
+				return err
+			}
+			out, err := r.lookup(s.Out)
+			if err != nil {
+				return err
+			}
+			targets = append(targets, ropeTarget{in: in, out: out, work: s.side, layer: b.Layer})
+		}
+	}
+	if len(targets) == 0 {
+		return fmt.Errorf("%w: no rotation to fuse", ErrRewrite)
+	}
+	dt := w.ElemType(targets[0].work.Out)
+	if !dt.IsFloat() {
+		return fmt.Errorf("%w: q has element type %v", ErrRewrite, dt)
+	}
+	half := p.RotaryDim / 2
+	col := func(pair [2]int) int {
+		if p.Layout == "interleaved" {
+			return pair[0] / 2
+		}
+		return pair[0]
+	}
+	var cosV, sinV *graph.Value
+	computed := ev.Positions == nil
+	var rt *runtimeCache
+	if !computed {
+		n := r.opts.MaxPositions
+		if n <= 0 {
+			n = DefaultMaxPositions
+			if p.MaxPositions != nil {
+				n = *p.MaxPositions
+			}
+		}
+		cs, sn, err := w.ropeCache(targets[0].work, ev, p, n, col)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrRewrite, err)
+		}
+		if cosV, err = r.table("onnxpe_rope_cos_cache", dt, []int64{int64(n), int64(half)}, cs); err != nil {
+			return err
+		}
+		if sinV, err = r.table("onnxpe_rope_sin_cache", dt, []int64{int64(n), int64(half)}, sn); err != nil {
+			return err
+		}
+	} else {
+		var err error
+		if rt, err = w.ropeRuntimeCache(targets[0].work, ev, p, col); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrRewrite, ev.PositionsWhy, err)
+		}
+		ch.note("layers %v: the cos/sin depend on more than the positions (%s): the rotation is fused, the cos/sin stay computed in the graph", f.Layers, ev.PositionsWhy)
+	}
+	for _, t := range targets {
+		if err := r.fuseRotation(w, t, ev, p, dt, cosV, sinV, rt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ropeCache evaluates the model's own cos/sin at positions 0..n-1 (the
+// rows a stored table holds; beyond it, float64 from the measured
+// frequencies and amplitude), [n, rotary_dim/2] each.
+func (w *Work) ropeCache(s *side, ev *RoPEEvidence, p *RoPEParams, n int, col func([2]int) int) ([]float64, []float64, error) {
+	half := p.RotaryDim / 2
+	exact := n
+	if p.MaxPositions != nil && *p.MaxPositions < exact {
+		exact = *p.MaxPositions
+	}
+	cs := make([]float64, n*half)
+	sn := make([]float64, n*half)
+	ec, es, err := w.ropeCacheExact(s, ev, exact, col, half)
+	if err != nil {
+		return nil, nil, err
+	}
+	copy(cs, ec)
+	copy(sn, es)
+	// Check the model's values against the measured frequencies (this
+	// confirms the positions were read where the graph reads them): the
+	// angles over all positions give each frequency precisely, which
+	// must be the measured one, and every angle must lie on its line.
+	// Positions beyond the model's values continue that line in float64.
+	tolAng := 2e-5
+	if isHalfType(w.ElemType(s.Out)) {
+		tolAng = 8e-3
+	}
+	for k, pr := range ev.Pairs {
+		c := col(pr)
+		om, sign := ev.InvFreq[k], 1.0
+		if exact > 1 {
+			th := make([]float64, exact)
+			var sxy, sxx float64
+			for pos := 0; pos < exact; pos++ {
+				a := math.Atan2(es[pos*half+c], ec[pos*half+c])
+				if pos > 0 {
+					a = th[pos-1] + math.Remainder(a-th[pos-1], 2*math.Pi)
+				}
+				th[pos] = a
+				sxy += float64(pos) * a
+				sxx += float64(pos) * float64(pos)
+			}
+			fit := sxy / sxx
+			if fit < 0 {
+				sign, fit = -1, -fit
+			}
+			if math.Abs(fit/om-1) > 1e-3 {
+				return nil, nil, fmt.Errorf("the model's cos/sin of pair %d turn by %.7g per position, the rotation measured %.7g", k, fit, om)
+			}
+			om = fit
+			for pos := 0; pos < exact; pos++ {
+				d := math.Abs(th[pos] - sign*float64(pos)*om)
+				amp := math.Hypot(es[pos*half+c], ec[pos*half+c])
+				if d > tolAng*(1+float64(pos)*om*1e-2) || math.Abs(amp-ev.Amplitude) > tolAng*ev.Amplitude {
+					return nil, nil, fmt.Errorf("the model's cos/sin of pair %d at position %d (%.7g, %.7g) are off the rotation by %.3g rad", k, pos, ec[pos*half+c], es[pos*half+c], d)
+				}
+			}
+		}
+		for pos := exact; pos < n; pos++ {
+			th := float64(pos) * om
+			cs[pos*half+c] = ev.Amplitude * math.Cos(th)
+			sn[pos*half+c] = sign * ev.Amplitude * math.Sin(th)
+		}
+	}
+	return cs, sn, nil
+}
+
+// ropeCacheExact probes the rotation of side s at positions 0..n-1 with q
+// set to 1 at the first dimension of every pair: the rotated q holds cos
+// and sin of every pair as the model computes them.
+func (w *Work) ropeCacheExact(s *side, ev *RoPEEvidence, n int, col func([2]int) int, half int) ([]float64, []float64, error) {
+	try := func(reduce bool) ([]float64, []float64, error) {
+		pr := w.NewProbe(1, n, 0)
+		pr.Budget = 1 << 20
+		cuts := map[*graph.Value]*kernels.Tensor{}
+		if err := w.cutPositions(pr, ev.Positions, 0, cuts); err != nil {
+			return nil, nil, err
+		}
+		shape, ok := pr.BindShape(w.Shape(s.In))
+		if !ok || ev.Axis >= len(shape)-1 || shape[ev.Axis] != n {
+			return nil, nil, fmt.Errorf("the shape %s of q does not follow the sequence", w.shapeString(w.Shape(s.In)))
+		}
+		if reduce {
+			for a := range shape[:len(shape)-1] {
+				if a != ev.Axis {
+					shape[a] = 1
+				}
+			}
+		}
+		d := shape[len(shape)-1]
+		total := 1
+		for _, x := range shape {
+			total *= x
+		}
+		vals := make([]float64, total)
+		for k := 0; k < total/d; k++ {
+			for _, pp := range ev.Pairs {
+				vals[k*d+pp[0]] = 1
+			}
+		}
+		t := fromFloat64Any(w.ElemType(s.In), shape, vals)
+		if t == nil {
+			return nil, nil, fmt.Errorf("element type %v of q", w.ElemType(s.In))
+		}
+		cuts[s.In] = t
+		pr.SetCuts(cuts)
+		out, err := pr.Value(s.Out)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !slices.Equal(out.Shape, shape) {
+			return nil, nil, fmt.Errorf("the rotated value has shape %v, q has %v", out.Shape, shape)
+		}
+		o := out.Float64s()
+		stride := 1
+		for _, x := range shape[ev.Axis+1 : len(shape)-1] {
+			stride *= x
+		}
+		cs := make([]float64, n*half)
+		sn := make([]float64, n*half)
+		for pos := 0; pos < n; pos++ {
+			slot := pos * stride
+			for _, pp := range ev.Pairs {
+				cs[pos*half+col(pp)] = o[slot*d+pp[0]]
+				sn[pos*half+col(pp)] = o[slot*d+pp[1]]
+			}
+		}
+		return cs, sn, nil
+	}
+	cs, sn, err := try(true)
+	if err != nil {
+		var err2 error
+		if cs, sn, err2 = try(false); err2 != nil {
+			return nil, nil, fmt.Errorf("evaluating the cos/sin at positions 0..%d: %v", n-1, err)
+		}
+	}
+	return cs, sn, nil
+}
+
+// runtimeCache are cos/sin the graph keeps computing, read as caches: the
+// values holding cos and sin, the columns of every pair, and whether
+// their rows run over batch and sequence or the sequence only.
+type runtimeCache struct {
+	cos, sin       string
+	cosCol, sinCol []int64
+	width          int64
+	batch          bool
+	sinSign        float64
+}
+
+// ropeRuntimeCache finds, among the values entering the rotation, those
+// holding cos and sin of every pair at every position (a column each),
+// for rotations whose cos/sin stay computed.
+func (w *Work) ropeRuntimeCache(s *side, ev *RoPEEvidence, p *RoPEParams, col func([2]int) int) (*runtimeCache, error) {
+	half := p.RotaryDim / 2
+	pr := w.NewProbe(1, 8, 0)
+	shape, ok := pr.BindShape(w.Shape(s.In))
+	if !ok || ev.Axis >= len(shape)-1 {
+		return nil, fmt.Errorf("the shape of q is not known")
+	}
+	theta, amp, err := w.angles(pr, s, shape, ev.Pairs)
+	if err != nil {
+		return nil, err
+	}
+	stride := 1
+	for _, x := range shape[ev.Axis+1 : len(shape)-1] {
+		stride *= x
+	}
+	seq := shape[ev.Axis]
+	want := func(k, pos int, sinOf bool) float64 {
+		th, a := theta[k][pos*stride], amp[k][pos*stride]
+		if sinOf {
+			return a * math.Sin(th)
+		}
+		return a * math.Cos(th)
+	}
+	// A value [.., seq, width] whose column c holds, at every position,
+	// cos (or sin) of pair k.
+	find := func(sinOf bool, sign float64) (*graph.Value, []int64, bool) {
+		for _, v := range s.Pos {
+			vs := w.Shape(v)
+			t, err := pr.Value(v)
+			if err != nil || !vs.Ranked || t.Rank() < 2 || w.OrigValue(v) == "" {
+				continue
+			}
+			width := t.Shape[t.Rank()-1]
+			if t.Shape[t.Rank()-2] != seq {
+				continue
+			}
+			x := t.Float64s()
+			cols := make([]int64, half)
+			okAll := true
+			for k, pp := range ev.Pairs {
+				found := -1
+				for c := 0; c < width && found < 0; c++ {
+					match := true
+					for pos := 0; pos < seq && match; pos++ {
+						if math.Abs(x[pos*width+c]-sign*want(k, pos, sinOf)) > 1e-5*math.Max(1, math.Abs(x[pos*width+c])) {
+							match = false
+						}
+					}
+					if match {
+						found = c
+					}
+				}
+				if found < 0 {
+					okAll = false
+					break
+				}
+				cols[col(pp)] = int64(found)
+			}
+			if okAll {
+				return v, cols, true
+			}
+		}
+		return nil, nil, false
+	}
+	cv, cc, ok := find(false, 1)
+	if !ok {
+		return nil, fmt.Errorf("no value entering the rotation holds the cos of every pair")
+	}
+	sign := 1.0
+	sv, sc, ok := find(true, 1)
+	if !ok {
+		if sv, sc, ok = find(true, -1); !ok {
+			return nil, fmt.Errorf("no value entering the rotation holds the sin of every pair")
+		}
+		sign = -1
+	}
+	if sign < 0 {
+		return nil, fmt.Errorf("the sin entering the rotation is negated")
+	}
+	rc := &runtimeCache{cos: w.OrigValue(cv), sin: w.OrigValue(sv), cosCol: cc, sinCol: sc, sinSign: sign}
+	cs, ss := w.Shape(cv), w.Shape(sv)
+	rc.width = int64(cs.Last())
+	if !cs.Last().Known() || cs.Last() != ss.Last() {
+		return nil, fmt.Errorf("the cos/sin values have unknown or different widths")
+	}
+	// Rows: every axis before the last is batch, sequence or 1.
+	for _, d := range cs.Dims[:len(cs.Dims)-1] {
+		switch {
+		case d == 1:
+		case d.IsSym() && w.isBatchSym(d):
+			rc.batch = true
+		case d.IsSym():
+		default:
+			return nil, fmt.Errorf("the cos value has shape %s", w.shapeString(cs))
+		}
+	}
+	if !sameShape(cs, ss) {
+		return nil, fmt.Errorf("the cos and sin values have shapes %s and %s", w.shapeString(cs), w.shapeString(ss))
+	}
+	return rc, nil
+}
+
+// fuseRotation replaces one rotation by a RotaryEmbedding node.
+func (r *Rewrite) fuseRotation(w *Work, t ropeTarget, ev *RoPEEvidence, p *RoPEParams, dt graph.DataType, cosV, sinV *graph.Value, rt *runtimeCache) error {
+	ws := w.Shape(t.work.In)
+	rank := ws.Rank()
+	var attrs []*graph.Attr
+	if p.Layout == "interleaved" {
+		attrs = append(attrs, graph.IntAttr("interleaved", 1))
+	}
+	heads := int64(0)
+	x := t.in
+	restore := false
+	switch {
+	case rank == 4 && ev.Axis == 2:
+		if d := ws.Dims[1]; d.Known() {
+			heads = int64(d)
+		}
+	case rank == 4 && ev.Axis == 1:
+		if d := ws.Dims[2]; d.Known() {
+			heads = int64(d)
+		} else {
+			return fmt.Errorf("%w: q %s has an unknown number of heads", ErrRewrite, w.shapeString(ws))
+		}
+		x = typed(r.op1("Reshape", []*graph.Value{t.in, r.vecInt(0, 0, -1)}), dt, 3)
+		restore = true
+	case rank == 3 && ev.Axis == 1:
+		if d := ws.Dims[2]; d.Known() && int(d)%p.HeadDim == 0 {
+			heads = int64(d) / int64(p.HeadDim)
+		}
+		if heads != 1 && ws.Dims[2] != Dim(p.HeadDim) && heads == 0 {
+			return fmt.Errorf("%w: q %s: the heads of a 3-D q are not known", ErrRewrite, w.shapeString(ws))
+		}
+	default:
+		return fmt.Errorf("%w: q has shape %s with positions along axis %d; RotaryEmbedding takes [batch, heads, seq, head] or [batch, seq, hidden]", ErrRewrite, w.shapeString(ws), ev.Axis)
+	}
+	if p.RotaryDim < p.HeadDim {
+		attrs = append(attrs, graph.IntAttr("rotary_embedding_dim", int64(p.RotaryDim)))
+	}
+	if heads > 0 && (x != t.in || p.RotaryDim < p.HeadDim) {
+		attrs = append(attrs, graph.IntAttr("num_heads", heads))
+	}
+	onnx := r.opts.RoPEOp == RoPEOpONNX
+	var pos *graph.Value
+	var err error
+	if rt != nil {
+		if cosV, sinV, pos, err = r.runtimeCaches(rt, t, ev, dt, onnx); err != nil {
+			return err
+		}
+	} else if pos, err = r.positionIDs(w, ev.Positions, t, ev.Axis, onnx); err != nil {
+		return err
+	}
+	var y *graph.Value
+	if onnx {
+		y = r.op("RotaryEmbedding", "", []*graph.Value{x, cosV, sinV, pos}, 1, attrs...)[0]
+	} else {
+		y = r.op("RotaryEmbedding", DomainMicrosoft, []*graph.Value{x, pos, cosV, sinV}, 1, attrs...)[0]
+	}
+	if restore {
+		typed(y, dt, 3)
+		y = r.op1("Reshape", []*graph.Value{y, r.shapeOf(t.in)})
+	}
+	typed(y, dt, rank)
+	if t.out.Type != nil {
+		y.Type = t.out.Type.Clone()
+	}
+	t.out.ReplaceKeepingName(y)
+	return nil
+}
+
+// positionIDs builds the position_ids input of a RotaryEmbedding from
+// where the model reads its positions: [batch, seq] int64, or for
+// com.microsoft a one-element first position when the positions are
+// consecutive from it.
+func (r *Rewrite) positionIDs(w *Work, pos *Positions, t ropeTarget, axis int, onnx bool) (*graph.Value, error) {
+	key := fmt.Sprintf("pos|%v|%s|%s|%d|%s|%d", onnx, pos.Value, pos.Start, pos.StartConst, t.in.Name, axis)
+	if v, ok := r.memo[key]; ok {
+		return v, nil
+	}
+	first := func() (*graph.Value, error) {
+		if pos.Start == "" {
+			return r.vecInt(pos.StartConst), nil
+		}
+		v, err := r.lookup(pos.Start)
+		if err != nil {
+			return nil, err
+		}
+		v = r.castInt64(v, w.ElemType(pos.start))
+		return typed(r.op1("Reshape", []*graph.Value{v, r.vecInt(1)}), graph.Int64, 1), nil
+	}
+	// [batch, seq] of q, for Expand.
+	bs := func() *graph.Value { return r.dimOf(t.in, 0, int64(axis)) }
+	var out *graph.Value
+	switch {
+	case pos.Value != "" && pos.Batch:
+		v, err := r.lookup(pos.Value)
+		if err != nil {
+			return nil, err
+		}
+		v = r.castInt64(v, w.ElemType(pos.value))
+		if w.Shape(pos.value).Rank() != 2 {
+			v = r.op1("Reshape", []*graph.Value{v, bs()})
+		}
+		out = v
+	case !onnx && (pos.Value == "" || pos.Ranged):
+		v, err := first()
+		if err != nil {
+			return nil, err
+		}
+		out = v
+	case pos.Value != "":
+		v, err := r.lookup(pos.Value)
+		if err != nil {
+			return nil, err
+		}
+		v = r.castInt64(v, w.ElemType(pos.value))
+		v = r.op1("Reshape", []*graph.Value{v, r.vecInt(1, -1)})
+		out = r.op1("Expand", []*graph.Value{v, bs()})
+	default:
+		// ONNX's op wants [batch, seq]: first + 0..S-1, expanded.
+		f, err := first()
+		if err != nil {
+			return nil, err
+		}
+		s := r.dimOf(t.in, int64(axis))
+		lim := r.op1("Add", []*graph.Value{f, s})
+		sq := func(v *graph.Value) *graph.Value {
+			return r.op1("Reshape", []*graph.Value{v, r.ints([]int64{0})})
+		}
+		rg := r.op1("Range", []*graph.Value{sq(f), sq(lim), r.scalarInt(1)})
+		v := r.op1("Reshape", []*graph.Value{rg, r.vecInt(1, -1)})
+		out = r.op1("Expand", []*graph.Value{v, bs()})
+	}
+	typed(out, graph.Int64, -1)
+	r.memo[key] = out
+	return out, nil
+}
+
+// runtimeCaches turns the computed cos/sin values into caches a
+// RotaryEmbedding reads: rows of [rows, width] (batch·seq rows, or seq
+// rows shared by the batch), the pairs' columns, and position ids that
+// number the rows.
+func (r *Rewrite) runtimeCaches(rt *runtimeCache, t ropeTarget, ev *RoPEEvidence, dt graph.DataType, onnx bool) (*graph.Value, *graph.Value, *graph.Value, error) {
+	key := fmt.Sprintf("rt|%s|%s|%v|%s|%d", rt.cos, rt.sin, onnx, t.in.Name, ev.Axis)
+	if v, ok := r.memo[key+"|cos"]; ok {
+		return v, r.memo[key+"|sin"], r.memo[key+"|pos"], nil
+	}
+	cache := func(name string, cols []int64) (*graph.Value, error) {
+		v, err := r.lookup(name)
+		if err != nil {
+			return nil, err
+		}
+		rows := r.op1("Reshape", []*graph.Value{v, r.vecInt(-1, rt.width)})
+		contiguous := true
+		for i, c := range cols {
+			if c != int64(i) {
+				contiguous = false
+			}
+		}
+		var out *graph.Value
+		if contiguous {
+			out = r.op1("Slice", []*graph.Value{rows, r.vecInt(0), r.vecInt(int64(len(cols))), r.vecInt(1)})
+		} else {
+			out = r.op1("Gather", []*graph.Value{rows, r.vecInt(cols...)}, graph.IntAttr("axis", 1))
+		}
+		return typed(out, dt, 2), nil
+	}
+	cosV, err := cache(rt.cos, rt.cosCol)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	sinV, err := cache(rt.sin, rt.sinCol)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	bs := r.dimOf(t.in, 0, int64(ev.Axis))
+	var pos *graph.Value
+	if rt.batch {
+		n := r.op1("ReduceProd", []*graph.Value{bs}, graph.IntAttr("keepdims", 0))
+		rg := r.op1("Range", []*graph.Value{r.scalarInt(0), n, r.scalarInt(1)})
+		pos = r.op1("Reshape", []*graph.Value{rg, bs})
+	} else {
+		s := r.op1("Reshape", []*graph.Value{r.dimOf(t.in, int64(ev.Axis)), r.ints([]int64{0})})
+		rg := r.op1("Range", []*graph.Value{r.scalarInt(0), s, r.scalarInt(1)})
+		pos = r.op1("Expand", []*graph.Value{r.op1("Reshape", []*graph.Value{rg, r.vecInt(1, -1)}), bs})
+	}
+	typed(pos, graph.Int64, 2)
+	r.memo[key+"|cos"], r.memo[key+"|sin"], r.memo[key+"|pos"] = cosV, sinV, pos
+	return cosV, sinV, pos, nil
+}

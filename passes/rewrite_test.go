@@ -1,0 +1,273 @@
+package passes_test
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/testmodels"
+)
+
+// rewriteWant is what the default rewrite does to each corpus model: the
+// passes that change it ("" for nothing to rewrite).
+var rewriteWant = map[string]string{
+	"rope_llama": "rope", "rope_llama_fp16": "rope", "rope_linear": "rope", "rope_ntk": "rope",
+	"rope_llama3": "rope", "rope_yarn": "rope", "rope_qwen2": "rope", "rope_kvcache": "rope",
+	"rope_gptj": "rope", "rope_neox": "rope", "llama4_nope": "rope",
+	"sinusoidal_concat": "sinusoidal", "sinusoidal_interleaved_computed": "sinusoidal",
+	"sinusoidal_interleaved_scatter": "sinusoidal", "sinusoidal_marian": "sinusoidal",
+	"sinusoidal_fairseq": "", "sinusoidal_interleaved": "",
+	"learned_gpt2": "learned", "learned_bert": "learned", "learned_vit": "",
+	"alibi_bloom": "alibi", "alibi_mpt": "alibi",
+	"t5_encoder": "t5", "t5_decoder": "t5",
+	"relative_bert_key": "", "relative_shaw": "", "nope_causal": "",
+	// Go-built models.
+	"llama_opset18": "rope", "llama_cache_shared": "rope", "llama_local_function": "rope",
+	"llama_fused_ms": "", "llama_fused_onnx": "",
+	"sinusoidal_if": "sinusoidal", "sinusoidal_loop": "sinusoidal",
+}
+
+type corpusModel struct {
+	name string
+	m    *graph.Model
+}
+
+func rewriteCorpus(t *testing.T) []corpusModel {
+	t.Helper()
+	man, err := testmodels.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corpusModel
+	for _, e := range man.Models {
+		out = append(out, corpusModel{e.Name, loadCorpus(t, e)})
+	}
+	for _, s := range testmodels.Synthetics() {
+		out = append(out, corpusModel{s.Name, s.Build()})
+	}
+	return out
+}
+
+// TestRewriteCorpus rewrites every corpus model with the default passes
+// and checks what changed: the passes that rewrote it, the forms that are
+// gone (the rotate-half chain, Sin/Cos, the bucket logarithm), the fused
+// nodes that came, and that every node outside the encodings' subgraphs
+// is as it was.
+func TestRewriteCorpus(t *testing.T) {
+	models := rewriteCorpus(t)
+	seen := 0
+	for _, cm := range models {
+		want, ok := rewriteWant[cm.name]
+		if !ok {
+			t.Errorf("%s: no expectation (add it to rewriteWant)", cm.name)
+			continue
+		}
+		seen++
+		t.Run(cm.name, func(t *testing.T) {
+			r, ctx, err := passes.RewriteModel(cm.m, passes.Options{}, passes.Rewriters...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var changed []string
+			for _, ch := range r.Changes {
+				if len(ch.Added)+len(ch.Removed) > 0 {
+					changed = append(changed, strings.TrimPrefix(ch.Pass, "rewrite_"))
+				}
+				for _, s := range ch.Skipped {
+					t.Logf("skipped: %s", s)
+				}
+			}
+			if got := strings.Join(changed, ","); got != want {
+				t.Fatalf("rewritten by %q, want %q", got, want)
+			}
+			if r.Changed() != (want != "") {
+				t.Errorf("Changed() = %v", r.Changed())
+			}
+			ops := opCounts(r.M)
+			switch want {
+			case "rope":
+				if ops["com.microsoft.RotaryEmbedding"] == 0 {
+					t.Errorf("no RotaryEmbedding: %v", ops)
+				}
+				if ops["Neg"] > 0 {
+					t.Errorf("a rotate-half Neg is left: %v", ops)
+				}
+				if cm.name != "rope_ntk" && ops["Sin"]+ops["Cos"] > 0 {
+					t.Errorf("cos/sin are still computed: %v", ops)
+				}
+			case "sinusoidal":
+				if ops["Sin"]+ops["Cos"]+ops["ScatterND"]+ops["Loop"]+ops["If"] > 0 {
+					t.Errorf("the encoding is still computed: %v", ops)
+				}
+			case "t5":
+				if ops["Log"] > 0 {
+					t.Errorf("the bucket logarithm is still computed: %v", ops)
+				}
+			}
+			if err := graphDiff(cm.m, r.M, ctx); err != nil {
+				t.Error(err)
+			}
+			if _, err := r.M.Marshal(); err != nil {
+				t.Errorf("the rewritten model does not encode: %v", err)
+			}
+		})
+	}
+	if seen != len(rewriteWant) {
+		t.Errorf("%d of %d expected models found", seen, len(rewriteWant))
+	}
+}
+
+func opCounts(m *graph.Model) map[string]int {
+	ops := map[string]int{}
+	m.Walk(func(n *graph.Node) {
+		k := n.OpType
+		if n.Domain != "" && n.Domain != "ai.onnx" {
+			k = n.Domain + "." + k
+		}
+		ops[k]++
+	})
+	return ops
+}
+
+// nodeSig prints a node as the file holds it: op, inputs, outputs and
+// attributes by name.
+func nodeSig(n *graph.Node) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s|%s.%s|", n.Name, n.Domain, n.OpType)
+	for _, v := range n.Inputs() {
+		if v == nil {
+			b.WriteString("_,")
+		} else {
+			b.WriteString(v.Name + ",")
+		}
+	}
+	b.WriteString("|")
+	for _, v := range n.Outputs() {
+		b.WriteString(v.Name + ",")
+	}
+	for _, a := range n.Attrs {
+		switch a.Type() {
+		case graph.AttrTensor:
+			raw, err := graph.EncodeTensor(a.Tensor)
+			fmt.Fprintf(&b, "|%s=%x%v", a.Name(), sha256.Sum256(raw), err)
+		case graph.AttrGraph:
+			fmt.Fprintf(&b, "|%s=graph(%d nodes)", a.Name(), a.Graph.Len())
+		default:
+			fmt.Fprintf(&b, "|%s=%v", a.Name(), a.Value())
+		}
+	}
+	return b.String()
+}
+
+// graphDiff checks that every node of the original main graph is in the
+// rewritten one exactly as it was, unless a finding of a scheme that was
+// rewritten names it, it is a Constant, or every node reading it was
+// removed (it only fed the encoding).
+func graphDiff(orig, rw *graph.Model, ctx *passes.Context) error {
+	own := map[string]bool{}
+	for _, d := range passes.Detectors {
+		fs, _ := ctx.ResultOf[d].([]*passes.Finding)
+		for _, f := range fs {
+			for _, n := range f.Nodes {
+				own[n] = true
+			}
+		}
+	}
+	after := map[string]string{}
+	for _, n := range rw.Graph.Nodes() {
+		after[name(n)] = nodeSig(n)
+	}
+	removed := map[*graph.Node]bool{}
+	for _, n := range orig.Graph.Nodes() {
+		if _, ok := after[name(n)]; !ok {
+			removed[n] = true
+		}
+	}
+	var bad []string
+	for _, n := range orig.Graph.Nodes() {
+		sig, kept := after[name(n)]
+		switch {
+		case kept && sig == nodeSig(n):
+		case own[name(n)]:
+		case !kept && n.OpType == "Constant":
+		case !kept && onlyFeedsRemoved(n, removed):
+		case kept:
+			bad = append(bad, fmt.Sprintf("%s changed:\n  %s\n  %s", name(n), nodeSig(n), sig))
+		default:
+			bad = append(bad, name(n)+" was removed but is not part of an encoding")
+		}
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		return fmt.Errorf("nodes outside the encodings changed:\n%s", strings.Join(bad[:min(len(bad), 10)], "\n"))
+	}
+	// New nodes only: every node of the rewritten model is an original or
+	// one the rewrite added under its own name.
+	before := map[string]bool{}
+	for _, n := range orig.Graph.Nodes() {
+		before[name(n)] = true
+	}
+	for _, n := range rw.Graph.Nodes() {
+		if !before[name(n)] && !strings.HasPrefix(n.Name, "onnxpe/") {
+			return fmt.Errorf("node %s is neither original nor named by the rewrite", name(n))
+		}
+	}
+	return nil
+}
+
+func name(n *graph.Node) string {
+	if n.Name != "" {
+		return n.Name
+	}
+	return n.Output(0).Name
+}
+
+// onlyFeedsRemoved reports whether every reader of n's outputs was
+// removed, recursively (n only computed something for the encoding).
+func onlyFeedsRemoved(n *graph.Node, removed map[*graph.Node]bool) bool {
+	for _, o := range n.Outputs() {
+		if o.IsGraphOutput() {
+			return false
+		}
+		for _, c := range o.Consumers() {
+			if !removed[c] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// TestRewriteLeavesTheModelAlone checks that rewriting does not change
+// the caller's model.
+func TestRewriteLeavesTheModelAlone(t *testing.T) {
+	for _, cm := range rewriteCorpus(t)[:6] {
+		before, _ := cm.m.Marshal()
+		if _, _, err := passes.RewriteModel(cm.m, passes.Options{}, passes.Rewriters...); err != nil {
+			t.Fatal(err)
+		}
+		after, _ := cm.m.Marshal()
+		if !slices.Equal(before, after) {
+			t.Errorf("%s: the rewrite changed the caller's model", cm.name)
+		}
+	}
+}
+
+func TestRewritePassesAreValid(t *testing.T) {
+	if _, err := passes.Order(passes.Rewriters...); err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range passes.RewriterNames {
+		if !slices.Contains(passes.Rewriters, p) {
+			t.Errorf("--passes %s is not a rewriter", name)
+		}
+	}
+	if len(passes.RewriterNames) != len(passes.Rewriters) {
+		t.Errorf("%d names for %d rewriters", len(passes.RewriterNames), len(passes.Rewriters))
+	}
+}
