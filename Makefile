@@ -73,6 +73,7 @@ demo: build
 bench: ort
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	bash bench/inspect_rss.sh
+	bash bench/audit_rss.sh
 	CGO_ENABLED=1 ONNXPE_ORT_LIB=$(ORT_LIB) $(GO) run -tags ort ./bench/vsort
 
 proto:
