@@ -56,4 +56,3 @@ func BenchmarkAudit(b *testing.B) {
 		})
 	}
 }
-
