@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
 )
 
 // Fused finds the positional encodings that fused ops carry.
@@ -427,6 +428,9 @@ func (w *Work) cacheParams(c *Context, p *RoPEParams, cosV, sinV *graph.Value, t
 		}
 	}
 	ev.CosSinNodes = w.origNames(w.cone(cosV, sinV))
+	if f, ok := w.switchedCaches(c, p, ev, cosV, sinV, op); ok {
+		return ev, f
+	}
 	cr, why := w.readCache(cosV, table)
 	sr, why2 := w.readCache(sinV, table)
 	if cr.rows > 0 {
@@ -458,6 +462,134 @@ func (w *Work) cacheParams(c *Context, p *RoPEParams, cosV, sinV *graph.Value, t
 	ev.InvFreq, ev.Amplitude = r.omega, r.amp
 	notes = append(notes, setFit(p, r, r.fitFrequencies())...)
 	return ev, notes
+}
+
+// switchedCaches reads caches an If chooses by the sequence length (ONNX
+// Runtime GenAI's LongRoPE models: a short and a long pair of stored
+// tables, the long one beyond the original length): the frequencies of
+// both, and the length where the choice switches, fitted with the
+// unfused detector's LongRoPE rule. It reports false when the caches are
+// not chosen so.
+func (w *Work) switchedCaches(c *Context, p *RoPEParams, ev *RoPEEvidence, cosV, sinV *graph.Value, op *graph.Node) ([]string, bool) {
+	cn, ci := ifOutput(cosV)
+	sn, si := ifOutput(sinV)
+	if cn == nil || cn != sn {
+		return nil, false
+	}
+	then, els := cn.Attr("then_branch"), cn.Attr("else_branch")
+	if then == nil || els == nil || then.Graph == nil || els.Graph == nil {
+		return nil, false
+	}
+	branch := func(g *graph.Graph) (cacheRead, cacheRead, bool) {
+		if ci >= len(g.Outputs) || si >= len(g.Outputs) {
+			return cacheRead{}, cacheRead{}, false
+		}
+		cr, why := w.readCache(g.Outputs[ci], true)
+		sr, why2 := w.readCache(g.Outputs[si], true)
+		return cr, sr, why == "" && why2 == "" && cr.rows > 0 && sr.rows > 0
+	}
+	tc, ts, ok1 := branch(then.Graph)
+	ec, es, ok2 := branch(els.Graph)
+	if !ok1 || !ok2 {
+		return nil, false
+	}
+	// The branch taken at a length: the condition on a probe of that
+	// length.
+	cond := func(L int) (bool, bool) {
+		pr := w.NewProbe(1, L, 0)
+		t, err := pr.Value(cn.Input(0))
+		if err != nil || t.Len() != 1 {
+			return false, false
+		}
+		return t.Float64s()[0] != 0, true
+	}
+	c0, ok := cond(4)
+	if !ok {
+		c.Miss("fused", w.OrigName(op), "the If choosing the cos/sin caches could not be evaluated", 1)
+		return nil, false
+	}
+	switchAt := 0
+	for L := 8; L <= 1<<20; L *= 2 {
+		ck, ok := cond(L)
+		if !ok {
+			break
+		}
+		if ck != c0 {
+			switchAt = L
+			break
+		}
+	}
+	if switchAt == 0 {
+		return nil, false // one branch at every length we can probe
+	}
+	shortC, shortS, longC, longS := ec, es, tc, ts
+	if c0 {
+		shortC, shortS, longC, longS = tc, ts, ec, es
+	}
+	rs, why := cacheRotation(shortC, shortS, p.RotaryDim)
+	rl, why2 := cacheRotation(longC, longS, p.RotaryDim)
+	if rs == nil || rl == nil {
+		if why == "" {
+			why = why2
+		}
+		return []string{"base, scaling, factor: " + why}, true
+	}
+	p.MaxPositions = ptr(max(shortC.rows, longC.rows))
+	ev.Table = shortC.name + "|" + longC.name
+	point := func(L int) (dynPoint, bool) {
+		ck, ok := cond(L)
+		if !ok {
+			return dynPoint{}, false
+		}
+		if ck == c0 {
+			return dynPoint{L: L, span: rs.seq, omega: rs.omega}, true
+		}
+		return dynPoint{L: L, span: rl.seq, omega: rl.omega}, true
+	}
+	rs.layout, rs.headDim, rs.pairs = p.Layout, p.HeadDim, ev.Pairs
+	rs.remeasure = point
+	short, _ := point(4)
+	long, _ := point(switchAt)
+	rs.dynamic = []dynPoint{short, long}
+	angErr := max(rs.angErr(), rl.angErr())
+	fit, ok := w.fitLongRoPE(rs, angErr, max(1e-6, 2*angErr))
+	if !ok {
+		return []string{"scaling: the caches switch with the length but not from one set of frequencies to another"}, true
+	}
+	ev.InvFreq, ev.InvFreqLong, ev.Amplitude = rs.omega, rs.omegaLong, rs.amp
+	last := switchAt - 1
+	if fit.Orig != nil {
+		last = *fit.Orig
+	}
+	notes := []string{fmt.Sprintf("the cos/sin caches are chosen by an If on the sequence length: %s up to %d positions, %s beyond", shortC.name, last, longC.name)}
+	return append(notes, setFit(p, rs, fit)...), true
+}
+
+func producerOf(v *graph.Value) *graph.Node {
+	if v == nil {
+		return nil
+	}
+	return v.Producer()
+}
+
+// ifOutput finds the If (through casts and layout ops) whose output v is,
+// and the output's index.
+func ifOutput(v *graph.Value) (*graph.Node, int) {
+	for steps := 0; steps < 8 && v != nil; steps++ {
+		n := v.Producer()
+		if n == nil || !isONNX(n) {
+			return nil, 0
+		}
+		switch n.OpType {
+		case "If":
+			return n, v.OutputIndex()
+		case "Cast", "Reshape", "Squeeze", "Unsqueeze":
+			v = n.Input(0)
+		default:
+			return nil, 0
+		}
+	}
+	return nil, 0
 }
 
 // cacheRead is a cos or sin cache as read: its rows (one per position,
@@ -493,7 +625,7 @@ func (w *Work) readCache(v *graph.Value, table bool) (cacheRead, string) {
 			break
 		}
 		switch {
-		case n.OpType == "Cast" || n.OpType == "Reshape" || n.OpType == "Squeeze" || n.OpType == "Unsqueeze":
+		case n.OpType == "Cast" || n.OpType == "Reshape" || n.OpType == "Squeeze" || n.OpType == "Unsqueeze" || n.OpType == "Identity":
 		case n.OpType == "Slice" && table:
 			// rows 0..k of the table: the table is what is stored.
 		case (n.OpType == "Gather" || n.OpType == "GatherElements") && !table:
@@ -505,6 +637,20 @@ func (w *Work) readCache(v *graph.Value, table bool) (cacheRead, string) {
 			break
 		}
 		t = n.Input(0)
+	}
+	if n := producerOf(t); n != nil && t.Const == nil && n.OpType == "Constant" && isONNX(n) {
+		// A Constant node kept for a graph output (an If branch returning
+		// a table).
+		if gt, err := graph.ConstantNodeValue(n); err == nil && len(gt.Dims()) >= 2 {
+			if ct, err := kernels.FromGraph(gt); err == nil {
+				dims := gt.Dims()
+				r.rows, r.name, r.width = int(dims[0]), w.name(t), int(dims[len(dims)-1])
+				r.half = r.half || isHalfType(gt.DataType())
+				vals := ct.Float64s()
+				r.vals = vals[:min(len(vals), maxCacheRows*r.width)]
+				return r, ""
+			}
+		}
 	}
 	if t != nil && t.Const != nil {
 		dims := t.Const.Dims()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -274,6 +276,47 @@ func fusedCases() []fusedCase {
 			want: []wantFinding{{scheme: "rope", layers: []int{0, 1}, fused: true, params: map[string]any{
 				"layout": "half_split", "head_dim": 16, "rotary_dim": 8, "num_heads": fbHeads, "num_kv_heads": fbKV,
 				"base": 10000, "scaling": "none", "factor": 1, "max_positions": 128, "position_source": "past_length"}}},
+		},
+		{
+			// GroupQueryAttention whose cos/sin caches an If chooses by the
+			// total length (ONNX Runtime GenAI's LongRoPE models): short
+			// factors up to 64 positions, long ones beyond, both scaled by
+			// sqrt(1 + ln 4 / ln 64).
+			name: "gqa_longrope_if_caches",
+			build: func() *graph.Model {
+				b := newFub(onnx(21), ms())
+				ids := b.ids()
+				mask := b.g.AddInput("attention_mask", graph.TensorType(graph.Int64, []graph.Dim{{Param: "batch"}, {Param: "total"}}))
+				x := b.embed(ids)
+				short := []float64{1, 1.02, 1.05, 1.1, 1.2, 1.4, 1.7, 2}
+				long := []float64{1, 1.1, 1.3, 1.7, 2.3, 3, 3.6, 4}
+				amp := math.Sqrt(1 + math.Log(4)/math.Log(64))
+				cs, ss := b.caches(256, fbHD, 10000, func(k int) float64 { return short[k] }, amp)
+				cl, sl := b.caches(256, fbHD, 10000, func(k int) float64 { return long[k] }, amp)
+				totalI := b.op("Gather", []*graph.Value{b.op("Shape", []*graph.Value{mask}), b.i64s(1)})
+				cond := b.op("Greater", []*graph.Value{totalI, b.i64s(64)})
+				branch := func(name string, c, s *graph.Value) *graph.Graph {
+					g := b.g.NewSubgraph(name)
+					g.AddOutput(g.Op("Identity", []*graph.Value{c}, 1)[0])
+					g.AddOutput(g.Op("Identity", []*graph.Value{s}, 1)[0])
+					return g
+				}
+				sel := b.g.Op("If", []*graph.Value{cond}, 2, graph.GraphAttr("then_branch", branch("long", cl, sl)), graph.GraphAttr("else_branch", branch("short", cs, ss)))
+				sum := b.op("ReduceSum", []*graph.Value{mask, b.i64(1)}, graph.IntAttr("keepdims", 0))
+				seqlens := b.op("Cast", []*graph.Value{b.op("Sub", []*graph.Value{sum, b.i64s(1)})}, graph.IntAttr("to", int64(graph.Int32)))
+				total := b.op("Cast", []*graph.Value{totalI}, graph.IntAttr("to", int64(graph.Int32)))
+				q, k, v := b.proj(x, fbHeads*fbHD), b.proj(x, fbKV*fbHD), b.proj(x, fbKV*fbHD)
+				outs := b.dop("com.microsoft", "GroupQueryAttention", []*graph.Value{q, k, v, nil, nil, seqlens, total, sel[0], sel[1]}, 3,
+					graph.IntAttr("num_heads", fbHeads), graph.IntAttr("kv_num_heads", fbKV), graph.IntAttr("do_rotary", 1))
+				b.output(b.op("Add", []*graph.Value{x, b.proj(outs[0], fbHidden)}))
+				return b.m
+			},
+			layers: []string{"rope"},
+			want: []wantFinding{{scheme: "rope", layers: []int{0}, fused: true, params: map[string]any{
+				"layout": "half_split", "head_dim": 16, "rotary_dim": 16, "num_heads": fbHeads, "num_kv_heads": fbKV,
+				"scaling": "longrope", "original_max_positions": 64, "factor": 4, "max_positions": 256,
+				"attention_factor": math.Sqrt(1 + math.Log(4)/math.Log(64))},
+				null: []string{"base"}, note: "chosen by an If"}},
 		},
 		{
 			// GroupQueryAttention without do_rotary: a NoPE block, even with
@@ -654,7 +697,7 @@ func TestSubgraphForms(t *testing.T) {
 			}
 			validate(t, s, r)
 			checkReport(t, r, tc.layers, tc.want)
-			if t.Failed() {
+			if t.Failed() || os.Getenv("FUSED_SHOW") != "" {
 				b, _ := json.MarshalIndent(r, "", " ")
 				t.Logf("report: %s", b)
 				for _, m := range ctx.Trace() {
@@ -676,7 +719,7 @@ func TestFusedForms(t *testing.T) {
 			}
 			validate(t, s, r)
 			checkReport(t, r, tc.layers, tc.want)
-			if t.Failed() {
+			if t.Failed() || os.Getenv("FUSED_SHOW") != "" {
 				b, _ := json.MarshalIndent(r, "", " ")
 				t.Logf("report: %s", b)
 				for _, m := range ctx.Trace() {
@@ -778,7 +821,7 @@ func TestDeployForms(t *testing.T) {
 					t.Errorf("%s finding %v is not fused", f.Scheme, f.Layers)
 				}
 			}
-			if t.Failed() {
+			if t.Failed() || os.Getenv("FUSED_SHOW") != "" {
 				b, _ := json.MarshalIndent(r, "", " ")
 				t.Logf("report: %s", b)
 				for _, m := range ctx.Trace() {
@@ -787,4 +830,36 @@ func TestDeployForms(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFusedCachesInAbsentExternalData: a model whose cos/sin caches (and
+// weights) are in an external-data file that is absent still audits: the
+// sizes from the shapes, base and scaling null with a note.
+func TestFusedCachesInAbsentExternalData(t *testing.T) {
+	var tc fusedCase
+	for _, c := range fusedCases() {
+		if c.name == "ms_rotary_infer_attention23" {
+			tc = c
+		}
+	}
+	dir := t.TempDir()
+	p := filepath.Join(dir, "model.onnx")
+	if err := tc.build().Save(p, graph.SaveOptions{External: graph.ExternalizeLarge, Threshold: 1024}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(p + ".data"); err != nil {
+		t.Fatal(err)
+	}
+	m, err := graph.LoadWith(p, graph.LoadOptions{AllowMissingExternal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := passes.AuditModel(m, "absent", passes.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	validate(t, schema(t), r)
+	checkReport(t, r, []string{"rope", "rope"}, []wantFinding{{scheme: "rope", layers: []int{0, 1}, fused: true,
+		params: map[string]any{"layout": "half_split", "head_dim": 16, "rotary_dim": 16, "num_heads": fbHeads, "num_kv_heads": fbKV, "max_positions": 256},
+		null:   []string{"base", "scaling", "factor"}, note: "external data"}})
 }
