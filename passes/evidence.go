@@ -38,8 +38,12 @@ func (w *Work) sampleRows(x *graph.Value, rows0 [][]float64) [][]float64 {
 // measured frequencies (not when they depend on the length, as dynamic
 // NTK's do, or a stored cache is shorter), else the measurement's length.
 // start is the position of the first row, read from the angles (-1 when
-// they fit neither 0 nor the probe's cache length).
+// they fit neither 0 nor the probe's cache length). Nothing when the
+// frequencies are graph inputs.
 func (w *Work) cosSinRows(s *side, r *rotation) (start int, cos, sin [][]float64) {
+	if r.synthetic {
+		return -1, nil, nil // the probe's made-up frequencies say nothing
+	}
 	lengths := []int{evidenceRows, r.seq}
 	if r.tableRows > 0 && r.tableRows < evidenceRows || r.seq >= evidenceRows {
 		lengths = lengths[1:]
@@ -91,6 +95,9 @@ func (w *Work) cosSinRows(s *side, r *rotation) (start int, cos, sin [][]float64
 		}
 		if n != r.seq && (start < 0 || !r.rowsAgree(start, cos, sin)) {
 			continue
+		}
+		if len(cos) > evidenceRows { // a model of one fixed, longer length
+			cos, sin = cos[:evidenceRows], sin[:evidenceRows]
 		}
 		return start, cos, sin
 	}

@@ -75,7 +75,8 @@ type RoPEEvidence struct {
 	// Cos and Sin are what the rotation applies at consecutive positions,
 	// as one probe evaluated it: [row][pair], the amplitude included, row
 	// i at position Start+i (Start -1 when the angles did not tell the
-	// first position). Nil when the probe failed.
+	// first position), at most 64 rows. Nil when the probe failed or the
+	// frequencies are graph inputs (Synthetic).
 	Start    int
 	Cos, Sin [][]float64
 	// Axis is the axis of q (as the rotation reads it) along which the

@@ -137,7 +137,7 @@ func heatmapFigureW(ids *idGen, w float64, kind, title, desc, caption string, cb
 }
 
 func ropeCosSin(ids *idGen, ev *passes.RoPEEvidence) *figure {
-	if len(ev.Cos) == 0 || len(ev.Cos[0]) == 0 {
+	if len(ev.Cos) == 0 || len(ev.Cos[0]) == 0 || ev.Synthetic {
 		return nil
 	}
 	ylabel, row0 := "position", ev.Start
@@ -153,9 +153,6 @@ func ropeCosSin(ids *idGen, ev *passes.RoPEEvidence) *figure {
 	caption := fmt.Sprintf("The cos and sin the model applies at %ss %d–%d, as onnxpe's kernels evaluated the graph (one column per rotary pair, fastest frequency first).", ylabel, first, last)
 	if math.Abs(ev.Amplitude-1) > 1e-5 {
 		caption += fmt.Sprintf(" They are scaled by %s (the attention factor).", valueLabel(ev.Amplitude))
-	}
-	if ev.Synthetic {
-		caption += " The frequencies are graph inputs: these values come from the probe's made-up inputs, not from the file."
 	}
 	return heatmapFigure(ids, "rope_cos_sin", "RoPE cos and sin per position", desc, caption, cb, cos, sin)
 }
@@ -361,7 +358,8 @@ func alibiSlopes(ids *idGen, ev *passes.ALiBiEvidence) *figure {
 		c.y = logScaleOf(lo, hi, 2)
 		c.y.min /= 2
 	} else {
-		c.y = linScale(math.Min(0, lo), math.Max(0, hi), false)
+		c.y = linScale(math.Min(0, lo), math.Max(0, hi), false).padded(0.06)
+		c.hlines = []refLine{{v: 0}}
 	}
 	c.series = []series{{xs: hs, ys: ev.Slopes, style: styleLollipop, color: schemeColor(passes.ALiBi)}}
 	desc := fmt.Sprintf("Slopes of the %d heads, measured from the bias the graph adds to the scores: %s.", n, joinValues(ev.Slopes))

@@ -480,6 +480,10 @@ func (c *chart) drawSeries(s *svg, sr series, base float64) {
 		}
 		s.raw(`<path class="series" d="%s" fill="none" stroke="%s" stroke-width="2" stroke-linejoin="round"%s/>`, d.String(), sr.color, dash)
 	case styleLollipop:
+		// Stems from 0 where the axis has it.
+		if c.y.kind == linear && c.y.min <= 0 && c.y.max >= 0 {
+			base = c.y.px(0)
+		}
 		for i := range sr.xs {
 			if ok(i) {
 				x, y := c.x.px(sr.xs[i]), c.y.px(sr.ys[i])

@@ -75,8 +75,10 @@ type findingView struct {
 	Params   []param
 	Notes    []string
 	Nodes    []string
-	Figures  []*figure
-	NoPlot   string
+	// NodesLabel says how many nodes carry the finding.
+	NodesLabel string
+	Figures    []*figure
+	NoPlot     string
 }
 
 type param struct {
@@ -141,6 +143,14 @@ func modelSection(ids *idGen, i int, r *passes.Report) *modelView {
 			Nodes:    fd.Nodes,
 		}
 		fv.Params = params(fd)
+		switch len(fd.Nodes) {
+		case 0:
+			fv.NodesLabel = "No node of the original graph carries it"
+		case 1:
+			fv.NodesLabel = "1 node of the original graph carries it"
+		default:
+			fv.NodesLabel = fmt.Sprintf("%d nodes of the original graph carry it", len(fd.Nodes))
+		}
 		fv.Figures = findingFigures(ids, fd)
 		if len(fv.Figures) == 0 {
 			fv.NoPlot = noPlotReason(fd)
@@ -153,6 +163,8 @@ func modelSection(ids *idGen, i int, r *passes.Report) *modelView {
 // noPlotReason says why a finding has no plot.
 func noPlotReason(fd *passes.Finding) string {
 	switch {
+	case fd.Scheme == passes.NoPE && len(fd.Layers) == 0:
+		return "Nothing to plot: the graph has no attention layer."
 	case fd.Scheme == passes.NoPE:
 		return "Nothing to plot: no position information reaches these layers."
 	case fd.Evidence == nil:
@@ -186,7 +198,7 @@ func params(fd *passes.Finding) []param {
 // layersString prints sorted layer indexes as runs: 0-3,5.
 func layersString(ls []int) string {
 	if len(ls) == 0 {
-		return "none"
+		return ""
 	}
 	var parts []string
 	for i := 0; i < len(ls); {

@@ -123,6 +123,18 @@ func TestPageOfLongRoPE(t *testing.T) {
 	checkWellFormed(t, page)
 }
 
+// RoPE whose frequencies are graph inputs has no plot of made-up values.
+func TestPageOfRoPEFromInputs(t *testing.T) {
+	r := auditFile(t, filepath.Join("..", "..", "passes", "testdata", "realmodels", "ee_llama_dort_invfreq_input", "model.onnx"), "invfreq_input")
+	page := render(t, r)
+	if got := plotKinds(page); !reflect.DeepEqual(got, []string{"layer_map"}) {
+		t.Errorf("plots %v, want the layer map only", got)
+	}
+	if !strings.Contains(page, "the frequencies (or the cos/sin caches) are graph inputs, not in the file.</p>") {
+		t.Error("the page does not say why there is no plot")
+	}
+}
+
 var svgElem = regexp.MustCompile(`(?s)<svg .*?</svg>`)
 
 // checkWellFormed parses every SVG image of the page as XML (a malformed
