@@ -809,6 +809,7 @@ func TestDifferentialQAttention(t *testing.T) {
 		{name: "uint8_weights_zero_points", B: 2, S: 4, zpW: true},
 		{name: "gpt2_past", B: 1, S: 1, P: 4, uni: true, present: true, signedW: true},
 		{name: "gpt2_prefill", B: 2, S: 4, uni: true, present: true, signedW: true, mask: true},
+		{name: "per_column_weight_scales", B: 2, S: 3, signedW: true, wPerCol: true, mask: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			T := tc.P + tc.S
@@ -820,6 +821,9 @@ func TestDifferentialQAttention(t *testing.T) {
 			}
 			ins[2] = rnd(rng, 0.5, 3*D)
 			ins[3], ins[4] = posScales(rng, 0.01, 1), posScales(rng, 0.005, 1)
+			if tc.wPerCol {
+				ins[4] = posScales(rng, 0.005, 3*D)
+			}
 			if tc.mask {
 				ins[5] = mask01(rng, tc.B, T)
 			}
@@ -993,6 +997,7 @@ func TestDifferentialAttentionONNX(t *testing.T) {
 		softcap     float64
 		present, qk bool
 		mode        int
+		f16         bool
 	}
 	cases := []att{
 		{name: "prefill_gqa_causal_4d", opset: 23, B: 2, S: 6, L: 6, nq: 4, nkv: 2, H: 16, causal: true},
@@ -1007,6 +1012,8 @@ func TestDifferentialAttentionONNX(t *testing.T) {
 		{name: "qk_mode1_softcap", opset: 23, B: 1, S: 3, L: 4, nq: 2, nkv: 1, H: 8, mask: "float", softcap: 2, qk: true, mode: 1},
 		{name: "qk_mode2_softcap", opset: 23, B: 1, S: 3, L: 4, nq: 2, nkv: 1, H: 8, mask: "float", softcap: 2, qk: true, mode: 2},
 		{name: "qk_mode3", opset: 23, B: 1, S: 3, L: 4, nq: 2, nkv: 1, H: 8, mask: "float", qk: true, mode: 3},
+		{name: "fp16_prefill_causal", opset: 23, B: 1, S: 5, L: 5, nq: 4, nkv: 2, H: 16, causal: true, f16: true},
+		{name: "fp16_decode_past", opset: 23, B: 2, S: 1, L: 1, P: 6, nq: 4, nkv: 2, H: 16, causal: true, present: true, f16: true},
 		{name: "nonpad_static_cache_decode", opset: 24, B: 2, S: 1, L: 8, nq: 4, nkv: 2, H: 8, causal: true, nonpad: []int64{5, 3}},
 		{name: "nonpad_padded_keys", opset: 24, B: 2, S: 3, L: 6, nq: 2, nkv: 2, H: 8, nonpad: []int64{6, 4}},
 	}
@@ -1057,7 +1064,16 @@ func TestDifferentialAttentionONNX(t *testing.T) {
 			if a.qk {
 				outs = append(outs, true)
 			}
-			diffCase(t, opCase{op: "Attention", opset: a.opset, attrs: attrsOf(attrs...), ins: trimNil(ins), outs: outs})
+			c := opCase{op: "Attention", opset: a.opset, attrs: attrsOf(attrs...), ins: trimNil(ins), outs: outs}
+			if a.f16 {
+				for i, x := range c.ins {
+					if x != nil && x.DType == graph.Float {
+						c.ins[i] = toF16(x)
+					}
+				}
+				c.tol = f16Tol
+			}
+			diffCase(t, c)
 		})
 	}
 }
