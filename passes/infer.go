@@ -1093,8 +1093,8 @@ func (w *Work) IsConst(v *graph.Value) bool {
 	if v == nil {
 		return false
 	}
-	if _, ok := w.consts[v]; ok {
-		return w.consts[v] != nil
+	if t, ok := w.consts[v]; ok && t != nil {
+		return true
 	}
-	return v.Const != nil
+	return v.Const != nil // also when its data cannot be read (absent side file)
 }

@@ -199,7 +199,17 @@ func (p *Probe) eval(v *graph.Value, fr *frame, depth int) (*kernels.Tensor, err
 	}
 	if v.Const != nil {
 		if err := p.w.constErr[v]; err != nil {
-			return nil, fmt.Errorf("constant %q: %w", v.Name, err)
+			if !errors.Is(err, graph.ErrExternalMissing) {
+				return nil, fmt.Errorf("constant %q: %w", v.Name, err)
+			}
+			// Stored in an absent side file: made up, as a parameter
+			// given as an input is, and marked so.
+			t, err := p.madeUp(v, p.w.Shape(v))
+			if err != nil {
+				return nil, err
+			}
+			f.vals[v] = t
+			return t, nil
 		}
 	}
 	if depth > 5000 {
@@ -471,13 +481,7 @@ func (p *Probe) input(v *graph.Value) (*kernels.Tensor, error) {
 			vals[i] = 1
 		}
 	case RoleParam:
-		x := uint64(0x9e3779b97f4a7c15)
-		for i := range vals {
-			x ^= x << 13
-			x ^= x >> 7
-			x ^= x << 17
-			vals[i] = 0.5 + float64(x>>11)/float64(1<<53)
-		}
+		fillMadeUp(vals)
 		p.synth[v] = true
 	}
 	t := fromFloat64Any(dt, shape, vals)
@@ -515,4 +519,41 @@ func toInt64s(s []int) []int64 {
 		o[i] = int64(x)
 	}
 	return o
+}
+
+// fillMadeUp fills vals with deterministic pseudo-random numbers in
+// [0.5, 1.5): values the model does not hold (parameters given as inputs,
+// tensors of an absent side file).
+func fillMadeUp(vals []float64) {
+	x := uint64(0x9e3779b97f4a7c15)
+	for i := range vals {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		vals[i] = 0.5 + float64(x>>11)/float64(1<<53)
+	}
+}
+
+// madeUp makes the probe's value of a constant whose data is not in the
+// files, and marks it synthetic.
+func (p *Probe) madeUp(v *graph.Value, s Shape) (*kernels.Tensor, error) {
+	shape, ok := p.BindShape(s)
+	if !ok {
+		return nil, fmt.Errorf("constant %q: its data is absent and its shape unknown", v.Name)
+	}
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	if n > 1<<24 {
+		return nil, fmt.Errorf("%w: constant %q (absent data) would have %d elements", ErrBudget, v.Name, n)
+	}
+	vals := make([]float64, n)
+	fillMadeUp(vals)
+	t := fromFloat64Any(p.w.ElemType(v), shape, vals)
+	if t == nil {
+		return nil, fmt.Errorf("constant %q: element type %v", v.Name, p.w.ElemType(v))
+	}
+	p.synth[v] = true
+	return t, nil
 }

@@ -311,7 +311,7 @@ func (w *Work) ropeParams(b *Block, bs *BlockSides, mq, mk *ropeMeasure) (*RoPEP
 		p.PositionSource = "past_length"
 	}
 	if r.synthetic {
-		notes = append(notes, "base, scaling and factor: the frequencies (or the cos/sin caches) are graph inputs, not in the file")
+		notes = append(notes, "base, scaling and factor: the frequencies (or the cos/sin caches) are not in the file (graph inputs, or an absent external-data file)")
 		if r.tableRows == 0 {
 			notes = append(notes, "max_positions: no stored cos/sin table")
 		}
