@@ -319,6 +319,83 @@ func fusedCases() []fusedCase {
 				null: []string{"base"}, note: "chosen by an If"}},
 		},
 		{
+			// GroupQueryAttention with packed QKV and interleaved do_rotary.
+			name: "gqa_packed_interleaved",
+			build: func() *graph.Model {
+				b := newFub(onnx(21), ms())
+				ids := b.ids()
+				x := b.embed(ids)
+				cos, sin := b.caches(100, fbHD, 1e6, one, 1)
+				sl := b.op("Cast", []*graph.Value{b.op("Sub", []*graph.Value{b.seqLen(ids), b.i64s(1)})}, graph.IntAttr("to", int64(graph.Int32)))
+				seqlens := b.op("Expand", []*graph.Value{sl, b.i64(1)})
+				total := b.op("Cast", []*graph.Value{b.seqLen(ids)}, graph.IntAttr("to", int64(graph.Int32)))
+				qkv := b.proj(x, (fbHeads+2*fbKV)*fbHD)
+				outs := b.dop("com.microsoft", "GroupQueryAttention", []*graph.Value{qkv, nil, nil, nil, nil, seqlens, total, cos, sin}, 3,
+					graph.IntAttr("num_heads", fbHeads), graph.IntAttr("kv_num_heads", fbKV), graph.IntAttr("do_rotary", 1), graph.IntAttr("rotary_interleaved", 1))
+				b.output(b.op("Add", []*graph.Value{x, b.proj(outs[0], fbHidden)}))
+				return b.m
+			},
+			layers: []string{"rope"},
+			want: []wantFinding{{scheme: "rope", layers: []int{0}, fused: true, params: map[string]any{
+				"layout": "interleaved", "head_dim": 16, "rotary_dim": 16, "num_heads": fbHeads, "num_kv_heads": fbKV,
+				"base": 1e6, "scaling": "none", "max_positions": 100}}},
+		},
+		{
+			// com.microsoft Attention with do_rotary: the op computes its cos
+			// and sin inside; the graph gives sizes, not frequencies.
+			name: "attention_do_rotary_without_caches",
+			build: func() *graph.Model {
+				b := newFub(onnx(17), ms())
+				ids := b.ids()
+				x := b.embed(ids)
+				a := b.dop("com.microsoft", "Attention", []*graph.Value{x, b.weight(fbHidden, 3*fbHidden), b.weight(3 * fbHidden)}, 1,
+					graph.IntAttr("num_heads", fbHeads), graph.IntAttr("do_rotary", 1), graph.IntAttr("unidirectional", 1))[0]
+				b.output(b.op("Add", []*graph.Value{x, b.proj(a, fbHidden)}))
+				return b.m
+			},
+			layers: []string{"rope"},
+			want: []wantFinding{{scheme: "rope", layers: []int{0}, fused: true, params: map[string]any{
+				"head_dim": 16, "rotary_dim": 16, "num_heads": fbHeads, "num_kv_heads": fbHeads},
+				null: []string{"layout", "base", "scaling", "factor"}, note: "computes inside"}},
+		},
+		{
+			// ONNX RotaryEmbedding without position_ids: caches of one row
+			// per token, gathered upstream from stored tables (llama3 rule).
+			name: "onnx_rotary_per_token_caches",
+			build: func() *graph.Model {
+				b := newFub(onnx(23))
+				ids, pos := b.ids(), b.posIDs()
+				x := b.embed(ids)
+				// llama3: factor 8, low 1, high 4, original 128, base 10000.
+				scale := func(k int) float64 {
+					inv := math.Pow(10000, -2*float64(k)/fbHD)
+					wl := 2 * math.Pi / inv
+					switch {
+					case wl < 128.0/4:
+						return 1
+					case wl > 128.0/1:
+						return 8
+					}
+					sm := (128/wl - 1) / (4 - 1)
+					return 1 / ((1-sm)/8 + sm)
+				}
+				ct, st := b.caches(512, fbHD, 10000, scale, 1)
+				cos, sin := b.op("Gather", []*graph.Value{ct, pos}), b.op("Gather", []*graph.Value{st, pos})
+				q, k, v := b.heads4(b.proj(x, fbHidden), fbHeads), b.heads4(b.proj(x, fbHidden), fbHeads), b.heads4(b.proj(x, fbHidden), fbHeads)
+				q = b.op("RotaryEmbedding", []*graph.Value{q, cos, sin})
+				k = b.op("RotaryEmbedding", []*graph.Value{k, cos, sin})
+				a := b.op("Attention", []*graph.Value{q, k, v}, graph.IntAttr("is_causal", 1))
+				b.output(b.op("Add", []*graph.Value{x, b.proj(b.merge3(a), fbHidden)}))
+				return b.m
+			},
+			layers: []string{"rope"},
+			want: []wantFinding{{scheme: "rope", layers: []int{0}, fused: true, params: map[string]any{
+				"layout": "half_split", "head_dim": 16, "rotary_dim": 16, "num_heads": fbHeads, "num_kv_heads": fbHeads,
+				"base": 10000, "scaling": "llama3", "factor": 8, "max_positions": 512},
+				// Only original/low and original/high are in the frequencies.
+				note: "settings of original_max_positions"}},
+		},
+		{
 			// GroupQueryAttention without do_rotary: a NoPE block, even with
 			// cos/sin caches lying around in the file.
 			name: "gqa_no_rotary",
