@@ -20,15 +20,19 @@ type figure struct {
 const figW = 680.0
 
 // layerMap draws one cell per attention block, coloured by the scheme that
-// reaches it.
+// reaches it: labelled cells in balanced rows of up to 20, or, for more than
+// 120 layers, small cells in rows of 50 labelled by their first layer.
 func layerMap(ids *idGen, r *passes.Report) *figure {
 	n := len(r.Layers)
 	if n == 0 {
 		return nil
 	}
-	const cell, gap = 28.0, 4.0
-	cols := min(n, 20)
-	rows := (n + cols - 1) / cols
+	cell, gap, maxCols, labels := 28.0, 4.0, 20, true
+	if n > 120 {
+		cell, gap, maxCols, labels = 11, 2, 50, false
+	}
+	rows := (n + maxCols - 1) / maxCols
+	cols := (n + rows - 1) / rows
 	var schemes []string
 	for _, l := range r.Layers {
 		if !contains(schemes, l.Scheme) {
@@ -36,12 +40,15 @@ func layerMap(ids *idGen, r *passes.Report) *figure {
 		}
 	}
 	x0, y0 := 16.0, 34.0
+	if !labels {
+		x0 = 52
+	}
 	h := y0 + float64(rows)*(cell+gap) + 40
 	legendW := 0.0
 	for _, sc := range schemes {
 		legendW += 34 + 7*float64(len(sc))
 	}
-	w := math.Max(math.Max(2*x0+float64(cols)*(cell+gap), legendW+2*x0), 420)
+	w := math.Max(math.Max(x0+16+float64(cols)*(cell+gap), legendW+2*x0), 420)
 	desc := fmt.Sprintf("One cell per attention layer, coloured by the scheme that reaches it: %s.", layerRuns(r.Layers))
 	s := newSVG(ids, w, h, "Scheme per attention layer", desc)
 	s.text(8, 18, "start", "ptitle", "Scheme per attention layer (blocks in topological order)")
@@ -49,9 +56,14 @@ func layerMap(ids *idGen, r *passes.Report) *figure {
 		x := x0 + float64(i%cols)*(cell+gap)
 		y := y0 + float64(i/cols)*(cell+gap)
 		c := schemeColor(l.Scheme)
-		s.raw(`<g class="layer"><title>layer %d: %s</title><rect x="%s" y="%s" width="%s" height="%s" rx="3" fill="%s"/>`,
+		if !labels && i%cols == 0 {
+			s.text(x0-6, y+cell-2, "end", "tl", fmt.Sprint(l.Index))
+		}
+		s.raw(`<g class="layer"><title>layer %d: %s</title><rect x="%s" y="%s" width="%s" height="%s" rx="2" fill="%s"/>`,
 			l.Index, esc(l.Scheme), f(x), f(y), f(cell), f(cell), c)
-		s.text(x+cell/2, y+cell/2+4, "middle", "cell "+textClass(c), fmt.Sprint(l.Index))
+		if labels {
+			s.text(x+cell/2, y+cell/2+4, "middle", "cell "+textClass(c), fmt.Sprint(l.Index))
+		}
 		s.raw(`</g>`)
 	}
 	lx, ly := x0, y0+float64(rows)*(cell+gap)+16
@@ -93,7 +105,7 @@ func findingFigures(ids *idGen, fd *passes.Finding) []*figure {
 	switch ev := fd.Evidence.(type) {
 	case *passes.RoPEEvidence:
 		p, _ := fd.Params.(*passes.RoPEParams)
-		add(ropeCosSin(ids, ev))
+		add(ropeCosSin(ids, ev, p))
 		add(ropeFrequencies(ids, ev, p))
 	case *passes.TableEvidence:
 		add(tableHeatmap(ids, fd.Scheme, ev))
@@ -136,7 +148,7 @@ func heatmapFigureW(ids *idGen, w float64, kind, title, desc, caption string, cb
 	return &figure{Kind: kind, Caption: caption, SVG: s.String()}
 }
 
-func ropeCosSin(ids *idGen, ev *passes.RoPEEvidence) *figure {
+func ropeCosSin(ids *idGen, ev *passes.RoPEEvidence, p *passes.RoPEParams) *figure {
 	if len(ev.Cos) == 0 || len(ev.Cos[0]) == 0 || ev.Synthetic {
 		return nil
 	}
@@ -153,6 +165,9 @@ func ropeCosSin(ids *idGen, ev *passes.RoPEEvidence) *figure {
 	caption := fmt.Sprintf("The cos and sin the model applies at %ss %d–%d, as onnxpe's kernels evaluated the graph (one column per rotary pair, fastest frequency first).", ylabel, first, last)
 	if math.Abs(ev.Amplitude-1) > 1e-5 {
 		caption += fmt.Sprintf(" They are scaled by %s (the attention factor).", valueLabel(ev.Amplitude))
+	}
+	if p != nil && p.RotaryDim > 0 && p.RotaryDim < p.HeadDim {
+		caption += fmt.Sprintf(" Only %d of the head's %d dimensions are rotated; the others pass unchanged.", p.RotaryDim, p.HeadDim)
 	}
 	return heatmapFigure(ids, "rope_cos_sin", "RoPE cos and sin per position", desc, caption, cb, cos, sin)
 }

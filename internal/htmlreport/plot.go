@@ -344,7 +344,7 @@ func (c *chart) render(s *svg, x0, y0, w, h float64) {
 		y := c.y.px(r.v)
 		s.line(px0, y, px1, y, "ref")
 		if r.label != "" {
-			c.placeLabel(s, r.label, []labelSpot{{px1 - 4, y - 4, "end"}, {px0 + 4, y - 4, "start"}, {px1 - 4, y + 13, "end"}, {px0 + 4, y + 13, "start"}})
+			c.placeLabel(s, r.label, []labelSpot{{px1 - 4, y - 6, "end"}, {px0 + 4, y - 6, "start"}, {px1 - 4, y + 15, "end"}, {px0 + 4, y + 15, "start"}})
 		}
 	}
 	for _, r := range c.vlines {
@@ -411,7 +411,8 @@ func (c *chart) placeLabel(s *svg, label string, spots []labelSpot) {
 					continue
 				}
 				x, y := c.x.px(sr.xs[i]), c.y.px(sr.ys[i])
-				if x > x0-5 && x < x0+w+5 && y > sp.y-16 && y < sp.y+7 {
+				// The text spans sp.y-11 to sp.y+2; a marker 4 pixels round.
+				if x > x0-4 && x < x0+w+4 && y > sp.y-15 && y < sp.y+6 {
 					hits++
 				}
 			}
