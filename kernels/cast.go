@@ -24,6 +24,9 @@ func castSat(c *Call, t *Tensor, dt graph.DataType, saturate bool, roundMode str
 	if t.DType == dt {
 		return t
 	}
+	if t.DType == graph.String || dt == graph.String {
+		panic("kernels: castSat of strings (use castStrings)")
+	}
 	out := c.alloc(dt, t.Shape...)
 	if smallType(dt) || smallType(t.DType) {
 		if isFloatType(t.DType) {
@@ -326,6 +329,15 @@ func dtypeAttr(c *Call, name string) (graph.DataType, error) {
 	return dt, nil
 }
 
+// castKernel is Cast and CastLike of x to dt.
+func castKernel(c *Call, x *Tensor, dt graph.DataType) ([]*Tensor, error) {
+	if x.DType != dt && (x.DType == graph.String || dt == graph.String) {
+		o, err := castStrings(c, x, dt)
+		return []*Tensor{o}, err
+	}
+	return []*Tensor{castSat(c, x, dt, c.Int("saturate", 1) != 0, c.String("round_mode", "up"))}, nil
+}
+
 func init() {
 	// saturate (opset 19 on; CastLike's too) and round_mode (opset 24
 	// on, for float8e8m0) shape conversions to the 8-bit floats only.
@@ -334,9 +346,9 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return []*Tensor{castSat(c, in[0], dt, c.Int("saturate", 1) != 0, c.String("round_mode", "up"))}, nil
+		return castKernel(c, in[0], dt)
 	}, Native)
 	Register("", "CastLike", 15, 0, func(c *Call, in []*Tensor) ([]*Tensor, error) {
-		return []*Tensor{castSat(c, in[0], in[1].DType, c.Int("saturate", 1) != 0, c.String("round_mode", "up"))}, nil
+		return castKernel(c, in[0], in[1].DType)
 	}, Native)
 }

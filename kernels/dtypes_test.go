@@ -91,3 +91,22 @@ func TestSmallTypesOnlyWhereAllowed(t *testing.T) {
 		t.Errorf("Cast of float8 [1, 0]: %v", got)
 	}
 }
+
+// TestFormatNumberAsNumpy checks the float-to-string conversion of Cast
+// against numpy's str() of the same values.
+func TestFormatNumberAsNumpy(t *testing.T) {
+	for _, c := range []struct {
+		x    float64
+		dt   graph.DataType
+		want string
+	}{
+		{1, graph.Float, "1.0"}, {float64(float32(0.1)), graph.Float, "0.1"}, {1e-5, graph.Double, "1e-05"},
+		{float64(float32(123456.79)), graph.Float, "123456.79"}, {1e16, graph.Double, "1e+16"},
+		{math.Inf(-1), graph.Float, "-inf"}, {math.NaN(), graph.Float, "nan"}, {-7, graph.Int32, "-7"},
+		{1, graph.Bool, "True"},
+	} {
+		if got := formatNumber(c.x, c.dt); got != c.want {
+			t.Errorf("%v of %v: %q, want %q", c.x, c.dt, got, c.want)
+		}
+	}
+}

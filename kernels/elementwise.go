@@ -432,6 +432,10 @@ func cmpKernel(op cmpOp) Kernel {
 		if a.DType == graph.Bool {
 			a, b = castC(c, a, graph.Uint8), castC(c, b, graph.Uint8)
 		}
+		if a.DType == graph.String && op == cmpEq {
+			o, err := equalStrings(c, a, b)
+			return []*Tensor{o}, err
+		}
 		var o *Tensor
 		var err error
 		switch a.DType {

@@ -128,6 +128,8 @@ type step struct {
 	// small says the kernel takes inputs of the small types (8-bit and
 	// 4-bit floats, 4-bit and 2-bit integers): see smallTypeOps.
 	small bool
+	// strings says the kernel takes string inputs (see stringOps).
+	strings bool
 	call  Call
 	// wide holds float32 copies of the step's float16/bfloat16 constant
 	// inputs (for kernels that are not Native), by input index.
@@ -357,6 +359,7 @@ func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets
 			st.entry = e
 			st.half = halfRules[opName(n)]
 			st.small = smallTypeOps[opName(n)]
+			st.strings = stringOps[opName(n)]
 		}
 		for _, a := range n.Attrs {
 			var gs []*graph.Graph
@@ -990,9 +993,9 @@ func (s *Session) callKernel(c *Call, st *step, ins []*Tensor) (outs []*Tensor, 
 	if st.fn != nil {
 		return s.callFunction(st.fn, ins)
 	}
-	if !st.small {
+	if !st.small || !st.strings {
 		for _, t := range ins {
-			if t != nil && !t.notTensor() && smallType(t.DType) {
+			if t != nil && !t.notTensor() && (!st.small && smallType(t.DType) || !st.strings && t.DType == graph.String) {
 				return nil, fmt.Errorf("an input of type %v: %w", t.DType, ErrUnsupportedType)
 			}
 		}

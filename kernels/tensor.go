@@ -13,7 +13,7 @@ import (
 // Elem is the set of Go element types a Tensor can hold.
 type Elem interface {
 	float32 | float64 | float16.Float16 | graph.BF16 | int64 | int32 | int16 | int8 |
-		uint64 | uint32 | uint16 | uint8 | bool
+		uint64 | uint32 | uint16 | uint8 | bool | string
 }
 
 // Num are the element types arithmetic kernels are written for (float16 and
@@ -79,14 +79,16 @@ func (t *Tensor) notTensor() bool { return t != nil && (t.seq != nil || t.none) 
 func (t *Tensor) Sequence() []*Tensor { return t.seq }
 
 // Supported reports whether the executor holds tensors of dt: every
-// numeric type of ONNX and bool (not strings nor complex numbers).
+// numeric type of ONNX, bool and string (not complex numbers); see
+// smallTypeOps and stringOps for the ops that take the small types and
+// strings.
 func Supported(dt graph.DataType) bool {
 	switch dt {
 	case graph.Float, graph.Double, graph.Float16, graph.BFloat16, graph.Int64, graph.Int32, graph.Int16,
 		graph.Int8, graph.Uint64, graph.Uint32, graph.Uint16, graph.Uint8, graph.Bool:
 		return true
 	}
-	return smallType(dt)
+	return smallType(dt) || dt == graph.String
 }
 
 // New makes a zero tensor of dt and shape.
@@ -121,6 +123,8 @@ func New(dt graph.DataType, shape ...int) *Tensor {
 		d = make([]uint8, n)
 	case graph.Bool:
 		d = make([]bool, n)
+	case graph.String:
+		d = make([]string, n)
 	default:
 		panic(fmt.Sprintf("kernels: New: unsupported element type %v", dt))
 	}
@@ -195,6 +199,8 @@ func dtypeOf[T Elem]() graph.DataType {
 		return graph.Uint8
 	case bool:
 		return graph.Bool
+	case string:
+		return graph.String
 	}
 	panic("kernels: unreachable")
 }
@@ -450,6 +456,8 @@ func lenAny(d any) int {
 		return len(d)
 	case []bool:
 		return len(d)
+	case []string:
+		return len(d)
 	}
 	return -1
 }
@@ -494,6 +502,8 @@ func copyAny(dst *Tensor, do int, src *Tensor, so, n int) {
 		copy(d[do:do+n], src.data.([]uint8)[so:so+n])
 	case []bool:
 		copy(d[do:do+n], src.data.([]bool)[so:so+n])
+	case []string:
+		copy(d[do:do+n], src.data.([]string)[so:so+n])
 	default:
 		panic("kernels: copyAny of " + dst.DType.String())
 	}
