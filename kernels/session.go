@@ -130,7 +130,7 @@ type step struct {
 	small bool
 	// strings says the kernel takes string inputs (see stringOps).
 	strings bool
-	call  Call
+	call    Call
 	// wide holds float32 copies of the step's float16/bfloat16 constant
 	// inputs (for kernels that are not Native), by input index.
 	wide []*Tensor
