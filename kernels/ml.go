@@ -103,7 +103,7 @@ func labelEncoder(c *Call, in []*Tensor) ([]*Tensor, error) {
 	}
 	out := c.alloc(vals.DType, x.Shape...)
 	// The default: default_tensor, or default_<kind> by the values' kind.
-	def := New(vals.DType, 1)
+	def := c.alloc(vals.DType, 1)
 	switch {
 	case c.Attr("default_tensor") != nil && c.Attr("default_tensor").Tensor != nil:
 		d, err := FromGraph(c.Attr("default_tensor").Tensor)
