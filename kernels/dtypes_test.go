@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 
@@ -107,6 +108,55 @@ func TestFormatNumberAsNumpy(t *testing.T) {
 	} {
 		if got := formatNumber(c.x, c.dt); got != c.want {
 			t.Errorf("%v of %v: %q, want %q", c.x, c.dt, got, c.want)
+		}
+	}
+}
+
+// TestUnsignedAndInt16Ops runs ops whose schemas take int16, uint16,
+// uint32 and uint64 on each of them and compares with the same op on
+// int64 (the values fit every type).
+func TestUnsignedAndInt16Ops(t *testing.T) {
+	a := []int64{3, 7, 1, 9, 4, 2}
+	b := []int64{5, 2, 8, 1, 4, 6}
+	for _, dt := range []graph.DataType{graph.Int16, graph.Uint16, graph.Uint32, graph.Uint64} {
+		x := castTensor(FromSlice([]int{2, 3}, a), dt)
+		y := castTensor(FromSlice([]int{2, 3}, b), dt)
+		x64, y64 := FromSlice([]int{2, 3}, a), FromSlice([]int{2, 3}, b)
+		cond := FromSlice([]int{2, 3}, []bool{true, false, true, false, true, false})
+		for _, c := range []struct {
+			op    string
+			opset int64
+			attrs []*graph.Attr
+			ins   func(x, y *Tensor) []*Tensor
+		}{
+			{"Add", 14, nil, func(x, y *Tensor) []*Tensor { return []*Tensor{x, y} }},
+			{"Mul", 14, nil, func(x, y *Tensor) []*Tensor { return []*Tensor{x, y} }},
+			{"Max", 13, nil, func(x, y *Tensor) []*Tensor { return []*Tensor{x, y} }},
+			{"Mod", 13, nil, func(x, y *Tensor) []*Tensor { return []*Tensor{x, y} }},
+			{"Less", 13, nil, func(x, y *Tensor) []*Tensor { return []*Tensor{x, y} }},
+			{"Where", 16, nil, func(x, y *Tensor) []*Tensor { return []*Tensor{cond, x, y} }},
+			{"Abs", 13, nil, func(x, y *Tensor) []*Tensor { return []*Tensor{x} }},
+			{"ArgMax", 13, []*graph.Attr{graph.IntAttr("axis", 1)}, func(x, y *Tensor) []*Tensor { return []*Tensor{x} }},
+			{"ReduceMax", 18, nil, func(x, y *Tensor) []*Tensor { return []*Tensor{x} }},
+			{"Transpose", 13, nil, func(x, y *Tensor) []*Tensor { return []*Tensor{x} }},
+			{"Concat", 13, []*graph.Attr{graph.IntAttr("axis", 0)}, func(x, y *Tensor) []*Tensor { return []*Tensor{x, y} }},
+			{"Gather", 13, nil, func(x, y *Tensor) []*Tensor { return []*Tensor{x, FromSlice([]int{2}, []int64{1, 0})} }},
+			{"Clip", 13, nil, func(x, y *Tensor) []*Tensor {
+				return []*Tensor{x, castTensor(Scalar(int64(2)), x.DType), castTensor(Scalar(int64(6)), x.DType)}
+			}},
+		} {
+			want, err := runOp(t, "", c.op, c.opset, 1, c.attrs, c.ins(x64, y64)...)
+			if err != nil {
+				t.Fatalf("%s on int64: %v", c.op, err)
+			}
+			got, err := runOp(t, "", c.op, c.opset, 1, c.attrs, c.ins(x, y)...)
+			if err != nil {
+				t.Errorf("%s on %v: %v", c.op, dt, err)
+				continue
+			}
+			if !equalShape(got[0].Shape, want[0].Shape) || fmt.Sprint(got[0].Int64s()) != fmt.Sprint(want[0].Int64s()) {
+				t.Errorf("%s on %v: %v %v, want %v %v", c.op, dt, got[0], got[0].Int64s(), want[0], want[0].Int64s())
+			}
 		}
 	}
 }

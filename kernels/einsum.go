@@ -162,6 +162,10 @@ func reduceAny(c *Call, op redOp, x *Tensor, axes []int) (*Tensor, error) {
 		return reduceT[int64](c, op, x, axes, false), nil
 	case graph.Int32:
 		return reduceT[int32](c, op, x, axes, false), nil
+	case graph.Uint32:
+		return reduceT[uint32](c, op, x, axes, false), nil
+	case graph.Uint64:
+		return reduceT[uint64](c, op, x, axes, false), nil
 	}
 	return nil, fmt.Errorf("%v: %w", x.DType, ErrUnsupportedType)
 }

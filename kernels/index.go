@@ -308,6 +308,8 @@ func rangeOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 		o = rangeT(c, Data[int64](s)[0], Data[int64](l)[0], Data[int64](d)[0])
 	case graph.Int32:
 		o = rangeT(c, Data[int32](s)[0], Data[int32](l)[0], Data[int32](d)[0])
+	case graph.Int16:
+		o = rangeT(c, Data[int16](s)[0], Data[int16](l)[0], Data[int16](d)[0])
 	default:
 		return nil, fmt.Errorf("%v: %w", s.DType, ErrUnsupportedType)
 	}
