@@ -36,14 +36,33 @@
 // share storage and count once), and spreads large elementwise, softmax and
 // normalisation work over Options.Threads goroutines.
 //
-// It is not a general ONNX runtime: it covers the ops that transformer
-// exports and ONNX Runtime's optimizer produce (see the registry),
-// including ONNX Runtime's attention and quantized-matrix contrib ops
+// It covers every op of the default domain that ONNX's backend tests
+// (1.23.0-dev, opsets up to 28) exercise, but the training ops (Adagrad,
+// Adam, Momentum, Gradient), the string-processing ops (StringNormalizer,
+// StringSplit, StringConcat, RegexFullMatch, TfIdfVectorizer) and
+// ImageDecoder: besides the transformer core (matrix products, attention
+// 23/24 and its relatives LinearAttention, FlexAttention,
+// CausalConvWithState, SwiGLU, RMSNormalization, RotaryEmbedding), the
+// convolutional family (Conv, ConvTranspose, DeformConv, Col2Im, pooling,
+// the normalisations, Resize, GridSample, AffineGrid, RoiAlign,
+// NonMaxSuppression), recurrent layers (RNN, GRU, LSTM), signal ops (DFT,
+// STFT, windows, MelWeightMatrix), quantisation (QuantizeLinear and
+// DequantizeLinear per tensor, axis or block, the integer and QLinear
+// products), losses, bitwise ops, random ops (MT19937 as numpy's
+// RandomState, so seeded nodes reproduce ONNX's reference), sequences
+// and optionals, and the ai.onnx.ml ops of the backend tests
+// (LabelEncoder, TreeEnsemble, Binarizer, ArrayFeatureExtractor); and
+// ONNX Runtime's attention and quantized-matrix contrib ops
 // (GroupQueryAttention, MultiHeadAttention, Attention, QAttention,
-// MatMulNBits, ...), not maps, strings, complex numbers or training ops,
-// and it does no graph optimisation or shape inference. ONNX Runtime's
-// generation loops (com.microsoft BeamSearch, GreedySearch, ...) are named
-// in a clear error: they wrap a decoder model, which runs alone.
+// MatMulNBits, ...). Tensors hold every numeric element type: the 8-bit
+// floats, float4e2m1 and the 4-bit and 2-bit integers one element a byte,
+// taken only by the ops whose schema allows them (casts, quantisation,
+// data movement); strings only by Cast, Equal and LabelEncoder (and the
+// ops that pass values along). It holds no maps, sparse tensors or
+// complex numbers, and it does no graph optimisation or shape inference.
+// ONNX Runtime's generation loops (com.microsoft BeamSearch,
+// GreedySearch, ...) are named in a clear error: they wrap a decoder
+// model, which runs alone.
 //
 // The attention ops share one implementation (attention_core.go) that
 // never holds a whole (query x key) score matrix: it works on blocks of
