@@ -671,7 +671,9 @@ func TestDifferentialMatMulNBits(t *testing.T) {
 				ins[0] = rnd(rng, 1, 2, c.M, c.K)
 			}
 			ins[1] = u8s(rng, c.N, kb, blob)
-			ins[2] = posScales(rng, 0.05, c.N*kb)
+			// Scales keep the dequantized weights near 1/sqrt(K) whatever
+			// the bits, so the outputs are of order 1.
+			ins[2] = posScales(rng, 0.8/float64(int(1)<<c.bits)/math.Sqrt(float64(c.K))*4, c.N*kb)
 			switch c.zp {
 			case "u8":
 				ins[3] = u8s(rng, c.N*((kb*c.bits+7)/8))
