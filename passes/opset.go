@@ -30,13 +30,18 @@ func upgradeOpset(m *graph.Model, to int64, rank func(*graph.Value) int) error {
 		rank = func(*graph.Value) int { return -1 }
 	}
 	cv := &converter{m: m, from: from, to: to, rank: rank}
-	var err error
-	m.Graph.Walk(func(n *graph.Node) {
-		if err == nil {
-			err = cv.node(n, from)
+	// Nodes are listed first: converting one inserts nodes before it.
+	convert := func(g *graph.Graph, v int64) error {
+		var nodes []*graph.Node
+		g.Walk(func(n *graph.Node) { nodes = append(nodes, n) })
+		for _, n := range nodes {
+			if err := cv.node(n, v); err != nil {
+				return err
+			}
 		}
-	})
-	if err != nil {
+		return nil
+	}
+	if err := convert(m.Graph, from); err != nil {
 		return err
 	}
 	for _, f := range m.Functions {
@@ -52,12 +57,7 @@ func upgradeOpset(m *graph.Model, to int64, rank func(*graph.Value) int) error {
 		if fv < 11 {
 			return fmt.Errorf("%w: function %s imports opset %d; onnxpe upgrades from opset 11 on", ErrRewrite, f.Name, fv)
 		}
-		f.Body.Walk(func(n *graph.Node) {
-			if err == nil {
-				err = cv.node(n, fv)
-			}
-		})
-		if err != nil {
+		if err := convert(f.Body, fv); err != nil {
 			return err
 		}
 		f.SetOpsetVersion("", to)

@@ -51,6 +51,17 @@ func TestUpgradeOpset(t *testing.T) {
 			u := g.Op("Unsqueeze", []*graph.Value{x}, 1, graph.IntsAttr("axes", 1))[0]
 			return g.Op("Squeeze", []*graph.Value{u}, 1, graph.IntsAttr("axes", 1))[0]
 		}},
+		{"five nodes converted in a row (inserting must not skip the last)", 11, func(g *graph.Graph, x *graph.Value) *graph.Value {
+			v := x
+			for i := 0; i < 5; i++ {
+				op := "Unsqueeze"
+				if i%2 == 1 {
+					op = "Squeeze"
+				}
+				v = g.Op(op, []*graph.Value{v}, 1, graph.IntsAttr("axes", 0))[0]
+			}
+			return g.Op("Squeeze", []*graph.Value{v}, 1, graph.IntsAttr("axes", 0))[0]
+		}},
 		{"reduce sum and mean", 12, func(g *graph.Graph, x *graph.Value) *graph.Value {
 			s := g.Op("ReduceSum", []*graph.Value{x}, 1, graph.IntsAttr("axes", -1))[0]
 			return g.Op("ReduceMean", []*graph.Value{s}, 1, graph.IntsAttr("axes", 1), graph.IntAttr("keepdims", 0))[0]

@@ -134,7 +134,14 @@ The copy keeps every node, value and name of the original; external
 tensors stay in the original's side files until the result is saved.
 The rewrite passes replace the nodes of findings in it, each removing
 what its edits left unused (and nothing the original did not use).`,
-	Run: func(c *Context) (any, error) { return newRewrite(c.Model, c.Options.Rewrite) },
+	Requires: []*Pass{Normalize},
+	Run: func(c *Context) (any, error) {
+		r, err := newRewrite(c.Model, c.Options.Rewrite)
+		if r != nil {
+			r.work = c.Work()
+		}
+		return r, err
+	},
 }
 
 func newRewrite(m *graph.Model, opts RewriteOptions) (*Rewrite, error) {
@@ -413,8 +420,12 @@ func (r *Rewrite) castInt64(v *graph.Value, dt graph.DataType) *graph.Value {
 	return r.op1("Cast", []*graph.Value{v}, graph.IntAttr("to", int64(graph.Int64)))
 }
 
-// typed gives v a declared type (value_info for the values rewrites add).
+// typed gives v, a value a rewrite made, a declared type (its value_info);
+// a value that has one (an input the rewrite reads) keeps it.
 func typed(v *graph.Value, dt graph.DataType, rank int) *graph.Value {
+	if v.Type != nil || !dt.Known() || dt == graph.Undefined {
+		return v
+	}
 	if rank < 0 {
 		v.Type = graph.TensorType(dt, nil)
 		return v
@@ -519,9 +530,6 @@ func RewriteModel(m *graph.Model, opts Options, ps ...*Pass) (*Rewrite, *Context
 		return nil, ctx, err
 	}
 	r := ctx.ResultOf[Edit].(*Rewrite)
-	if w, ok := ctx.ResultOf[Normalize].(*Work); ok {
-		r.work = w
-	}
 	if err := r.finish(); err != nil {
 		return nil, ctx, err
 	}

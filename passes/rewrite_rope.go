@@ -52,6 +52,24 @@ func runRewriteRoPE(c *Context) (any, error) {
 		}
 		ch.Layers = append(ch.Layers, f.Layers...)
 	}
+	// Fused nodes of the other domain, when --rope-op names one.
+	if r.opts.RoPEOp != "" {
+		toONNX := r.opts.RoPEOp == RoPEOpONNX
+		for _, n := range r.M.Graph.Nodes() {
+			ms := n.Domain == DomainMicrosoft
+			if n.OpType != "RotaryEmbedding" || !ms && n.Domain != "" && n.Domain != "ai.onnx" || ms != toONNX {
+				continue
+			}
+			if err := r.convertRotary(n, toONNX); err != nil {
+				if errors.Is(err, ErrRewrite) {
+					ch.Skipped = append(ch.Skipped, fmt.Sprintf("%s (RotaryEmbedding): %s", nodeName(n), reason(err)))
+					continue
+				}
+				return ch, err
+			}
+			ch.note("converted the fused RotaryEmbedding nodes to the %s op", r.opts.RoPEOp)
+		}
+	}
 	return ch, nil
 }
 

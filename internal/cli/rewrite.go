@@ -30,6 +30,7 @@ type rewriteOptions struct {
 	RoPEOp       string
 	ALiBi        string
 	T5Op         string
+	Unfuse       bool
 	Seed         uint64
 	Threads      int
 	ctx          context.Context
@@ -61,7 +62,9 @@ Passes (--passes, all by default, in this order):
               type, one pair per distinct set of frequencies. When the
               cos/sin depend on more than the positions (dynamic NTK), the
               rotation is fused and the cos/sin stay computed; the report
-              says so.
+              says so. Given explicitly, --rope-op also converts the
+              RotaryEmbedding nodes a model already has from the other
+              domain (input order, position-id form, attributes).
   sinusoidal  a sinusoidal encoding computed in the graph becomes a
               constant table sliced (or gathered) by the positions; a
               stored table gathered at 0, 1, 2, ... is sliced instead
@@ -74,6 +77,10 @@ Passes (--passes, all by default, in this order):
               gathered by key - query (ONNX Runtime's CPU provider runs
               it); --t5-op com.microsoft emits RelativePositionBias, which
               ONNX Runtime has on CUDA only
+--unfuse instead lowers fused RotaryEmbedding (both domains), the rotary
+of GroupQueryAttention and ALiBiBias back to primitive ops, for runtimes
+without them.
+
 Every node outside the encodings is kept as it was; nodes the rewrite
 leaves unused are removed. Before writing, both models run onnxpe verify's
 sweep (positions up to the largest the model supports, KV-cache steps):
@@ -91,6 +98,8 @@ Exit codes:
 		Example: `  onnxpe rewrite model.onnx -o model_pe.onnx
   onnxpe rewrite model.onnx -o model_pe.onnx --rope-op onnx --max-positions 8192
   onnxpe rewrite model.onnx -o model_pe.onnx --passes rope,alibi --json
+  onnxpe rewrite fused.onnx -o plain.onnx --unfuse
+  onnxpe rewrite fused_ms.onnx -o fused_onnx.onnx --rope-op onnx
   onnxpe rewrite big.onnx -o big_pe.onnx --no-verify
   onnxpe rewrite model.onnx --dry-run`,
 		Args: cobra.ExactArgs(1),
@@ -110,6 +119,7 @@ Exit codes:
 	f.StringVar(&opts.RoPEOp, "rope-op", "", "RotaryEmbedding to emit: com.microsoft (default) or onnx (opset 23); given, it also converts fused nodes of the other domain")
 	f.StringVar(&opts.ALiBi, "alibi", passes.ALiBiFold, "ALiBi: fold (constants) or fuse (ai.onnxpe ALiBiBias)")
 	f.StringVar(&opts.T5Op, "t5-op", passes.T5Table, "T5 bias: table (gathered, runs on ONNX Runtime's CPU) or com.microsoft (RelativePositionBias: ONNX Runtime has it on CUDA only)")
+	f.BoolVar(&opts.Unfuse, "unfuse", false, "lower fused RotaryEmbedding, GroupQueryAttention's rotary and ALiBiBias to primitive ops")
 	f.Uint64Var(&opts.Seed, "seed", 1, "seed of the values verify synthesises")
 	f.IntVar(&opts.Threads, "threads", 0, "goroutines of onnxpe's kernels when verifying (0: all cores)")
 	return cmd
@@ -146,6 +156,8 @@ func rewriteRun(opts *rewriteOptions) error {
 	switch {
 	case opts.MaxPositions < 0:
 		return badInput("rewrite: --max-positions must be at least 1")
+	case opts.Unfuse && (len(opts.Passes) > 0 || opts.RoPEOp != ""):
+		return badInput("rewrite: --unfuse lowers the fused ops; it takes no --passes or --rope-op")
 	case opts.RoPEOp != "" && opts.RoPEOp != passes.RoPEOpMicrosoft && opts.RoPEOp != passes.RoPEOpONNX:
 		return badInput("rewrite: --rope-op must be com.microsoft or onnx, not %q", opts.RoPEOp)
 	case opts.ALiBi != passes.ALiBiFold && opts.ALiBi != passes.ALiBiFuse:
@@ -154,7 +166,9 @@ func rewriteRun(opts *rewriteOptions) error {
 		return badInput("rewrite: --t5-op must be table or com.microsoft, not %q", opts.T5Op)
 	}
 	var ps []*passes.Pass
-	if len(opts.Passes) == 0 {
+	if opts.Unfuse {
+		ps = []*passes.Pass{passes.Unfuse}
+	} else if len(opts.Passes) == 0 {
 		ps = passes.Rewriters
 	} else {
 		for _, name := range opts.Passes {

@@ -221,3 +221,108 @@ func TestRewriteRoPEOpONNX(t *testing.T) {
 		}
 	}
 }
+
+// fusedOps counts the fused positional-encoding ops of a model file.
+func fusedOps(t *testing.T, path string) map[string]int {
+	t.Helper()
+	m, err := graph.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	m.Walk(func(n *graph.Node) {
+		switch {
+		case n.OpType == "RotaryEmbedding", n.OpType == "ALiBiBias":
+			out[n.Domain+"."+n.OpType]++
+		case n.OpType == "GroupQueryAttention" && n.AttrInt("do_rotary", 0) == 1:
+			out["do_rotary"]++
+		}
+	})
+	return out
+}
+
+// fusedInputs are models with fused positional-encoding ops: the Go-built
+// fused forms (both RotaryEmbedding domains, GroupQueryAttention with
+// do_rotary, RotaryEmbedding + MultiHeadAttention) and corpus models
+// fused by the rewrite (RoPE of every layout, ALiBi with --alibi fuse).
+func fusedInputs(t *testing.T) []string {
+	t.Helper()
+	dir := t.TempDir()
+	var out []string
+	for _, s := range testmodels.Synthetics() {
+		if s.Name == "llama_fused_ms" || s.Name == "llama_fused_onnx" {
+			p := filepath.Join(dir, s.Name+".onnx")
+			if err := s.Build().Save(p, graph.SaveOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, p)
+		}
+	}
+	for _, f := range []testmodels.DeployForm{testmodels.FormGenAIGQA, testmodels.FormRotaryMHA} {
+		p := filepath.Join(dir, string(f)+".onnx")
+		if err := testmodels.BuildDeploy(f, testmodels.DefaultDeploy).Save(p, graph.SaveOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	for _, c := range [][]string{{"rope_gptj"}, {"rope_neox"}, {"rope_kvcache"}, {"rope_llama_fp16"}, {"rope_ntk"}, {"llama4_nope", "--rope-op", "onnx"}, {"alibi_bloom", "--alibi", "fuse"}, {"alibi_mpt", "--alibi", "fuse"}} {
+		p := filepath.Join(dir, "fused_"+strings.Join(c, "_")+".onnx")
+		code, stdout, stderr := runCLI(t, append([]string{"rewrite", corpusFile(c[0], "model.onnx"), "-o", p}, c[1:]...)...)
+		if code != 0 {
+			t.Fatalf("fusing %v: exit %d: %s%s", c, code, stdout, stderr)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// TestRewriteUnfuse lowers every fused op back to primitive ops: the
+// result is proven equal to the fused model and holds no fused op.
+func TestRewriteUnfuse(t *testing.T) {
+	for _, in := range fusedInputs(t) {
+		t.Run(filepath.Base(in), func(t *testing.T) {
+			if len(fusedOps(t, in)) == 0 {
+				t.Fatal("the input has no fused op")
+			}
+			out := filepath.Join(t.TempDir(), "unfused.onnx")
+			code, stdout, stderr := runCLI(t, "rewrite", in, "-o", out, "--unfuse")
+			if code != 0 {
+				t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+			}
+			if !strings.Contains(stdout, "equal to") {
+				t.Fatalf("not proven equal: %s", stdout)
+			}
+			if f := fusedOps(t, out); len(f) != 0 {
+				t.Errorf("fused ops left: %v", f)
+			}
+		})
+	}
+}
+
+// TestRewriteConvertsFusedRoPE converts RotaryEmbedding nodes between the
+// two domains when --rope-op names one.
+func TestRewriteConvertsFusedRoPE(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ model, op, want string }{
+		{"llama_fused_ms", "onnx", ".RotaryEmbedding"},
+		{"llama_fused_onnx", "com.microsoft", "com.microsoft.RotaryEmbedding"},
+	} {
+		var in string
+		for _, s := range testmodels.Synthetics() {
+			if s.Name == c.model {
+				in = filepath.Join(dir, s.Name+".onnx")
+				if err := s.Build().Save(in, graph.SaveOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		out := filepath.Join(dir, c.model+"_to_"+c.op+".onnx")
+		code, stdout, stderr := runCLI(t, "rewrite", in, "-o", out, "--rope-op", c.op)
+		if code != 0 || !strings.Contains(stdout, "equal to") {
+			t.Fatalf("%s: exit %d: %s%s", c.model, code, stdout, stderr)
+		}
+		if f := fusedOps(t, out); len(f) != 1 || f[c.want] == 0 {
+			t.Errorf("%s --rope-op %s: fused ops %v", c.model, c.op, f)
+		}
+	}
+}

@@ -1,0 +1,88 @@
+//go:build ort
+
+package cli
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/testmodels"
+	"github.com/onnxpe/onnxpe/verify"
+)
+
+// ortEqual runs verify's sweep on a and b in ONNX Runtime.
+func ortEqual(t *testing.T, a, b string) {
+	t.Helper()
+	code, js, errOut := runCLI(t, "verify", a, b, "--runtime", "ort", "--json", "--threads", "1")
+	var r verify.Report
+	if err := json.Unmarshal([]byte(js), &r); err != nil {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if code != 0 || !r.Equal {
+		t.Fatalf("in ONNX Runtime: %s %s", r.Summary, errOut)
+	}
+	if r.Runtime != verify.RuntimeORT || len(r.Sets) < 3 {
+		t.Fatalf("runtime %s, %d sets", r.Runtime, len(r.Sets))
+	}
+}
+
+// TestRewriteORT: every rewritten corpus model (default passes), the
+// --rope-op onnx rewrite of the RoPE models (opset 17 exports, opset 18
+// and 20 builds), and every unfused model load in ONNX Runtime 1.30 and
+// match their originals there.
+func TestRewriteORT(t *testing.T) {
+	dir := t.TempDir()
+	man, err := testmodels.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ropes []string
+	for _, e := range man.Models {
+		if !rewritten[e.Name] {
+			continue
+		}
+		if strings.HasPrefix(e.Name, "rope_") || e.Name == "llama4_nope" {
+			ropes = append(ropes, e.ModelPath())
+		}
+		t.Run(e.Name, func(t *testing.T) {
+			out := filepath.Join(dir, e.Name+".onnx")
+			if code, stdout, stderr := runCLI(t, "rewrite", e.ModelPath(), "-o", out); code != 0 {
+				t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+			}
+			ortEqual(t, e.ModelPath(), out)
+		})
+	}
+	for _, s := range testmodels.Synthetics() {
+		if s.Name == "llama_opset18" || s.Name == "llama_cache_shared" {
+			p := filepath.Join(dir, s.Name+".onnx")
+			if err := s.Build().Save(p, graph.SaveOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			ropes = append(ropes, p)
+		}
+	}
+	for _, in := range ropes {
+		t.Run("rope-op onnx "+filepath.Base(filepath.Dir(in))+filepath.Base(in), func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "onnx23.onnx")
+			if code, stdout, stderr := runCLI(t, "rewrite", in, "-o", out, "--rope-op", "onnx"); code != 0 {
+				t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+			}
+			ortEqual(t, in, out)
+		})
+	}
+	for _, in := range fusedInputs(t) {
+		if strings.Contains(in, "alibi") {
+			continue // ALiBiBias is onnxpe's op: ONNX Runtime does not have it
+		}
+		t.Run("unfuse "+filepath.Base(in), func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "unfused.onnx")
+			if code, stdout, stderr := runCLI(t, "rewrite", in, "-o", out, "--unfuse"); code != 0 {
+				t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+			}
+			ortEqual(t, in, out)
+		})
+	}
+}
