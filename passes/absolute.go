@@ -29,6 +29,14 @@ type TableEvidence struct {
 	// follow positions; PositionsWhy says why).
 	Positions    *Positions
 	PositionsWhy string
+	// Pairs are the (sin, cos) columns of a sinusoidal encoding, in the
+	// order of Omega.
+	Pairs [][2]int
+	// Angles is the exact arithmetic of a computed sinusoidal encoding
+	// (nil for a stored table, or when it could not be confirmed on the
+	// measured rows: ExactWhy says why).
+	Angles   *Angles
+	ExactWhy string
 }
 
 // Absolute finds absolute position encodings added to the embeddings.
@@ -159,7 +167,10 @@ func (w *Work) absoluteAt(c *Context, add *graph.Node, act, x *graph.Value, bloc
 	f := &Finding{Layers: w.reachedBlocks(add.Output(0), blocks), Evidence: ev, Notes: notes}
 	f.Nodes = w.origNames(append([]*graph.Node{add}, cone...))
 	if sp, ok := w.fitSinusoidal(rows, int(d)); ok && varies {
-		ev.Omega = sp.omega
+		ev.Omega, ev.Pairs = sp.omega, sp.pairs
+		if tableV == nil {
+			ev.Angles, ev.ExactWhy = w.sinusoidalExact(x, sp, ev.Sample)
+		}
 		f.Scheme = Sinusoidal
 		p := &SinusoidalParams{Layout: sp.layout, Dim: int(d), Computed: tableV == nil, FreqDenominator: sp.denom}
 		if !math.IsNaN(sp.base) {

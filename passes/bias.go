@@ -67,6 +67,12 @@ type T5Evidence struct {
 	MaxDistances []int
 	// Weights are the table's values, [num_buckets][heads].
 	Weights [][]float64
+	// LogRatio is the constant the bucket function divides the log of
+	// large distances by (log(max_distance / max_exact), in the graph's
+	// float type), and LogRatioFrom the value holding it; "" when no
+	// constant of the cone is one.
+	LogRatio     float64
+	LogRatioFrom string
 }
 
 // ScoreBias finds ALiBi and T5 bias added to the attention scores.
@@ -538,12 +544,33 @@ func (w *Work) t5Finding(b *Block, bt BiasTerm, cone []*graph.Node, readers map[
 	if d := w.distanceIn(cone); d != nil {
 		ev.Distance = w.name(d)
 	}
+	if params.MaxDistance != nil {
+		ev.LogRatio, ev.LogRatioFrom = w.logRatio(cone, math.Log(float64(*params.MaxDistance)/float64(maxExact)))
+	}
 	f := &Finding{Scheme: T5RelativeBias, Layers: users, Params: params, Notes: notes, Evidence: ev}
 	if !slices.Contains(f.Layers, b.Index) {
 		f.Layers = append(f.Layers, b.Index)
 	}
 	f.Nodes = w.origNames(append([]*graph.Node{bt.Add}, cone...))
 	return f, ""
+}
+
+// logRatio finds the scalar float constant of the cone that is want
+// (within float32 rounding).
+func (w *Work) logRatio(cone []*graph.Node, want float64) (float64, string) {
+	for _, n := range cone {
+		for _, in := range n.Inputs() {
+			if in == nil || !w.IsConst(in) || !isFloatType(w.ElemType(in)) {
+				continue
+			}
+			if t := w.Const(in); t != nil && t.Len() == 1 {
+				if v := t.Float64s()[0]; math.Abs(v-want) <= 1e-6*want {
+					return v, w.name(in)
+				}
+			}
+		}
+	}
+	return 0, ""
 }
 
 // t5Reproduces evaluates Hugging Face's _relative_position_bucket (in

@@ -42,6 +42,7 @@ type Work struct {
 	oorder    map[*graph.Node]int
 	nameOrder map[string]int
 	byOrig    map[string]*graph.Value // workValue
+	byName    map[string]*graph.Value // main-graph values by original name (extract.go)
 
 	roles  *roles // input roles and activation flags (roles.go)
 	weight map[*graph.Value]bool

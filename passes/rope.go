@@ -87,6 +87,14 @@ type RoPEEvidence struct {
 	// inputs, dynamic rules; PositionsWhy says why).
 	Positions    *Positions
 	PositionsWhy string
+	// Angles is the exact arithmetic of the cos and sin when the graph
+	// computes them (positions times frequencies, sin and cos, a scale),
+	// Stored the tables holding them when it reads them from stored
+	// caches; both nil when neither could be confirmed on the measured
+	// values (ExactWhy says why). Codegen reproduces them bit for bit.
+	Angles   *Angles
+	Stored   *StoredCosSin
+	ExactWhy string
 }
 
 // RoPEBlock is one block's rotations of q and k.
@@ -195,6 +203,7 @@ func runRoPE(c *Context) (any, error) {
 			ev := f.Evidence.(*RoPEEvidence)
 			ev.Start, ev.Cos, ev.Sin = w.cosSinRows(sides[h.b].Q, h.m.rot)
 			ev.Positions, ev.PositionsWhy = w.ropePositions(sides[h.b].Q, h.m.rot)
+			ev.Angles, ev.Stored, ev.ExactWhy = w.ropeExact(sides[h.b].Q, h.m.rot, ev)
 			out = append(out, f)
 		}
 		ev := f.Evidence.(*RoPEEvidence)

@@ -21,6 +21,10 @@ type ShawEvidence struct {
 type ShawBlock struct {
 	Layer             int
 	Key, Value, Index string
+	// KeyEmb and ValueEmb are the relative embeddings the layer gathers
+	// from its tables, [query, key, dim] (ValueEmb empty without relative
+	// values): what codegen's golden vectors compare.
+	KeyEmb, ValueEmb string
 }
 
 // Shaw finds relative position embeddings in the style of Shaw et al.
@@ -150,7 +154,7 @@ func (w *Work) shawAt(b *Block, term *graph.Node) (*Finding, *graph.Value, strin
 	if s < 0 {
 		params.Distance = "query_minus_key"
 	}
-	ev := &ShawEvidence{IndexMap: im, MaxRel: S - 1, Blocks: []ShawBlock{{Layer: b.Index, Key: w.name(table), Index: w.name(g.Input(1))}}}
+	ev := &ShawEvidence{IndexMap: im, MaxRel: S - 1, Blocks: []ShawBlock{{Layer: b.Index, Key: w.name(table), Index: w.name(g.Input(1)), KeyEmb: w.name(g.Output(0))}}}
 	nodes := append([]*graph.Node{term}, w.cone(e)...)
 	var notes []string
 	if !clipped {
@@ -162,6 +166,7 @@ func (w *Work) shawAt(b *Block, term *graph.Node) (*Finding, *graph.Value, strin
 				if gv, ok := w.relTable(in); ok {
 					params.RelativeValues = true
 					ev.Blocks[0].Value = w.name(gv.Input(0))
+					ev.Blocks[0].ValueEmb = w.name(gv.Output(0))
 					nodes = append(nodes, ot)
 					nodes = append(nodes, w.cone(in)...)
 				}

@@ -1,0 +1,789 @@
+package passes
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/x448/float16"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
+)
+
+// Angles is how a model computes the sin and cos of a sinusoidal encoding
+// or of RoPE, exactly enough to reproduce them bit for bit: the position
+// times a frequency in one product, its sin and cos, maybe scaled by a
+// constant, in the element types the graph uses. The detectors find the
+// product from the Sin and Cos nodes and confirm the arithmetic on the
+// values they measured; codegen writes it as source.
+type Angles struct {
+	// Freq is the frequency of every pair (in the order of the evidence's
+	// pairs) exactly as the product reads it, and FreqFrom the original
+	// value holding them: an initializer, or the output of the node that
+	// computes them from constants. Nil when the frequencies depend on the
+	// positions (Program).
+	Freq     []float64
+	FreqFrom string
+	// Program computes the frequencies from the positions when they
+	// depend on them (dynamic NTK recomputes them from the largest
+	// position); nil when they are constant.
+	Program *FreqProgram
+	// Product names the original node multiplying positions and
+	// frequencies; Type is the element type of the product and of the sin
+	// and cos computed from it.
+	Product string
+	Type    graph.DataType
+	// Scale multiplies sin and cos after they are computed (YaRN's and
+	// LongRoPE's attention factor), read from the constant ScaleFrom; 1
+	// and "" when nothing scales them.
+	Scale     float64
+	ScaleFrom string
+	// Out is the element type of the sin and cos the encoding uses (a
+	// Cast to float16 after computing them in float32).
+	Out graph.DataType
+}
+
+// FreqProgram computes the frequencies of every pair from the positions:
+// a straight-line program of element-wise steps over scalars and vectors
+// (one element per frequency), read from the graph.
+type FreqProgram struct {
+	// Steps in order; the last one computes the frequencies (in the
+	// element order of Index).
+	Steps []FreqStep
+	// Index maps a pair (in the evidence's order) to its element of the
+	// last step's vector.
+	Index []int
+	// Len is the number of elements of the vectors.
+	Len int
+}
+
+// FreqStep is one step of a FreqProgram: an ONNX element-wise op (Add,
+// Sub, Mul, Div, Pow, Max, Min, Clip, Reciprocal, Neg, Sqrt, Exp, Log,
+// Floor, Ceil, Cast) over earlier steps and constants, or one of the
+// inputs: "max_position" (the largest position the model is given) or
+// "length" (the number of positions).
+type FreqStep struct {
+	Op   string
+	Args []FreqArg
+	// Type is the element type of the result; Vector whether it has one
+	// element per frequency (else a scalar).
+	Type   graph.DataType
+	Vector bool
+	// Node is the original node of the step.
+	Node string
+}
+
+// FreqArg is an operand of a step: an earlier step (Step >= 0) or a
+// constant (Step -1) with one value or one per element, read from From.
+type FreqArg struct {
+	Step  int
+	Const []float64
+	From  string
+}
+
+// roundTo rounds x to element type dt (float32, float16, bfloat16; float64
+// stays).
+func roundTo(dt graph.DataType, x float64) float64 {
+	switch dt {
+	case graph.Float:
+		return float64(float32(x))
+	case graph.Float16:
+		return float64(float16.Fromfloat32(float32(x)).Float32())
+	case graph.BFloat16:
+		return float64(graph.BF16FromFloat32(float32(x)).Float32())
+	}
+	return x
+}
+
+// sinCos is what Angles give at one position for frequency f: cos and sin
+// rounded as the model rounds them.
+func (a *Angles) sinCos(pos float64, f float64) (c, s float64) {
+	t := roundTo(a.Type, roundTo(a.Type, pos)*f)
+	c, s = roundTo(a.Type, math.Cos(t)), roundTo(a.Type, math.Sin(t))
+	if a.ScaleFrom != "" {
+		c, s = roundTo(a.Type, c*a.Scale), roundTo(a.Type, s*a.Scale)
+	}
+	return roundTo(a.Out, c), roundTo(a.Out, s)
+}
+
+// freqsAt are the frequencies per pair for the positions 0..n-1.
+func (a *Angles) freqsAt(n int) ([]float64, error) {
+	if a.Program == nil {
+		return a.Freq, nil
+	}
+	return a.Program.eval(int64(n-1), int64(n))
+}
+
+// eval runs the program for the largest position maxPos and the number of
+// positions n, returning the frequency of every pair.
+func (pg *FreqProgram) eval(maxPos, n int64) ([]float64, error) {
+	vals := make([][]float64, len(pg.Steps))
+	get := func(a FreqArg, i int) float64 {
+		var v []float64
+		if a.Step >= 0 {
+			v = vals[a.Step]
+		} else {
+			v = a.Const
+		}
+		if len(v) == 1 {
+			return v[0]
+		}
+		return v[i]
+	}
+	for k, st := range pg.Steps {
+		size := 1
+		if st.Vector {
+			size = pg.Len
+		}
+		out := make([]float64, size)
+		for i := range out {
+			var x float64
+			switch st.Op {
+			case "max_position":
+				x = float64(maxPos)
+			case "length":
+				x = float64(n)
+			default:
+				args := make([]float64, len(st.Args))
+				for j, a := range st.Args {
+					args[j] = get(a, i)
+				}
+				var ok bool
+				if x, ok = freqOp(st.Op, args); !ok {
+					return nil, fmt.Errorf("op %s", st.Op)
+				}
+			}
+			out[i] = roundTo(st.Type, x)
+			if st.Type.IsInt() {
+				out[i] = math.Trunc(x)
+			}
+		}
+		vals[k] = out
+	}
+	last := vals[len(vals)-1]
+	f := make([]float64, len(pg.Index))
+	for k, i := range pg.Index {
+		f[k] = last[min(i, len(last)-1)]
+	}
+	return f, nil
+}
+
+// freqOp computes one element-wise op of a FreqProgram in float64 (the
+// caller rounds to the step's type).
+func freqOp(op string, a []float64) (float64, bool) {
+	switch op {
+	case "Add":
+		return a[0] + a[1], true
+	case "Sub":
+		return a[0] - a[1], true
+	case "Mul":
+		return a[0] * a[1], true
+	case "Div":
+		return a[0] / a[1], true
+	case "Pow":
+		return math.Pow(a[0], a[1]), true
+	case "Max":
+		return math.Max(a[0], a[1]), true
+	case "Min":
+		return math.Min(a[0], a[1]), true
+	case "Clip":
+		x := a[0]
+		if len(a) > 1 && !math.IsNaN(a[1]) {
+			x = math.Max(x, a[1])
+		}
+		if len(a) > 2 && !math.IsNaN(a[2]) {
+			x = math.Min(x, a[2])
+		}
+		return x, true
+	case "Reciprocal":
+		return 1 / a[0], true
+	case "Neg":
+		return -a[0], true
+	case "Sqrt":
+		return math.Sqrt(a[0]), true
+	case "Exp":
+		return math.Exp(a[0]), true
+	case "Log":
+		return math.Log(a[0]), true
+	case "Floor":
+		return math.Floor(a[0]), true
+	case "Ceil":
+		return math.Ceil(a[0]), true
+	case "Cast", "Identity":
+		return a[0], true
+	}
+	return 0, false
+}
+
+// FreqOps are the ops a FreqProgram step may be.
+var FreqOps = []string{"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Clip", "Reciprocal", "Neg", "Sqrt", "Exp", "Log", "Floor", "Ceil", "Cast"}
+
+// deepCone is the cone of vs with the nodes of the subgraphs its nodes
+// hold (a table computed in a Loop body).
+func (w *Work) deepCone(vs ...*graph.Value) []*graph.Node {
+	var out []*graph.Node
+	for _, n := range w.cone(vs...) {
+		out = append(out, n)
+		for _, sg := range n.Subgraphs() {
+			sg.Walk(func(m *graph.Node) { out = append(out, m) })
+		}
+	}
+	return out
+}
+
+// passOps carry values to other places without changing them (and the
+// product of positions and frequencies is found through them).
+var passOps = map[string]bool{"Transpose": true, "Reshape": true, "Expand": true, "Tile": true, "Unsqueeze": true,
+	"Squeeze": true, "Identity": true, "Flatten": true, "Slice": true, "Gather": true, "Concat": true, "Split": true}
+
+// productOf walks back from an angle value through ops that move values
+// to the product computing them.
+func (w *Work) productOf(v *graph.Value) (*graph.Node, string) {
+	for steps := 0; steps < 16; steps++ {
+		n := v.Producer()
+		if n == nil {
+			return nil, fmt.Sprintf("the angles come from %q, not from a product", v.Name)
+		}
+		if !isONNX(n) {
+			return nil, fmt.Sprintf("the angles come from the %s op %v", n.OpType, n)
+		}
+		switch {
+		case n.OpType == "Mul" || n.OpType == "MatMul":
+			return n, ""
+		case n.OpType == "Concat":
+			// The same angles repeated (cat(freqs, freqs)).
+			var p *graph.Node
+			for _, in := range n.Inputs() {
+				q, why := w.productOf(in)
+				if q == nil {
+					return nil, why
+				}
+				if p != nil && q != p {
+					return nil, "the angles are concatenated from different products"
+				}
+				p = q
+			}
+			return p, ""
+		case passOps[n.OpType]:
+			v = n.Input(0)
+		default:
+			return nil, fmt.Sprintf("the angles are computed by %s %v, not by a product of positions and frequencies", n.OpType, n)
+		}
+	}
+	return nil, "the angles' chain is too long"
+}
+
+// constRoot walks back from v through ops that move or cast values to a
+// constant; nil when v is not computed from one.
+func (w *Work) constRoot(v *graph.Value) *graph.Value {
+	for steps := 0; steps < 16 && v != nil; steps++ {
+		if w.IsConst(v) {
+			return v
+		}
+		n := v.Producer()
+		if n == nil || !isONNX(n) || !(passOps[n.OpType] && n.OpType != "Concat" || n.OpType == "Cast") {
+			return nil
+		}
+		v = n.Input(0)
+	}
+	return nil
+}
+
+// exactAngles finds how the values outs (the cos/sin entering a rotation,
+// or an absolute encoding) are computed from the positions: one product of
+// positions and frequencies (omega, measured per pair) that every Sin and
+// Cos node of their cone reads, maybe scaled by a constant afterwards.
+// The caller confirms the result on measured values.
+func (w *Work) exactAngles(outs []*graph.Value, omega []float64, out graph.DataType) (*Angles, string) {
+	cone := w.deepCone(outs...)
+	var trig []*graph.Node
+	for _, n := range cone {
+		if (n.OpType == "Sin" || n.OpType == "Cos") && isONNX(n) {
+			trig = append(trig, n)
+		}
+	}
+	if len(trig) == 0 {
+		return nil, "no Sin or Cos node computes the values (a stored table)"
+	}
+	var prod *graph.Node
+	for _, t := range trig {
+		p, why := w.productOf(t.Input(0))
+		if p == nil {
+			return nil, why
+		}
+		if prod != nil && p != prod {
+			return nil, "the sin and cos are computed from different products"
+		}
+		prod = p
+	}
+	a := &Angles{Product: w.OrigName(prod), Type: w.ElemType(prod.Output(0)), Scale: 1, Out: out}
+	if a.Product == "" {
+		a.Product = prod.Output(0).Name
+	}
+	if !isFloatType(a.Type) {
+		return nil, fmt.Sprintf("the angles are %v", a.Type)
+	}
+	fi := -1
+	for i := 0; i < 2; i++ {
+		if w.constRoot(prod.Input(i)) != nil {
+			fi = i
+		}
+	}
+	probe := w.NewProbe(1, 4, 0)
+	if fi >= 0 {
+		root := w.constRoot(prod.Input(fi))
+		t, err := probe.Value(prod.Input(fi))
+		if err != nil {
+			return nil, "the frequencies could not be evaluated: " + err.Error()
+		}
+		idx, why := matchFreqs(t.Float64s(), omega)
+		if idx == nil {
+			return nil, why
+		}
+		vals := t.Float64s()
+		for _, i := range idx {
+			a.Freq = append(a.Freq, vals[i])
+		}
+		a.FreqFrom = w.name(root)
+	} else {
+		pg, why := w.freqProgram(prod, omega)
+		if pg == nil {
+			return nil, why
+		}
+		a.Program = pg
+	}
+	// A constant scale between the sin and cos and the values used.
+	in := map[*graph.Node]bool{}
+	for _, n := range cone {
+		in[n] = true
+	}
+	for k, t := range trig {
+		sc, from, why := w.scaleAfter(t.Output(0), in)
+		if why != "" {
+			return nil, why
+		}
+		if k > 0 && sc != a.Scale {
+			return nil, "sin and cos are scaled differently"
+		}
+		a.Scale = sc
+		if a.ScaleFrom == "" {
+			a.ScaleFrom = from
+		}
+	}
+	return a, ""
+}
+
+// matchFreqs maps every measured frequency to the element of vals that
+// equals it (within the measurement's precision).
+func matchFreqs(vals, omega []float64) ([]int, string) {
+	var idx []int
+	for k, om := range omega {
+		best, bd := -1, math.Inf(1)
+		for i, v := range vals {
+			if v <= 0 {
+				continue
+			}
+			if d := math.Abs(math.Log(v / om)); d < bd {
+				best, bd = i, d
+			}
+		}
+		if best < 0 || bd > 1e-2 {
+			return nil, fmt.Sprintf("no frequency of the product matches the measured frequency %.6g of pair %d", om, k)
+		}
+		idx = append(idx, best)
+	}
+	return idx, ""
+}
+
+// scaleAfter follows v forward (through the nodes in) and returns the
+// constant scalar it is multiplied by, if any, on the way to the values
+// used.
+func (w *Work) scaleAfter(v *graph.Value, in map[*graph.Node]bool) (float64, string, string) {
+	for steps := 0; steps < 16; steps++ {
+		var next *graph.Node
+		for _, u := range v.Uses() {
+			if in[u.Node] {
+				next = u.Node
+				break
+			}
+		}
+		if next == nil {
+			return 1, "", ""
+		}
+		switch {
+		case next.OpType == "Mul":
+			other := next.Input(0)
+			if other == v {
+				other = next.Input(1)
+			}
+			t := w.Const(other)
+			if t == nil || t.Len() != 1 || !isFloatType(t.DType) {
+				return 0, "", fmt.Sprintf("sin or cos is multiplied by %q, not a constant scalar", other.Name)
+			}
+			sc := t.Float64s()[0]
+			if sc == 1 {
+				v = next.Output(0)
+				continue
+			}
+			return sc, w.name(other), ""
+		case passOps[next.OpType] || next.OpType == "Cast" || next.OpType == "ScatterND" || next.OpType == "ScatterElements":
+			v = next.Output(0)
+			if next.OpType == "ScatterND" || next.OpType == "ScatterElements" {
+				v = next.Output(0)
+			}
+		default:
+			return 1, "", ""
+		}
+	}
+	return 1, "", ""
+}
+
+// freqProgram reads the frequencies of a product whose frequency operand
+// is computed from the positions (dynamic rules) as a FreqProgram, and
+// confirms it on the operand's values for a few sequence lengths.
+func (w *Work) freqProgram(prod *graph.Node, omega []float64) (*FreqProgram, string) {
+	why := "neither operand of the product is a constant or a program of the positions"
+	for i := 0; i < 2; i++ {
+		b := &progBuilder{w: w, memo: map[*graph.Value]FreqArg{}}
+		if _, ok := b.walk(prod.Input(i)); !ok {
+			if b.why != "" {
+				why = "the frequencies: " + b.why
+			}
+			continue
+		}
+		pg := &FreqProgram{Steps: b.steps, Len: max(b.len, 1)}
+		if len(pg.Steps) == 0 || !slices.ContainsFunc(pg.Steps, func(s FreqStep) bool { return s.Op == "max_position" || s.Op == "length" }) {
+			continue
+		}
+		// The element order: the operand's values for the length omega
+		// was measured at, matched to the measured frequencies.
+		pg.Index = make([]int, pg.Len)
+		for k := range pg.Index {
+			pg.Index[k] = k
+		}
+		ok := true
+		for j, n := range []int{16, 4, 40, 300} {
+			t, err := w.NewProbe(1, n, 0).Value(prod.Input(i))
+			if err != nil || t.Len() != pg.Len {
+				ok = false
+				break
+			}
+			got := t.Float64s()
+			if j == 0 {
+				idx, _ := matchFreqs(got, omega)
+				if idx == nil {
+					ok = false
+					break
+				}
+				pg.Index = idx
+			}
+			saved := pg.Index
+			pg.Index = make([]int, pg.Len)
+			for k := range pg.Index {
+				pg.Index[k] = k
+			}
+			f, err := pg.eval(int64(n-1), int64(n))
+			pg.Index = saved
+			if err != nil || !slices.Equal(f, got) {
+				ok = false
+				why = fmt.Sprintf("the program of the frequencies does not reproduce them for %d positions", n)
+				break
+			}
+		}
+		if ok {
+			return pg, ""
+		}
+	}
+	return nil, why
+}
+
+// progBuilder reads a FreqProgram backwards from a value.
+type progBuilder struct {
+	w     *Work
+	steps []FreqStep
+	memo  map[*graph.Value]FreqArg
+	vec   map[int]bool
+	len   int
+	why   string
+	depth int
+}
+
+func (b *progBuilder) fail(format string, args ...any) (FreqArg, bool) {
+	if b.why == "" {
+		b.why = fmt.Sprintf(format, args...)
+	}
+	return FreqArg{}, false
+}
+
+// walk returns the operand computing v.
+func (b *progBuilder) walk(v *graph.Value) (FreqArg, bool) {
+	w := b.w
+	if a, ok := b.memo[v]; ok {
+		return a, true
+	}
+	b.depth++
+	defer func() { b.depth-- }()
+	if b.depth > 64 || len(b.steps) > 64 {
+		return b.fail("too many steps")
+	}
+	if t := w.Const(v); t != nil {
+		if !isFloatType(t.DType) && !t.DType.IsInt() {
+			return b.fail("a constant of type %v", t.DType)
+		}
+		vals := t.Float64s()
+		if len(vals) > 1 && !b.setLen(len(vals)) {
+			return b.fail("vectors of %d and %d elements", b.len, len(vals))
+		}
+		a := FreqArg{Step: -1, Const: vals, From: w.name(v)}
+		b.memo[v] = a
+		return a, true
+	}
+	n := v.Producer()
+	if n == nil || !isONNX(n) {
+		return b.fail("%q is not computed by ONNX ops", v.Name)
+	}
+	var a FreqArg
+	switch op := n.OpType; {
+	case op == "Unsqueeze" || op == "Squeeze" || op == "Reshape" || op == "Expand" || op == "Identity" || op == "Flatten" || op == "Transpose":
+		x, ok := b.walk(n.Input(0))
+		if !ok {
+			return x, false
+		}
+		a = x
+	case op == "ReduceMax":
+		if !b.isPositions(n.Input(0)) {
+			return b.fail("ReduceMax %v does not read the positions", n)
+		}
+		a = b.add(FreqStep{Op: "max_position", Type: w.ElemType(n.Output(0)), Node: w.OrigName(n)}, false)
+	case op == "Gather":
+		sh := n.Input(0).Producer()
+		if sh == nil || sh.OpType != "Shape" || !b.isPositions(sh.Input(0)) {
+			return b.fail("Gather %v does not read the number of positions", n)
+		}
+		a = b.add(FreqStep{Op: "length", Type: graph.Int64, Node: w.OrigName(n)}, false)
+	case slices.Contains(FreqOps, op):
+		st := FreqStep{Op: op, Type: w.ElemType(n.Output(0)), Node: w.OrigName(n)}
+		vec := false
+		for _, in := range n.Inputs() {
+			if in == nil {
+				st.Args = append(st.Args, FreqArg{Step: -1, Const: []float64{math.NaN()}})
+				continue
+			}
+			x, ok := b.walk(in)
+			if !ok {
+				return x, false
+			}
+			if x.Step >= 0 && b.vec[x.Step] || len(x.Const) > 1 {
+				vec = true
+			}
+			st.Args = append(st.Args, x)
+		}
+		if op == "Clip" && len(st.Args) == 1 {
+			lo, hi := n.AttrFloat("min", float32(math.Inf(-1))), n.AttrFloat("max", float32(math.Inf(1)))
+			st.Args = append(st.Args, FreqArg{Step: -1, Const: []float64{float64(lo)}}, FreqArg{Step: -1, Const: []float64{float64(hi)}})
+		}
+		if !isFloatType(st.Type) && !st.Type.IsInt() {
+			return b.fail("%s %v computes %v", op, n, st.Type)
+		}
+		a = b.add(st, vec)
+	default:
+		return b.fail("%s %v is not an element-wise op onnxpe transcribes", op, n)
+	}
+	b.memo[v] = a
+	return a, true
+}
+
+func (b *progBuilder) setLen(n int) bool {
+	if b.len == 0 || b.len == n {
+		b.len = n
+		return true
+	}
+	return false
+}
+
+func (b *progBuilder) add(st FreqStep, vec bool) FreqArg {
+	if b.vec == nil {
+		b.vec = map[int]bool{}
+	}
+	st.Vector = vec
+	b.steps = append(b.steps, st)
+	b.vec[len(b.steps)-1] = vec
+	return FreqArg{Step: len(b.steps) - 1}
+}
+
+// isPositions reports whether v holds the positions (an input of that
+// role, maybe cast or reshaped).
+func (b *progBuilder) isPositions(v *graph.Value) bool {
+	for steps := 0; steps < 8 && v != nil; steps++ {
+		if v.Producer() == nil {
+			return b.w.Role(v) == RolePositions
+		}
+		n := v.Producer()
+		if !layoutOps[n.OpType] {
+			return false
+		}
+		v = n.Input(0)
+	}
+	return false
+}
+
+// confirmAngles checks a's arithmetic against measured cos and sin rows
+// (row i at position start+i, one value per pair): every value must be
+// what a computes.
+func (a *Angles) confirm(start int, cos, sin [][]float64) string {
+	if len(cos) == 0 || start < 0 {
+		return "no measured rows to confirm the arithmetic on"
+	}
+	n := start + len(cos)
+	f, err := a.freqsAt(n)
+	if err != nil {
+		return err.Error()
+	}
+	for i := range cos {
+		for k := range cos[i] {
+			c, s := a.sinCos(float64(start+i), f[k])
+			if math.Abs(c-cos[i][k]) > 1e-6*math.Max(1, math.Abs(c)) || math.Abs(s-sin[i][k]) > 1e-6*math.Max(1, math.Abs(s)) {
+				return fmt.Sprintf("at position %d pair %d the model gives (%.9g, %.9g), the arithmetic (%.9g, %.9g)", start+i, k, cos[i][k], sin[i][k], c, s)
+			}
+		}
+	}
+	return ""
+}
+
+// Const is the value of a constant of the model (an initializer, or a
+// value normalisation folded from constants), by the name findings and
+// their evidence give it; nil when it is not a constant.
+func (c *Context) Const(name string) *kernels.Tensor {
+	w := c.Work()
+	v := w.lookup(name)
+	if v == nil {
+		return nil
+	}
+	return w.Const(v)
+}
+
+// StoredCosSin says where stored tables hold the cos and sin a rotation
+// applies, for RoPE read from cos/sin caches: per pair, the table and
+// column of its cos and of its sin.
+type StoredCosSin struct {
+	Cos, Sin []TableColumn
+	// Rows is the number of positions the tables hold (from Row0 on).
+	Rows int
+	// Out is the element type of the cos and sin as applied (a table
+	// stored in float32 and cast to float16 after the gather).
+	Out graph.DataType
+}
+
+// TableColumn is one column of a stored table: the table (an original
+// value holding a constant, read as [rows, columns] with every axis but
+// the last one flattened into rows), the column, and the row holding
+// position 0.
+type TableColumn struct {
+	Table string
+	Col   int
+	Row0  int
+}
+
+// storedCosSin finds the stored tables whose columns hold the measured cos
+// and sin of every pair (row i at position start+i) among the constants
+// of the cone of vs.
+func (w *Work) storedCosSin(vs []*graph.Value, start int, cos, sin [][]float64, out graph.DataType) (*StoredCosSin, string) {
+	if len(cos) == 0 || start < 0 {
+		return nil, "no measured rows to find the stored cos/sin by"
+	}
+	type table struct {
+		name       string
+		rows, cols int
+		v          []float64
+	}
+	var tables []table
+	seen := map[*graph.Value]bool{}
+	for _, n := range w.deepCone(vs...) {
+		for _, in := range n.Inputs() {
+			if in == nil || seen[in] || !w.IsConst(in) || !isFloatType(w.ElemType(in)) {
+				continue
+			}
+			seen[in] = true
+			t := w.Const(in)
+			if t == nil || t.Rank() < 2 {
+				continue
+			}
+			cols := t.Shape[t.Rank()-1]
+			rows := t.Len() / max(cols, 1)
+			if rows < start+len(cos) {
+				continue
+			}
+			tables = append(tables, table{w.name(in), rows, cols, t.Float64s()})
+		}
+	}
+	find := func(want [][]float64, k int) (TableColumn, bool) {
+		for _, t := range tables {
+		col:
+			for c := 0; c < t.cols; c++ {
+				for i := range want {
+					x := roundTo(out, t.v[(start+i)*t.cols+c])
+					if math.Abs(x-want[i][k]) > 1e-6*math.Max(1, math.Abs(x)) {
+						continue col
+					}
+				}
+				return TableColumn{Table: t.name, Col: c, Row0: 0}, true
+			}
+		}
+		return TableColumn{}, false
+	}
+	st := &StoredCosSin{Out: out, Rows: math.MaxInt}
+	for k := range cos[0] {
+		c, ok1 := find(cos, k)
+		s, ok2 := find(sin, k)
+		if !ok1 || !ok2 {
+			return nil, fmt.Sprintf("no column of a stored table holds the cos and sin of pair %d", k)
+		}
+		st.Cos, st.Sin = append(st.Cos, c), append(st.Sin, s)
+		for _, t := range tables {
+			if t.name == c.Table || t.name == s.Table {
+				st.Rows = min(st.Rows, t.rows)
+			}
+		}
+	}
+	return st, ""
+}
+
+// ropeExact reads the exact arithmetic (or the stored tables) of the cos
+// and sin a rotation applies, confirmed on the evidence's measured rows.
+func (w *Work) ropeExact(s *side, r *rotation, ev *RoPEEvidence) (*Angles, *StoredCosSin, string) {
+	if r.synthetic {
+		return nil, nil, "the cos/sin come from graph inputs"
+	}
+	a, why := w.exactAngles(s.Pos, r.omega, w.ElemType(s.In))
+	if a != nil {
+		if why = a.confirm(ev.Start, ev.Cos, ev.Sin); why == "" {
+			return a, nil, ""
+		}
+	}
+	st, why2 := w.storedCosSin(s.Pos, ev.Start, ev.Cos, ev.Sin, w.ElemType(s.In))
+	if st != nil {
+		return nil, st, ""
+	}
+	return nil, nil, why + "; " + why2
+}
+
+// sinusoidalExact reads the exact arithmetic of a computed sinusoidal
+// encoding x, confirmed on its measured rows (positions sp.offset, ...).
+func (w *Work) sinusoidalExact(x *graph.Value, sp sinFit, rows [][]float64) (*Angles, string) {
+	a, why := w.exactAngles([]*graph.Value{x}, sp.omega, w.ElemType(x))
+	if a == nil {
+		return nil, why
+	}
+	cos, sin := make([][]float64, len(rows)), make([][]float64, len(rows))
+	for i, r := range rows {
+		for _, p := range sp.pairs {
+			sin[i] = append(sin[i], r[p[0]])
+			cos[i] = append(cos[i], r[p[1]])
+		}
+	}
+	if why := a.confirm(sp.offset, cos, sin); why != "" {
+		return nil, why
+	}
+	return a, ""
+}
