@@ -4,7 +4,7 @@
 Run from anywhere with Debian's python3-torch (1.13) and python3-onnx (1.12):
 
     /usr/bin/python3 testmodels/export/export.py            # every model
-    /usr/bin/python3 testmodels/export/export.py rope_llama # only the named models (manifest untouched)
+    /usr/bin/python3 testmodels/export/export.py rope_llama # only the named models (and their manifest entries)
 
 The output is deterministic: every model is built under its own seed (crc32 of its name),
 inputs come from seeded generators, and the files are written byte-for-byte the same on
@@ -263,6 +263,17 @@ def main(argv):
         entries.append(manifest_entry(spec, m, inputs))
         size = os.path.getsize(os.path.join(MODELS_DIR, spec.name, "model.onnx"))
         print(f"{spec.name:34s} opset {spec.opset} {spec.dtype:8s} {size / 1024:8.1f} KiB  {','.join(entries[-1]['schemes'])}")
+    if only:
+        # Only the named models were exported: their entries replace (or join,
+        # in ALL_SPECS order) those of the manifest; the others stay as they are.
+        with open(MANIFEST) as f:
+            manifest = json.load(f)
+        by_name = {e["name"]: e for e in manifest["models"]}
+        by_name.update({e["name"]: e for e in entries})
+        manifest["models"] = [by_name[n] for n in names if n in by_name]
+        with open(MANIFEST, "w") as f:
+            json.dump(manifest, f, indent=2, sort_keys=False, ensure_ascii=True)
+            f.write("\n")
     if not only:
         stale = sorted(set(os.listdir(MODELS_DIR)) - set(names)) if os.path.isdir(MODELS_DIR) else []
         for s in stale:

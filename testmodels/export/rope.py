@@ -790,6 +790,17 @@ SPECS = [
         **LLAMA_OUT,
     ),
     Spec(
+        name="rope_llama_opset14",
+        build=build_llama,
+        inputs=llama_inputs("rope_llama_opset14", 64, CFG_LLAMA["max_position_embeddings"]),
+        reference="HF transformers LlamaForCausalLM (LlamaRotaryEmbedding, rotate_half, apply_rotary_pos_emb, repeat_kv, LlamaRMSNorm)",
+        variant="rope_llama exported at opset 14 (ReduceMean with an axes attribute, Softmax-13 semantics): the input of onnxpe rewrite --rope-op onnx's opset upgrade to 23",
+        num_layers=2,
+        opset=14,
+        findings=[{"scheme": "rope", "layers": [0, 1], "params": rope_params(CFG_LLAMA)}],
+        **LLAMA_OUT,
+    ),
+    Spec(
         name="rope_llama_fp16",
         build=build_llama,
         # no padding: a fully masked row is uniform in float32 but not after fp16 rounding of
