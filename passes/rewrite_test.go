@@ -16,7 +16,7 @@ import (
 // rewriteWant is what the default rewrite does to each corpus model: the
 // passes that change it ("" for nothing to rewrite).
 var rewriteWant = map[string]string{
-	"rope_llama": "rope", "rope_llama_fp16": "rope", "rope_linear": "rope", "rope_ntk": "rope",
+	"rope_llama": "rope", "rope_llama_opset14": "rope", "rope_llama_fp16": "rope", "rope_linear": "rope", "rope_ntk": "rope",
 	"rope_llama3": "rope", "rope_yarn": "rope", "rope_qwen2": "rope", "rope_kvcache": "rope",
 	"rope_gptj": "rope", "rope_neox": "rope", "llama4_nope": "rope",
 	"sinusoidal_concat": "sinusoidal", "sinusoidal_interleaved_computed": "sinusoidal",

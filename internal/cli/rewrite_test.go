@@ -15,7 +15,7 @@ import (
 // rewritten are the corpus models the default rewrite changes; the others
 // have nothing to rewrite.
 var rewritten = map[string]bool{
-	"rope_llama": true, "rope_llama_fp16": true, "rope_linear": true, "rope_ntk": true, "rope_llama3": true,
+	"rope_llama": true, "rope_llama_opset14": true, "rope_llama_fp16": true, "rope_linear": true, "rope_ntk": true, "rope_llama3": true,
 	"rope_yarn": true, "rope_qwen2": true, "rope_kvcache": true, "rope_gptj": true, "rope_neox": true,
 	"llama4_nope": true, "sinusoidal_concat": true, "sinusoidal_interleaved_computed": true,
 	"sinusoidal_interleaved_scatter": true, "sinusoidal_marian": true, "learned_gpt2": true, "learned_bert": true,
@@ -187,10 +187,10 @@ func TestRewriteKeepsExternalData(t *testing.T) {
 
 // TestRewriteRoPEOpONNX emits the standard RotaryEmbedding into RoPE
 // models exported at opset 17 and built at 18 and 20: the model is
-// upgraded to opset 23 and proven equal.
+// upgraded to opset 23 and proven equal; rope_llama_opset14 from opset 14.
 func TestRewriteRoPEOpONNX(t *testing.T) {
 	dir := t.TempDir()
-	ins := []string{corpusFile("rope_llama", "model.onnx"), corpusFile("rope_gptj", "model.onnx"), corpusFile("rope_kvcache", "model.onnx")}
+	ins := []string{corpusFile("rope_llama_opset14", "model.onnx"), corpusFile("rope_llama", "model.onnx"), corpusFile("rope_gptj", "model.onnx"), corpusFile("rope_kvcache", "model.onnx")}
 	for _, s := range testmodels.Synthetics() {
 		if s.Name == "llama_opset18" || s.Name == "llama_cache_shared" {
 			p := filepath.Join(dir, s.Name+".onnx")
