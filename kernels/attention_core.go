@@ -58,7 +58,7 @@ type attnJob struct {
 	// sink, when set, makes the softmax "smooth": one extra logit of
 	// value sink(n) takes part in the normalisation but has no value row.
 	sink func(n int) float32
-	// masked says what a row does whose softmax inputs are all -Inf:
+	// maskedZero says what a row does whose softmax inputs are all -Inf:
 	// false gives NaN (as exp(-Inf - -Inf) does), true gives zeros.
 	maskedZero bool
 	// probs, when set, sees each row's probabilities (len keys(b, s)).
