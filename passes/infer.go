@@ -602,16 +602,13 @@ func (w *Work) rangeLen(n *graph.Node) Dim {
 		if s[0].Known() && l[0].Known() && d[0].Known() && d[0] != 0 {
 			return Dim(max(0, int64(math.Ceil(float64(l[0]-s[0])/float64(d[0])))))
 		}
-		if s[0] == 0 && d[0] == 1 && w.isSym(l[0]) {
+		if s[0] == 0 && d[0] == 1 && l[0].IsSym() {
 			return l[0]
 		}
 	}
 	// Floating-point ranges: read constants as floats.
 	return w.syms.fresh()
 }
-
-// isSym reports whether d is a symbol (and not a negative constant).
-func (w *Work) isSym(d Dim) bool { return d.IsSym() }
 
 func (w *Work) inferReshape(n *graph.Node, set func(int, Shape)) {
 	s := w.Shape(n.Input(0))

@@ -452,7 +452,7 @@ const (
 
 var notFoldable = map[string]bool{
 	"RandomNormal": true, "RandomUniform": true, "RandomNormalLike": true, "RandomUniformLike": true,
-	"Bernoulli": true, "Multinomial": true, "Constant": false,
+	"Bernoulli": true, "Multinomial": true,
 	// Fused position ops stay ops (their attributes are what the fused
 	// detectors read), also when their inputs are constants.
 	"RelativePositionBias": true, "GatedRelativePositionBias": true, "ALiBiBias": true, "RotaryEmbedding": true,

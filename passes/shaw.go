@@ -75,7 +75,6 @@ func runShaw(c *Context) (any, error) {
 		p := f.Params.(*ShawParams)
 		p.PerLayerTables = len(f.Layers) > 1 && len(tables) >= len(f.Layers)
 	}
-	// Params changed: merge again findings that now print the same.
 	return out, nil
 }
 
