@@ -69,12 +69,13 @@ demo: build
 	@echo
 	./$(BIN) verify $(DEMO_MODEL) $(dir $(DEMO_MODEL))ort_extended.onnx
 
-## bench: Go benchmarks, the memory check of inspect, and onnxpe vs ONNX Runtime (figures for BENCHMARKS.md)
+## bench: Go benchmarks, the memory check of inspect, onnxpe vs ONNX Runtime, rewritten vs original models (figures for BENCHMARKS.md)
 bench: ort
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	bash bench/inspect_rss.sh
 	bash bench/audit_rss.sh
 	CGO_ENABLED=1 ONNXPE_ORT_LIB=$(ORT_LIB) $(GO) run -tags ort ./bench/vsort
+	CGO_ENABLED=1 ONNXPE_ORT_LIB=$(ORT_LIB) $(GO) run -tags ort ./bench/rewrite
 
 proto:
 	protoc --plugin=protoc-gen-go=$$($(GO) tool -n protoc-gen-go) --go_out=. --go_opt=paths=source_relative internal/onnxpb/onnx.proto

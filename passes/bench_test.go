@@ -56,3 +56,38 @@ func BenchmarkAudit(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRewrite measures onnxpe rewrite's passes on a 32-layer
+// Llama-shaped graph (the audit included: the rewrite consumes its
+// findings): RoPE fused in every layer, caches of 4096 positions evaluated
+// from the model's own subgraph.
+func BenchmarkRewrite(b *testing.B) {
+	l32 := testmodels.DefaultLlama
+	l32.Layers = 32
+	m := testmodels.Llama(l32)
+	nodes := 0
+	m.Walk(func(*graph.Node) { nodes++ })
+	b.Run("Llama32", func(b *testing.B) {
+		b.ReportAllocs()
+		var r *passes.Rewrite
+		cpu0 := cpuTime()
+		for b.Loop() {
+			var err error
+			r, _, err = passes.RewriteModel(m, passes.Options{}, passes.Rewriters...)
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		fused := 0
+		r.M.Walk(func(n *graph.Node) {
+			if n.OpType == "RotaryEmbedding" {
+				fused++
+			}
+		})
+		if fused != 64 {
+			b.Fatalf("%d RotaryEmbedding nodes, want 64", fused)
+		}
+		b.ReportMetric(float64(cpuTime()-cpu0)/1e6/float64(b.N), "cpu-ms/op")
+		b.ReportMetric(float64(nodes), "nodes")
+	})
+}

@@ -145,14 +145,7 @@ what its edits left unused (and nothing the original did not use).`,
 }
 
 func newRewrite(m *graph.Model, opts RewriteOptions) (*Rewrite, error) {
-	data, err := m.Marshal()
-	if err != nil {
-		return nil, fmt.Errorf("copy model: %w", err)
-	}
-	c, err := graph.Decode(data, m.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("copy model: %w", err)
-	}
+	c := m.Clone()
 	r := &Rewrite{M: c, opts: opts, added: map[*graph.Node]bool{}, tables: map[string]*graph.Value{}, memo: map[string]*graph.Value{}}
 	r.live0 = liveNodes(c.Graph)
 	r.called0 = calledFunctions(c)

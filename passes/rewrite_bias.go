@@ -16,7 +16,9 @@ var RewriteALiBi = &Pass{
 
 fold: what the bias computes from constants only (the slopes, their
 powers) becomes constants, operations that do nothing (a cast to the
-same type, a product with 1, a sum with 0) go, and layers whose biases
+same type, a product with 1, a sum with 0) go, Reshape targets computed
+from shapes become constants (0 copying a dimension, -1 for the one
+left), and layers whose biases
 are the same function of the lengths share the first layer's: what
 remains is the subgraph of the positions themselves (a slice of a
 constant table by the key length, the cumulative sum of the mask),
@@ -96,8 +98,8 @@ func biasTerms(w *Work, f *Finding, blocks []*Block) []biasTerm {
 }
 
 // alibiFold folds a finding's constant arithmetic, drops its operations
-// that do nothing, and shares one bias between layers whose biases are
-// the same.
+// that do nothing, makes its shape arithmetic constant, and shares one
+// bias between layers whose biases are the same.
 func (r *Rewrite) alibiFold(w *Work, f *Finding, terms []biasTerm) (bool, error) {
 	g := r.M.Graph
 	own := map[string]bool{}
@@ -195,7 +197,45 @@ func (r *Rewrite) alibiFold(w *Work, f *Finding, terms []biasTerm) (bool, error)
 			changed = true
 		}
 	}
-	// 3. One bias for the layers whose biases are the same function of
+	// 3. Reshape targets computed from shapes (Shape, Gather, Mul,
+	// Unsqueeze, Concat) become constants: sizes the graph fixes, 0 for a
+	// dimension the input has at the same place, -1 for the one left.
+	for _, n := range g.Nodes() {
+		if !own[nodeName(n)] || n.OpType != "Reshape" || !isONNX(n) || n.AttrInt("allowzero", 0) != 0 || n.Input(1) == nil {
+			continue
+		}
+		if _, ok := graph.ConstantValue(n.Input(1)); ok {
+			continue
+		}
+		in, tv := w.workValue(n.Input(0).Name), w.workValue(n.Input(1).Name)
+		if in == nil || tv == nil {
+			continue
+		}
+		dims, ok := w.Partial(tv)
+		is := w.Shape(in)
+		if !ok || !is.Ranked {
+			continue
+		}
+		target := make([]int64, len(dims))
+		free := false
+		for i, d := range dims {
+			switch {
+			case d.Known() && d != 0:
+				target[i] = int64(d)
+			case i < len(is.Dims) && d == is.Dims[i] && !d.Known():
+				target[i] = 0
+			case !free:
+				target[i], free = -1, true
+			default:
+				ok = false
+			}
+		}
+		if ok {
+			n.SetInput(1, r.vecInt(target...))
+			changed = true
+		}
+	}
+	// 4. One bias for the layers whose biases are the same function of
 	// the lengths (each layer read its own key length).
 	first := terms[0]
 	same := true
@@ -325,8 +365,12 @@ var RewriteT5 = &Pass{
 Default: the bias of every relative position -(N-1)..N-1 (N is
 --max-positions, else 4096) is what the model's own bucket function and
 [buckets, heads] table give (evaluated with the kernels with the
-relative positions replaced): a constant [heads, 2N-1] table, gathered
-at key - query + N-1, where the model computed buckets with logarithms.
+relative positions replaced): a constant table of 2N-1 rows of heads,
+gathered at key - query + N-1 into the [q, k, heads] the model's own
+Gather gave, where the model computed buckets with logarithms. (Rows of
+heads rather than [heads, 2N-1]: ONNX Runtime gathers whole rows much
+faster than single elements along a second axis; with [heads, 2N-1] the
+rewritten T5 models were slower than the originals.)
 When the buckets no longer change from some distance below N on (they
 stop at max_distance), the relative positions are clipped to ±(N-1), so
 that any length reads the right bias. ONNX Runtime's CPU provider runs
@@ -443,13 +487,11 @@ func (r *Rewrite) t5(w *Work, f *Finding) error {
 		return fmt.Errorf("%w: the bias at %d relative positions has shape %v", ErrRewrite, 2*n-1, t.Shape)
 	}
 	src := t.Float64s() // [1, 2n-1, h]
-	vals := make([]float64, h*(2*n-1))
-	for k := 0; k < 2*n-1; k++ {
-		for j := 0; j < h; j++ {
-			vals[j*(2*n-1)+k] = src[k*h+j]
-		}
-	}
-	table, err := r.table("onnxpe_t5_bias_table", dt, []int64{int64(h), int64(2*n - 1)}, vals)
+	// [2N-1, heads]: row n+N-1 is the bias of relative position n for
+	// every head, which one Gather reads at key - query + N-1 into the
+	// [q, k, heads] the model's own Gather gave (whole rows: the layout
+	// that gathers fastest; the model's Transpose to [heads, q, k] stays).
+	table, err := r.table("onnxpe_t5_bias_table", dt, []int64{int64(2*n - 1), int64(h)}, src)
 	if err != nil {
 		return err
 	}
@@ -459,23 +501,8 @@ func (r *Rewrite) t5(w *Work, f *Finding) error {
 		idx = r.op1("Clip", []*graph.Value{idx, r.scalarInt(int64(-(n - 1))), r.scalarInt(int64(n - 1))})
 	}
 	idx = r.op1("Add", []*graph.Value{idx, r.scalarInt(int64(n - 1))})
-	// The Gather gave [q, k, heads]; the model transposes it to
-	// [heads, q, k]: gather along the table's second axis straight into
-	// that layout when it does, else transpose back.
-	y := typed(r.op1("Gather", []*graph.Value{table, idx}, graph.IntAttr("axis", 1)), dt, 3)
-	var tr *graph.Node
-	for _, u := range gout.Uses() {
-		if u.Node.OpType == "Transpose" && slices.Equal(u.Node.AttrInts("perm"), []int64{2, 0, 1}) {
-			tr = u.Node
-		}
-	}
-	if tr != nil {
-		tr.Output(0).ReplaceKeepingName(y)
-	}
-	if gout.NumUses() > 0 {
-		back := typed(r.op1("Transpose", []*graph.Value{y}, graph.IntsAttr("perm", 1, 2, 0)), dt, 3)
-		gout.ReplaceKeepingName(back)
-	}
+	y := typed(r.op1("Gather", []*graph.Value{table, idx}, graph.IntAttr("axis", 0)), dt, 3)
+	gout.ReplaceKeepingName(y)
 	return nil
 }
 
