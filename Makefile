@@ -55,8 +55,9 @@ $(ORT_LIB):
 	test -f $(ORT_LIB)
 
 DEMO_HTML := bin/demo-audit.html
+DEMO_REWRITTEN := bin/demo-rewritten.onnx
 
-## demo: the audit of the bundled model (a table, and an HTML report with plots), then inspect, run and verify it
+## demo: the audit of the bundled model (a table, and an HTML report with plots), then inspect, run and verify it; rewrite it and verify the rewrite
 demo: build
 	./$(BIN) audit $(DEMO_MODEL)
 	@echo
@@ -68,6 +69,10 @@ demo: build
 	./$(BIN) run $(DEMO_MODEL) --inputs $(dir $(DEMO_MODEL))test_data_set_0
 	@echo
 	./$(BIN) verify $(DEMO_MODEL) $(dir $(DEMO_MODEL))ort_extended.onnx
+	@echo
+	./$(BIN) rewrite $(DEMO_MODEL) -o $(DEMO_REWRITTEN)
+	@echo
+	./$(BIN) verify $(DEMO_MODEL) $(DEMO_REWRITTEN)
 
 ## bench: Go benchmarks, the memory check of inspect, onnxpe vs ONNX Runtime, rewritten vs original models (figures for BENCHMARKS.md)
 bench: ort

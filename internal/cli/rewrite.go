@@ -73,8 +73,8 @@ Passes (--passes, all by default, in this order):
               become constants, leaving the smallest subgraph ONNX Runtime
               runs; --alibi fuse: one ai.onnxpe ALiBiBias node (onnxpe's
               executor and generated code; not ONNX Runtime)
-  t5          the bucketed relative bias becomes a [heads, 2N-1] table
-              gathered by key - query (ONNX Runtime's CPU provider runs
+  t5          the bucketed relative bias becomes a table of 2N-1 rows of
+              heads gathered by key - query (ONNX Runtime's CPU provider runs
               it); --t5-op com.microsoft emits RelativePositionBias, which
               ONNX Runtime has on CUDA only
 --unfuse instead lowers fused RotaryEmbedding (both domains), the rotary
