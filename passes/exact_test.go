@@ -103,6 +103,45 @@ func TestExactArithmetic(t *testing.T) {
 	if seen != len(want) {
 		t.Fatalf("%d of %d models found in the manifest", seen, len(want))
 	}
+	// Go-built forms: fused RotaryEmbedding reads its caches' columns by
+	// the op's contract; a table computed in a Loop body.
+	synth := map[string]string{"llama_fused_ms": "stored", "llama_fused_onnx": "stored", "llama_cache_shared": "stored",
+		"llama_opset18": "angles", "llama_local_function": "angles", "sinusoidal_loop": "angles"}
+	for _, s := range testmodels.Synthetics() {
+		w, ok := synth[s.Name]
+		if !ok {
+			continue
+		}
+		t.Run(s.Name, func(t *testing.T) {
+			r, _, err := passes.AuditModel(s.Build(), s.Name, passes.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := "none"
+			switch ev := r.Findings[0].Evidence.(type) {
+			case *passes.RoPEEvidence:
+				if ev.Angles != nil {
+					got = "angles"
+				} else if ev.Stored != nil {
+					got = "stored"
+				}
+			case *passes.TableEvidence:
+				if ev.Angles != nil {
+					got = "angles"
+					if ev.Angles.Out != graph.Float {
+						t.Errorf("the encoding is %v, want float32 (the Loop's scan output)", ev.Angles.Out)
+					}
+				}
+			}
+			if got != w {
+				t.Fatalf("%s, want %s", got, w)
+			}
+		})
+		delete(synth, s.Name)
+	}
+	if len(synth) > 0 {
+		t.Fatalf("models not built: %v", synth)
+	}
 }
 
 // TestExtract runs the extracted subgraph of rope_llama's rotation with

@@ -460,6 +460,15 @@ func (w *Work) cacheParams(c *Context, p *RoPEParams, cosV, sinV *graph.Value, t
 	}
 	r.layout, r.headDim, r.pairs = p.Layout, p.HeadDim, ev.Pairs
 	ev.InvFreq, ev.Amplitude = r.omega, r.amp
+	if table && cr.rows > 0 && sr.rows > 0 && cr.width == half && sr.width == half {
+		// By the op's contract, column k of the caches is pair k.
+		st := &StoredCosSin{Rows: min(cr.rows, sr.rows), Out: w.ElemType(cosV)}
+		for k := 0; k < half; k++ {
+			st.Cos = append(st.Cos, TableColumn{Table: cr.name, Col: k})
+			st.Sin = append(st.Sin, TableColumn{Table: sr.name, Col: k})
+		}
+		ev.Stored = st
+	}
 	notes = append(notes, setFit(p, r, r.fitFrequencies())...)
 	return ev, notes
 }

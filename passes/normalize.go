@@ -3,7 +3,6 @@ package passes
 import (
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
@@ -752,11 +751,27 @@ func (w *Work) etype(n *graph.Node) {
 		if c, err := graph.ConstantNodeValue(n); err == nil {
 			t = c.DataType()
 		}
+	case "If", "Loop", "Scan":
+		// The outputs are the bodies' (after the condition for a Loop).
+		for i, o := range outs {
+			t := graph.Undefined
+			if o.Type != nil {
+				t = o.Type.ElemType()
+			}
+			if sgs := n.Subgraphs(); t == graph.Undefined && len(sgs) > 0 {
+				bi := i
+				if n.OpType == "Loop" {
+					bi++
+				}
+				if bi < len(sgs[0].Outputs) {
+					t = w.ElemType(sgs[0].Outputs[bi])
+				}
+			}
+			w.etypes[o] = t
+		}
+		return
 	default:
 		t = in0
-		if t == graph.Undefined && slices.Contains([]string{"If", "Loop"}, n.OpType) {
-			t = graph.Undefined
-		}
 	}
 	if t == graph.Undefined && outs[0].Type != nil {
 		t = outs[0].Type.ElemType()
