@@ -44,6 +44,7 @@ auditing, rewriting and code generation are built on these.
 		NewCmdAudit(ios),
 		NewCmdInspect(ios),
 		NewCmdConvert(ios),
+		NewCmdCodegen(ios),
 		NewCmdRewrite(ios),
 		NewCmdRun(ios),
 		NewCmdVerify(ios),

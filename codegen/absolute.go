@@ -1,0 +1,201 @@
+package codegen
+
+import (
+	"fmt"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/passes"
+)
+
+// absData is what the absolute templates read (sinusoidal and learned
+// position encodings added to the embeddings).
+type absData struct {
+	Doc []string
+	// Name prefixes the constants; Func is the function.
+	Name, Func string
+	Dim        int
+	// Form is computed (sin and cos of positions times frequencies) or
+	// table (the model's stored table).
+	Form string
+	// Offset is added to a position to get the table row (table) or the
+	// position the angles are computed at (computed).
+	Offset int
+	// Computed: the (sin, cos) columns of every frequency, the
+	// frequencies and their arithmetic.
+	Pairs             [][2]int
+	Freq              *table
+	FreqFrom, Product string
+	Type, Out         string
+	Scale             float64
+	ScaleFrom         string
+	// Table: the stored table, [Rows][Dim].
+	Table        *table
+	TableFrom    string
+	Rows         int
+	MaxPositions int
+	OutHalf      bool
+	Half         string
+
+	G absGolden
+}
+
+// absGolden: the encoding at Positions, [len(Positions)][Dim].
+type absGolden struct {
+	Positions *table
+	Want      *table
+}
+
+func emitAbsolute(g *gen, f *passes.Finding, suffix string) (*part, error) {
+	ev, _ := f.Evidence.(*passes.TableEvidence)
+	if ev == nil || ev.Value == "" {
+		return nil, skip("no evidence of the encoding's values")
+	}
+	d := &absData{Name: "PositionEmbedding", Func: "PositionEmbedding"}
+	offset := 0
+	var maxPos *int
+	switch p := f.Params.(type) {
+	case *passes.SinusoidalParams:
+		d.Name, d.Func, d.Dim = "Sinusoidal", "SinusoidalTable", p.Dim
+		if p.PositionOffset != nil {
+			offset = *p.PositionOffset
+		}
+		maxPos = p.MaxPositions
+	case *passes.LearnedParams:
+		d.Dim = p.Dim
+		if p.PositionOffset != nil {
+			offset = *p.PositionOffset
+		}
+		maxPos = p.MaxPositions
+	default:
+		return nil, skip("params of %s", f.Scheme)
+	}
+	d.Offset = offset
+	pt := &part{Tmpl: "absolute", Data: d}
+	vs := suffix
+	var outType graph.DataType
+	switch {
+	case ev.Table != "":
+		t := g.ctx.Const(ev.Table)
+		if t == nil {
+			return nil, skip("the stored table %q is not in the file", ev.Table)
+		}
+		if t.Shape[len(t.Shape)-1] != d.Dim {
+			return nil, fmt.Errorf("the stored table %q has shape %v, the encoding %d columns", ev.Table, t.Shape, d.Dim)
+		}
+		outType = t.DType
+		d.Form, d.TableFrom = "table", ev.Table
+		d.Rows = t.Len() / d.Dim
+		d.MaxPositions = d.Rows - offset
+		if maxPos != nil && *maxPos-offset < d.MaxPositions {
+			d.MaxPositions = *maxPos - offset
+		}
+		vals := t.Float64s()
+		if floatType(outType) == "uint16" {
+			for i := range vals {
+				vals[i] = float64(halfBits(outType, vals[i]))
+			}
+		}
+		d.Table = &table{Name: lowerFirst(d.Name) + "Data" + vs, Type: floatType(outType), Vals: vals, From: "the stored table " + ev.Table}
+		pt.Tables = append(pt.Tables, d.Table)
+	case ev.Angles != nil && f.Scheme == passes.Sinusoidal:
+		a := ev.Angles
+		if a.Program != nil {
+			return nil, skip("frequencies that depend on the positions")
+		}
+		d.Form, d.Pairs = "computed", ev.Pairs
+		d.Type, d.Out, d.Product, d.FreqFrom = typeName(a.Type), typeName(a.Out), a.Product, a.FreqFrom
+		d.Freq = &table{Name: "SinusoidalFreq" + vs, Type: "float64", Vals: a.Freq, From: a.FreqFrom}
+		if a.ScaleFrom != "" {
+			d.Scale, d.ScaleFrom = a.Scale, a.ScaleFrom
+		}
+		outType = a.Out
+	case f.Scheme == passes.Sinusoidal:
+		return nil, skip("the sinusoid's arithmetic could not be read exactly (%s)", ev.ExactWhy)
+	default:
+		return nil, skip("the learned encoding is computed, not a stored table")
+	}
+	switch outType {
+	case graph.Float16:
+		d.OutHalf, d.Half, pt.Half = true, "Float16", true
+	case graph.BFloat16:
+		d.OutHalf, d.Half, pt.BHalf = true, "BFloat16", true
+	case graph.Float, graph.Double:
+	default:
+		return nil, skip("element type %v", outType)
+	}
+	for _, t := range []string{d.Type, d.Out} {
+		if t == "float16" {
+			pt.Half = true
+		}
+		if t == "bfloat16" {
+			pt.BHalf = true
+		}
+	}
+	// Golden vectors: the encoding as the model computes it for the first
+	// n positions of a sequence.
+	n := g.opts.MaxPositions
+	if d.MaxPositions > 0 {
+		n = d.MaxPositions
+	}
+	var rows [][]float64
+	got, err := longest(n, 4, func(n int) error {
+		r, err := g.extract(passes.ExtractSpec{Values: []string{ev.Value}, Seq: n})
+		if err != nil {
+			return err
+		}
+		out, err := r.run(nil)
+		if err != nil {
+			return err
+		}
+		t := out[0]
+		if t.Rank() < 2 || t.Shape[t.Rank()-1] != d.Dim || t.Shape[t.Rank()-2] < n {
+			return fmt.Errorf("the encoding has shape %v for %d positions", t.Shape, n)
+		}
+		v := t.Float64s()
+		rows = nil
+		for i := 0; i < n; i++ {
+			rows = append(rows, v[i*d.Dim:(i+1)*d.Dim])
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("golden vectors: %w", err)
+	}
+	sample := thin(samplePositions(got), max(2, 30000/max(1, d.Dim)))
+	d.G.Positions = &table{Name: "golden" + d.Name + "Positions" + vs, Type: "int64", Golden: true}
+	d.G.Want = &table{Name: "golden" + d.Name + vs, Type: floatType(outType), Golden: true}
+	for _, p := range sample {
+		d.G.Positions.Vals = append(d.G.Positions.Vals, float64(p))
+		for _, x := range rows[p] {
+			if d.G.Want.Type == "uint16" {
+				x = float64(halfBits(outType, x))
+			}
+			d.G.Want.Vals = append(d.G.Want.Vals, x)
+		}
+	}
+	kind := "learned position embedding"
+	if f.Scheme == passes.Sinusoidal {
+		kind = "sinusoidal position encoding"
+	}
+	line := fmt.Sprintf("The %s added to the embeddings (before layers %s), %d wide", kind, layerList(f.Layers), d.Dim)
+	switch d.Form {
+	case "table":
+		line += fmt.Sprintf(": the model's stored table %s (%d rows; position p is row p+%d).", d.TableFrom, d.Rows, offset)
+	default:
+		line += fmt.Sprintf(": sin and cos of the positions (plus %d) times the frequencies of %s, computed in %s by %s as the model does.", offset, d.FreqFrom, d.Type, d.Product)
+	}
+	d.Doc = append(d.Doc, line)
+	pt.Emitted = Emitted{Functions: []string{d.Func + suffix}, Form: d.Form, Positions: got, MaxPositions: d.MaxPositions,
+		Golden: len(d.G.Want.Vals)}
+	if d.OutHalf {
+		pt.Emitted.Functions = append(pt.Emitted.Functions, d.Func+d.Half+suffix)
+	}
+	return pt, nil
+}
+
+func lowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return string(s[0]|0x20) + s[1:]
+}

@@ -1,0 +1,170 @@
+package codegen
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
+	"github.com/onnxpe/onnxpe/passes"
+)
+
+// biasView reads an evaluated attention bias as [head][query][key] (the
+// last three axes; axes of size 1 broadcast; leading axes at index 0).
+type biasView struct {
+	h, q, k int
+	v       []float64
+	dt      graph.DataType
+}
+
+func newBiasView(t *kernels.Tensor) biasView {
+	dims := []int{1, 1, 1}
+	r := t.Rank()
+	for i := 0; i < min(3, r); i++ {
+		dims[2-i] = t.Shape[r-1-i]
+	}
+	return biasView{h: dims[0], q: dims[1], k: dims[2], v: t.Float64s()[:dims[0]*dims[1]*dims[2]], dt: t.DType}
+}
+
+func (b biasView) at(h, i, j int) float64 {
+	if b.h == 1 {
+		h = 0
+	}
+	if b.q == 1 {
+		i = 0
+	}
+	return b.v[(h*b.q+i)*b.k+j]
+}
+
+// masked reports whether a bias entry masks its key out (the model's
+// causal or padding mask added to the same value): such entries are not
+// compared.
+func masked(x float64) bool { return x < -1e4 || math.IsInf(x, 0) || math.IsNaN(x) }
+
+// biasCase is one call of a bias function, dst [heads][Q][K], compared
+// with Want ([heads][Q][len(Keys)], NaN where the model masks) at the keys
+// Keys.
+type biasCase struct {
+	Q, K int
+	Keys []int
+	Want *table
+}
+
+// biasGolden evaluates the bias value at n positions (queries and keys)
+// and keeps the rows of the last nq queries, as the call (nq, n) of a bias
+// function computes them.
+func (g *gen) biasGolden(value string, n, nq, heads int, name string) (*biasCase, error) {
+	r, err := g.extract(passes.ExtractSpec{Values: []string{value}, Seq: n})
+	if err != nil {
+		return nil, err
+	}
+	out, err := r.run(nil)
+	if err != nil {
+		return nil, err
+	}
+	bv := newBiasView(out[0])
+	if bv.k != n || bv.q != 1 && bv.q != n || bv.h != 1 && bv.h != heads {
+		return nil, fmt.Errorf("the bias has shape %v for %d positions and %d heads", out[0].Shape, n, heads)
+	}
+	c := &biasCase{Q: nq, K: n, Keys: samplePositions(n), Want: &table{Name: name, Type: "float32", Golden: true}}
+	for h := 0; h < heads; h++ {
+		for i := n - nq; i < n; i++ {
+			for _, j := range c.Keys {
+				x := bv.at(h, i, j)
+				if masked(x) {
+					x = math.NaN()
+				}
+				c.Want.Vals = append(c.Want.Vals, x)
+			}
+		}
+	}
+	return c, nil
+}
+
+// alibiData is what the alibi templates read.
+type alibiData struct {
+	Doc    []string
+	Heads  int
+	Slopes *table
+	From   string
+	// Positions: key_index (slope·j), key_offset_from_end (slope·(j -
+	// (kLen-1))), relative (slope·(j - i)) or symmetric (-slope·|i - j|),
+	// with query i at position kLen-qLen+i.
+	Positions    string
+	Type         string
+	MaxPositions int
+	G            []*biasCase
+}
+
+func emitALiBi(g *gen, f *passes.Finding, suffix string) (*part, error) {
+	ev, _ := f.Evidence.(*passes.ALiBiEvidence)
+	p, _ := f.Params.(*passes.ALiBiParams)
+	if ev == nil || p == nil || ev.Bias == "" {
+		return nil, skip("no ALiBi evidence")
+	}
+	d := &alibiData{Heads: p.NumHeads, Type: "float32"}
+	switch {
+	case p.Symmetric:
+		d.Positions = "symmetric"
+	case p.Positions == "key_offset_from_end" || p.Positions == "relative":
+		d.Positions = p.Positions
+	case p.Positions == "key_index" || p.Positions == "attention_mask_cumsum":
+		d.Positions = "key_index"
+	default:
+		return nil, skip("ALiBi positions %q", p.Positions)
+	}
+	d.From = "measured from the bias " + ev.Bias
+	if ev.SlopesConst != "" {
+		d.From = "the constant " + ev.SlopesConst
+	}
+	d.Slopes = &table{Name: "ALiBiSlopes" + suffix, Type: "float64", Vals: p.Slopes, From: d.From}
+	if p.MaxPositions != nil {
+		d.MaxPositions = *p.MaxPositions
+	}
+	_, dt, err := g.ctx.BoundShape(ev.Bias, 4)
+	if err == nil && dt != graph.Float {
+		return nil, skip("the bias is %v", dt)
+	}
+	n := g.opts.MaxPositions
+	if d.MaxPositions > 0 {
+		n = d.MaxPositions
+	}
+	small := min(n, 16)
+	c1, err := g.biasGolden(ev.Bias, small, small, d.Heads, fmt.Sprintf("goldenALiBi%s_%d", suffix, small))
+	if err != nil {
+		return nil, fmt.Errorf("golden vectors: %w", err)
+	}
+	d.G = append(d.G, c1)
+	if n > small {
+		got, err := longest(n, small, func(n int) error {
+			c, err := g.biasGolden(ev.Bias, n, 2, d.Heads, fmt.Sprintf("goldenALiBi%s_%d", suffix, n))
+			if err == nil {
+				d.G = append(d.G, c)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("golden vectors: %w", err)
+		}
+		n = got
+	}
+	golden := 0
+	for _, c := range d.G {
+		golden += len(c.Want.Vals)
+	}
+	d.Doc = []string{fmt.Sprintf("ALiBi of layers %s: %d heads, slopes from %s, bias %s.", layerList(f.Layers), d.Heads, d.From, alibiForm(d.Positions))}
+	return &part{Tmpl: "alibi", Data: d, Emitted: Emitted{Functions: []string{"ALiBiBias" + suffix}, Form: "computed",
+		Positions: n, MaxPositions: d.MaxPositions, Golden: golden}}, nil
+}
+
+func alibiForm(pos string) string {
+	switch pos {
+	case "key_index":
+		return "slope·j for key j (the model counts key positions from its attention mask: no padding here)"
+	case "key_offset_from_end":
+		return "slope·(j - (kLen-1)) for key j (0 at the last key)"
+	case "relative":
+		return "slope·(j - i) for query i and key j"
+	}
+	return "-slope·|i - j| for query i and key j"
+}

@@ -1,0 +1,524 @@
+package codegen
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
+	"github.com/onnxpe/onnxpe/passes"
+)
+
+// ropeData is what the rope templates read.
+type ropeData struct {
+	Doc                  []string
+	HeadDim, RotaryDim   int
+	K                    int // rotary pairs
+	NumHeads, NumKVHeads int
+	Pairs                [][2]int
+	// Form is computed (constant frequencies), dynamic (frequencies from
+	// the positions, Prog) or table (stored cos/sin).
+	Form string
+	// Freq are the frequencies per pair (computed), in Type; FreqFrom,
+	// Product: where they come from.
+	Freq              *table
+	FreqFrom, Product string
+	// Type is the element type of angles, sin and cos; Out of the cos
+	// and sin applied; Rot of q.
+	Type, Out, Rot string
+	Scale          float64
+	ScaleFrom      string
+	Prog           *program
+	Cos, Sin       *table
+	CosFrom        string
+	SinFrom        string
+	Rows           int
+	MaxPositions   int
+	// OutHalf and RotHalf: the cos/sin and the rotation are in a half
+	// type (the Float16/BFloat16 variants are emitted).
+	OutHalf, RotHalf bool
+	Half             string // "Float16" or "BFloat16"
+
+	G ropeGolden
+}
+
+// ropeGolden are the golden vectors of the rope functions.
+type ropeGolden struct {
+	CosSin []*cosSinCase
+	Apply  *applyCase
+}
+
+// cosSinCase is one call of RoPECosSin: at positions Positions (or
+// 0..N-1 when Full), rows Rows of the result compared with Cos and Sin.
+type cosSinCase struct {
+	N         int
+	Full      bool
+	Positions *table
+	Rows      []int
+	Cos, Sin  *table
+}
+
+// applyCase is one call of ApplyRoPE: x (In, [positions][heads][head
+// dim]) rotated at Positions must give Want.
+type applyCase struct {
+	Positions *table
+	Heads     int
+	In, Want  *table
+}
+
+func emitRoPE(g *gen, f *passes.Finding, suffix string) (*part, error) {
+	ev, _ := f.Evidence.(*passes.RoPEEvidence)
+	p, _ := f.Params.(*passes.RoPEParams)
+	if ev == nil || p == nil {
+		return nil, skip("no RoPE evidence")
+	}
+	if ev.Synthetic {
+		return nil, skip("the cos/sin (or their frequencies) are graph inputs: their values are not in the file")
+	}
+	if len(ev.Blocks) == 0 || ev.Blocks[0].Q.In == "" || ev.Blocks[0].Q.Out == "" {
+		return nil, skip("no rotation of q to test the code against (a rotation inside a fused attention op)")
+	}
+	d := &ropeData{HeadDim: p.HeadDim, RotaryDim: p.RotaryDim, K: len(ev.Pairs), Pairs: ev.Pairs}
+	if p.NumHeads != nil {
+		d.NumHeads = *p.NumHeads
+	}
+	if p.NumKVHeads != nil {
+		d.NumKVHeads = *p.NumKVHeads
+	}
+	side := ev.Blocks[0].Q
+	pt := &part{Tmpl: "rope", Data: d}
+	fn := func(name string) string { return name + suffix }
+	qShape, qType, err := g.ctx.BoundShape(side.In, 4)
+	if err != nil {
+		return nil, skip("the shape of q: %v", err)
+	}
+	_ = qShape
+	d.Rot = typeName(qType)
+	switch {
+	case ev.Angles != nil:
+		a := ev.Angles
+		d.Type, d.Out = typeName(a.Type), typeName(a.Out)
+		d.Product = a.Product
+		if a.ScaleFrom != "" {
+			d.Scale, d.ScaleFrom = a.Scale, a.ScaleFrom
+		}
+		if a.Program != nil {
+			d.Form = "dynamic"
+			pr, err := newProgram(a.Program, g.opts.Package)
+			if err != nil {
+				return nil, skip("the frequencies: %v", err)
+			}
+			d.Prog = pr
+		} else {
+			d.Form = "computed"
+			d.FreqFrom = a.FreqFrom
+			d.Freq = &table{Name: "roPEInvFreq" + suffix, Type: "float64", Vals: a.Freq, From: a.FreqFrom}
+		}
+	case ev.Stored != nil:
+		st := ev.Stored
+		d.Form, d.Out, d.Rows = "table", typeName(st.Out), st.Rows
+		cos, sin, err := g.storedColumns(st)
+		if err != nil {
+			return nil, err
+		}
+		d.CosFrom, d.SinFrom = columnsFrom(st.Cos), columnsFrom(st.Sin)
+		d.Cos = &table{Name: "roPECos" + suffix, Type: floatType(st.Out), Vals: cos, From: d.CosFrom}
+		d.Sin = &table{Name: "roPESin" + suffix, Type: floatType(st.Out), Vals: sin, From: d.SinFrom}
+		if st.Out == graph.Float16 || st.Out == graph.BFloat16 {
+			for i := range cos {
+				d.Cos.Vals[i] = float64(halfBits(st.Out, cos[i]))
+				d.Sin.Vals[i] = float64(halfBits(st.Out, sin[i]))
+			}
+		}
+		pt.Tables = append(pt.Tables, d.Cos, d.Sin)
+		d.MaxPositions = st.Rows
+	default:
+		return nil, skip("the cos/sin are neither the product of positions and frequencies nor read from stored tables (%s)", ev.ExactWhy)
+	}
+	d.OutHalf = d.Out == "float16" || d.Out == "bfloat16"
+	d.RotHalf = d.Rot == "float16" || d.Rot == "bfloat16"
+	if d.OutHalf != d.RotHalf && d.RotHalf {
+		return nil, skip("q is %s but the cos/sin are %s", d.Rot, d.Out)
+	}
+	for _, t := range []string{d.Type, d.Out, d.Rot} {
+		switch t {
+		case "float16":
+			pt.Half, d.Half = true, "Float16"
+		case "bfloat16":
+			pt.BHalf, d.Half = true, "BFloat16"
+		case "", "float32", "float64":
+		default:
+			return nil, skip("element type %s", t)
+		}
+	}
+	if err := g.ropeGolden(d, ev, side, suffix); err != nil {
+		return nil, err
+	}
+	d.Doc = ropeDoc(g, f, p, ev, d)
+	pt.Emitted.Functions = []string{fn("RoPECosSin")}
+	if d.OutHalf {
+		pt.Emitted.Functions = append(pt.Emitted.Functions, fn("RoPECosSin"+d.Half))
+	}
+	if d.RotHalf {
+		pt.Emitted.Functions = append(pt.Emitted.Functions, fn("ApplyRoPE"+d.Half))
+	} else {
+		pt.Emitted.Functions = append(pt.Emitted.Functions, fn("ApplyRoPE"))
+	}
+	pt.Emitted.Form = d.Form
+	pt.Emitted.MaxPositions = d.MaxPositions
+	for _, c := range d.G.CosSin {
+		pt.Emitted.Positions = max(pt.Emitted.Positions, c.N)
+		pt.Emitted.Golden += len(c.Cos.Vals) + len(c.Sin.Vals)
+	}
+	if d.G.Apply != nil {
+		pt.Emitted.Golden += len(d.G.Apply.Want.Vals)
+	}
+	return pt, nil
+}
+
+// storedColumns reads the stored cos and sin columns, [rows][pairs].
+func (g *gen) storedColumns(st *passes.StoredCosSin) ([]float64, []float64, error) {
+	read := func(cols []passes.TableColumn) ([]float64, error) {
+		out := make([]float64, st.Rows*len(cols))
+		for k, c := range cols {
+			t := g.ctx.Const(c.Table)
+			if t == nil {
+				return nil, fmt.Errorf("the stored table %q is not a constant", c.Table)
+			}
+			vals := t.Float64s()
+			w := t.Shape[len(t.Shape)-1]
+			for r := 0; r < st.Rows; r++ {
+				out[r*len(cols)+k] = roundTo(st.Out, vals[(c.Row0+r)*w+c.Col])
+			}
+		}
+		return out, nil
+	}
+	cos, err := read(st.Cos)
+	if err != nil {
+		return nil, nil, err
+	}
+	sin, err := read(st.Sin)
+	return cos, sin, err
+}
+
+// columnsFrom describes the tables columns come from.
+func columnsFrom(cols []passes.TableColumn) string {
+	var names []string
+	var idx []string
+	for _, c := range cols {
+		if !slices.Contains(names, c.Table) {
+			names = append(names, c.Table)
+		}
+		idx = append(idx, fmt.Sprint(c.Col))
+	}
+	return fmt.Sprintf("%s, columns %s", strings.Join(names, " and "), strings.Join(idx, ", "))
+}
+
+// qLayout maps (position, head, dimension) to the index of an element of
+// q as the rotation reads it (shape for n positions).
+type qLayout struct {
+	shape []int
+	pos   int // position axis
+	heads int
+	hd    int
+	index func(s, h, d int) int
+}
+
+func newQLayout(shape []int, n, headDim, axis int) (*qLayout, error) {
+	r := len(shape)
+	if r < 2 {
+		return nil, fmt.Errorf("q has shape %v", shape)
+	}
+	pos := axis
+	if pos <= 0 || pos >= r-1 || shape[pos] != n {
+		pos = -1
+		for a := 0; a < r-1; a++ {
+			if shape[a] == n && (pos < 0 || a > 0) {
+				pos = a
+			}
+		}
+	}
+	if pos < 0 {
+		return nil, fmt.Errorf("q has shape %v: no axis of the %d positions", shape, n)
+	}
+	strides := make([]int, r)
+	st := 1
+	for a := r - 1; a >= 0; a-- {
+		strides[a] = st
+		st *= shape[a]
+	}
+	last := shape[r-1]
+	l := &qLayout{shape: shape, pos: pos, hd: headDim}
+	var others []int
+	for a := 0; a < r-1; a++ {
+		if a != pos {
+			others = append(others, a)
+		}
+	}
+	prod := 1
+	for _, a := range others {
+		prod *= shape[a]
+	}
+	switch {
+	case last == headDim:
+		l.heads = prod
+		l.index = func(s, h, d int) int {
+			i := s*strides[pos] + d
+			for k := len(others) - 1; k >= 0; k-- {
+				a := others[k]
+				i += (h % shape[a]) * strides[a]
+				h /= shape[a]
+			}
+			return i
+		}
+	case headDim > 0 && last%headDim == 0 && prod == 1:
+		l.heads = last / headDim
+		l.index = func(s, h, d int) int { return s*strides[pos] + h*headDim + d }
+	default:
+		return nil, fmt.Errorf("q has shape %v, heads of %d", shape, headDim)
+	}
+	return l, nil
+}
+
+// ropeGolden computes the golden vectors by running the rotation of q as
+// the model computes it: with q one at the first dimension of every pair
+// (the rotated q holds cos and sin), and with pseudo-random q.
+func (g *gen) ropeGolden(d *ropeData, ev *passes.RoPEEvidence, side passes.RoPESide, suffix string) error {
+	n := g.opts.MaxPositions
+	if d.MaxPositions > 0 {
+		n = d.MaxPositions
+	}
+	var pos *passes.Positions
+	if ev.Positions != nil && (ev.Positions.Value != "" || ev.Positions.Start != "") {
+		pos = ev.Positions
+	}
+	rotType := graph.Float
+	if d.Rot == "float16" {
+		rotType = graph.Float16
+	} else if d.Rot == "bfloat16" {
+		rotType = graph.BFloat16
+	}
+	outType := graph.Float
+	switch d.Out {
+	case "float16":
+		outType = graph.Float16
+	case "bfloat16":
+		outType = graph.BFloat16
+	}
+	// run evaluates the rotation at n positions for q = vals(layout).
+	type result struct {
+		l   *qLayout
+		out []float64
+	}
+	run := func(n int, vals func(l *qLayout) []float64) (*result, error) {
+		shape, _, err := g.ctx.BoundShape(side.In, n)
+		if err != nil {
+			return nil, err
+		}
+		l, err := newQLayout(shape, n, d.HeadDim, ev.Axis)
+		if err != nil {
+			return nil, err
+		}
+		q, err := tensorOf(rotType, shape, vals(l))
+		if err != nil {
+			return nil, err
+		}
+		r, err := g.extract(passes.ExtractSpec{Values: []string{side.Out}, Seq: n, Cuts: map[string]*kernels.Tensor{side.In: q}, Positions: pos})
+		if err != nil {
+			return nil, err
+		}
+		out, err := r.run(nil)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Equal(out[0].Shape, shape) {
+			return nil, fmt.Errorf("the rotation gives shape %v for q of shape %v", out[0].Shape, shape)
+		}
+		return &result{l, out[0].Float64s()}, nil
+	}
+	unit := func(l *qLayout) []float64 {
+		size := 1
+		for _, x := range l.shape {
+			size *= x
+		}
+		v := make([]float64, size)
+		for s := 0; s < l.shape[l.pos]; s++ {
+			for h := 0; h < l.heads; h++ {
+				for _, pr := range d.Pairs {
+					v[l.index(s, h, pr[0])] = 1
+				}
+			}
+		}
+		return v
+	}
+	cosSin := func(n int, full bool) (*cosSinCase, error) {
+		res, err := run(n, unit)
+		if err != nil {
+			return nil, err
+		}
+		rows := samplePositions(n)
+		c := &cosSinCase{N: n, Full: full}
+		k := len(d.Pairs)
+		c.Cos = &table{Name: fmt.Sprintf("goldenRoPECos%s_%d", suffix, n), Type: floatType(outType), Golden: true}
+		c.Sin = &table{Name: fmt.Sprintf("goldenRoPESin%s_%d", suffix, n), Type: floatType(outType), Golden: true}
+		var ps []float64
+		for _, p := range rows {
+			ps = append(ps, float64(p))
+			for j := 0; j < k; j++ {
+				cv := res.out[res.l.index(p, 0, d.Pairs[j][0])]
+				sv := res.out[res.l.index(p, 0, d.Pairs[j][1])]
+				if c.Cos.Type == "uint16" {
+					cv, sv = float64(halfBits(outType, cv)), float64(halfBits(outType, sv))
+				}
+				c.Cos.Vals = append(c.Cos.Vals, cv)
+				c.Sin.Vals = append(c.Sin.Vals, sv)
+			}
+		}
+		if full {
+			c.Rows = rows
+		} else {
+			c.Positions = &table{Name: fmt.Sprintf("goldenRoPEPositions%s_%d", suffix, n), Type: "int64", Vals: ps, Golden: true}
+			for i := range rows {
+				c.Rows = append(c.Rows, i)
+			}
+		}
+		_ = k
+		return c, nil
+	}
+	var lengths []int
+	if d.Form == "dynamic" {
+		// Frequencies that follow the positions: every length is a case of
+		// its own, called with all its positions.
+		for _, x := range []int{1, 8, 16, 17, 18, 20, 24, 33, 64, 100, 300, 1000, 2049, n} {
+			if x <= n && !slices.Contains(lengths, x) {
+				lengths = append(lengths, x)
+			}
+		}
+		for _, x := range lengths {
+			c, err := cosSin(x, true)
+			if err != nil {
+				return fmt.Errorf("golden vectors at %d positions: %w", x, err)
+			}
+			d.G.CosSin = append(d.G.CosSin, c)
+		}
+	} else {
+		got, err := longest(n, 8, func(n int) error {
+			c, err := cosSin(n, false)
+			if err == nil {
+				d.G.CosSin = append(d.G.CosSin, c)
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("golden vectors: %w", err)
+		}
+		n = got
+	}
+	// ApplyRoPE: pseudo-random q at the sampled positions (all
+	// positions of a shorter sequence for dynamic frequencies, which the
+	// function recomputes from the positions it is given).
+	an := n
+	if d.Form == "dynamic" {
+		an = min(n, 64)
+	}
+	heads := 0
+	r := rng(0x9e3779b97f4a7c15)
+	var inVals []float64
+	res, err := run(an, func(l *qLayout) []float64 {
+		heads = l.heads
+		size := 1
+		for _, x := range l.shape {
+			size *= x
+		}
+		v := make([]float64, size)
+		for i := range v {
+			v[i] = roundTo(rotType, r.next())
+		}
+		inVals = v
+		return v
+	})
+	if err != nil {
+		return fmt.Errorf("golden vectors of the rotation: %w", err)
+	}
+	var rows []int
+	if d.Form == "dynamic" {
+		for i := 0; i < an; i++ {
+			rows = append(rows, i)
+		}
+	} else {
+		rows = thin(samplePositions(an), max(2, 20000/max(1, heads*d.HeadDim)))
+	}
+	ac := &applyCase{Heads: heads}
+	typ := floatType(rotType)
+	ac.In = &table{Name: "goldenApplyRoPEIn" + suffix, Type: typ, Golden: true}
+	ac.Want = &table{Name: "goldenApplyRoPEWant" + suffix, Type: typ, Golden: true}
+	ac.Positions = &table{Name: "goldenApplyRoPEPositions" + suffix, Type: "int64", Golden: true}
+	for _, p := range rows {
+		ac.Positions.Vals = append(ac.Positions.Vals, float64(p))
+		for h := 0; h < heads; h++ {
+			for e := 0; e < d.HeadDim; e++ {
+				i := res.l.index(p, h, e)
+				x, y := inVals[i], res.out[i]
+				if typ == "uint16" {
+					x, y = float64(halfBits(rotType, x)), float64(halfBits(rotType, y))
+				}
+				ac.In.Vals = append(ac.In.Vals, x)
+				ac.Want.Vals = append(ac.Want.Vals, y)
+			}
+		}
+	}
+	d.G.Apply = ac
+	return nil
+}
+
+// ropeDoc is the documentation of the rope section.
+func ropeDoc(g *gen, f *passes.Finding, p *passes.RoPEParams, ev *passes.RoPEEvidence, d *ropeData) []string {
+	var out []string
+	scaling := "none"
+	if p.Scaling != nil {
+		scaling = *p.Scaling
+	}
+	line := fmt.Sprintf("RoPE of layers %s: %s layout, head dim %d, rotary dim %d", layerList(f.Layers), p.Layout, p.HeadDim, p.RotaryDim)
+	if p.Base != nil {
+		line += fmt.Sprintf(", base %s", fmtFloat(*p.Base, 64))
+	}
+	line += ", scaling " + scaling
+	if p.Factor != nil && scaling != "none" {
+		line += " (factor " + fmtFloat(*p.Factor, 64) + ")"
+	}
+	out = append(out, line+".")
+	switch d.Form {
+	case "computed":
+		out = append(out, fmt.Sprintf("The angles are the positions times the frequencies of %s, computed in %s by %s as the model does, then cos and sin%s%s.",
+			d.FreqFrom, d.Type, d.Product, scaleDoc(d), castDoc(d)))
+	case "dynamic":
+		out = append(out, fmt.Sprintf("The frequencies depend on the positions (recomputed from the largest one as the model's graph does, step by step in %s); the angles are the positions times them, computed by %s, then cos and sin%s%s.",
+			d.Type, d.Product, scaleDoc(d), castDoc(d)))
+	case "table":
+		out = append(out, fmt.Sprintf("The cos and sin are the model's stored tables (%d positions): cos from %s, sin from %s.", d.Rows, d.CosFrom, d.SinFrom))
+	}
+	return out
+}
+
+func scaleDoc(d *ropeData) string {
+	if d.ScaleFrom == "" {
+		return ""
+	}
+	return fmt.Sprintf(" scaled by %s (%s)", fmtFloat(d.Scale, 32), d.ScaleFrom)
+}
+
+func castDoc(d *ropeData) string {
+	if d.Out != d.Type {
+		return ", cast to " + d.Out
+	}
+	return ""
+}
+
+func layerList(ls []int) string {
+	var s []string
+	for _, l := range ls {
+		s = append(s, fmt.Sprint(l))
+	}
+	return strings.Join(s, ", ")
+}

@@ -1,0 +1,110 @@
+package codegen
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/passes"
+)
+
+// t5Data is what the t5 templates read.
+type t5Data struct {
+	Doc                      []string
+	NumBuckets, MaxDistance  int
+	Bidirectional            bool
+	Heads                    int
+	LogRatio                 float64
+	LogRatioFrom, MaxDistWhy string
+	Table                    *table
+	TableFrom, BucketsFrom   string
+	// Golden: the bucket of every relative position -(N-1)..N-1, and
+	// bias calls.
+	N       int
+	Buckets *table
+	G       []*biasCase
+}
+
+func emitT5(g *gen, f *passes.Finding, suffix string) (*part, error) {
+	ev, _ := f.Evidence.(*passes.T5Evidence)
+	p, _ := f.Params.(*passes.T5Params)
+	if ev == nil || p == nil || ev.Buckets == "" || ev.Table == "" {
+		return nil, skip("no T5 evidence of the bucket index (a fused RelativePositionBias computes it inside)")
+	}
+	d := &t5Data{NumBuckets: p.NumBuckets, Bidirectional: p.Bidirectional, Heads: p.NumHeads, BucketsFrom: ev.Buckets, TableFrom: ev.Table}
+	switch {
+	case p.MaxDistance != nil:
+		d.MaxDistance = *p.MaxDistance
+		d.MaxDistWhy = "fitted to the model's bucket map"
+	case len(ev.MaxDistances) > 0:
+		d.MaxDistance = ev.MaxDistances[0]
+		d.MaxDistWhy = fmt.Sprintf("the smallest of the values reproducing the model's bucket map (%d to %d)", ev.MaxDistances[0], ev.MaxDistances[len(ev.MaxDistances)-1])
+	default:
+		return nil, skip("max_distance is not known")
+	}
+	half := d.NumBuckets
+	if d.Bidirectional {
+		half /= 2
+	}
+	maxExact := half / 2
+	d.LogRatio, d.LogRatioFrom = ev.LogRatio, ev.LogRatioFrom
+	if d.LogRatioFrom == "" {
+		d.LogRatio = float64(float32(math.Log(float64(d.MaxDistance) / float64(maxExact))))
+		d.LogRatioFrom = "log(max_distance / max_exact) in float32 (no constant of the graph holds it)"
+	}
+	t := g.ctx.Const(ev.Table)
+	if t == nil || t.Rank() != 2 || t.Shape[0] != d.NumBuckets || t.Shape[1] != d.Heads {
+		return nil, skip("the bias table %q is not a stored [buckets, heads] table", ev.Table)
+	}
+	if t.DType != graph.Float {
+		return nil, skip("the bias table is %v", t.DType)
+	}
+	d.Table = &table{Name: "t5Table" + suffix, Type: "float32", Vals: t.Float64s(), From: "the table " + ev.Table + ", [buckets][heads]"}
+	pt := &part{Tmpl: "t5", Data: d, Tables: []*table{d.Table}}
+	// The bucket map, from the model's bucket index over n queries and
+	// keys: row 0 holds distances 0..n-1, column 0 distances 0..-(n-1).
+	n := min(g.opts.MaxPositions, max(64, 4*d.MaxDistance))
+	r, err := g.extract(passes.ExtractSpec{Values: []string{ev.Buckets}, Seq: n})
+	if err != nil {
+		return nil, fmt.Errorf("golden vectors: %w", err)
+	}
+	out, err := r.run(nil)
+	if err != nil {
+		return nil, fmt.Errorf("golden vectors: %w", err)
+	}
+	bv := newBiasView(out[0])
+	if bv.q != n || bv.k != n {
+		return nil, fmt.Errorf("golden vectors: the bucket index has shape %v for %d positions", out[0].Shape, n)
+	}
+	d.N = n
+	d.Buckets = &table{Name: "goldenT5Buckets" + suffix, Type: "int32", Golden: true}
+	for rel := -(n - 1); rel < n; rel++ {
+		i, j := 0, rel
+		if rel < 0 {
+			i, j = -rel, 0
+		}
+		d.Buckets.Vals = append(d.Buckets.Vals, bv.at(0, i, j))
+	}
+	small := 16
+	c, err := g.biasGolden(ev.Bias, small, small, d.Heads, "goldenT5Bias"+suffix+"_16")
+	if err != nil {
+		return nil, fmt.Errorf("golden vectors: %w", err)
+	}
+	d.G = append(d.G, c)
+	if c, err = g.biasGolden(ev.Bias, n, 2, d.Heads, fmt.Sprintf("goldenT5Bias%s_%d", suffix, n)); err != nil {
+		return nil, fmt.Errorf("golden vectors: %w", err)
+	}
+	d.G = append(d.G, c)
+	dir := "causal (keys after the query share bucket 0)"
+	if d.Bidirectional {
+		dir = "bidirectional"
+	}
+	d.Doc = []string{fmt.Sprintf("T5 relative attention bias of layers %s: %d buckets, %s, max_distance %d, %d heads; the bias table is the model's %s.",
+		layerList(f.Layers), d.NumBuckets, dir, d.MaxDistance, d.Heads, ev.Table)}
+	golden := len(d.Buckets.Vals)
+	for _, c := range d.G {
+		golden += len(c.Want.Vals)
+	}
+	pt.Emitted = Emitted{Functions: []string{"T5Bucket" + suffix, "T5Bias" + suffix}, Form: "computed", Positions: n, Golden: golden}
+	return pt, nil
+}

@@ -1,0 +1,320 @@
+package cli
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/onnxpe/onnxpe/codegen"
+	"github.com/onnxpe/onnxpe/passes"
+)
+
+type codegenOptions struct {
+	IO           *IOStreams
+	Model        string
+	Lang         string
+	Package      string
+	Out          string
+	Module       string
+	MaxPositions int
+	JSON         bool
+}
+
+// NewCmdCodegen builds `onnxpe codegen`.
+func NewCmdCodegen(ios *IOStreams) *cobra.Command {
+	opts := &codegenOptions{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "codegen MODEL --lang go|c --package NAME -o DIR",
+		Short: "Write the model's exact positional encoding as standalone Go or C source, with tests",
+		Long: `Codegen audits MODEL and writes its positional encodings as standalone
+source into DIR: for every scheme found, the constants read from the
+model (frequencies as stored, slopes, bucket parameters, tables), each
+with a comment naming the tensor or node it came from, and the functions
+that compute what the model computes:
+
+  rope              RoPECosSin, ApplyRoPE (float16/bfloat16 variants where
+                    the model rotates in those types)
+  sinusoidal        SinusoidalTable
+  learned_absolute  PositionEmbedding
+  alibi             ALiBiBias
+  t5_relative_bias  T5Bucket, T5Bias
+  relative_clipped  ShawRelativeIndex, ShawRelativeKeys, ShawRelativeValues
+
+The functions repeat the model's own arithmetic (the element types it
+computes in, rounding as it rounds); stored tables become data. A test
+file holds golden vectors that onnxpe's executor computed on the model's
+own subgraph at positions up to the model's largest (a stored table's
+rows; --max-positions, default 4096, for encodings computed at any
+position): ` + "`go test`" + ` in DIR, or the C test program, checks the code against
+the model.
+
+--lang go writes a package (standard library only) that builds inside
+your module; --module PATH also writes a go.mod so that DIR builds on its
+own. Tables of more than 4096 values are stored in .bin files read with
+go:embed. --lang c writes one header-only C99 file, NAME.h, and a test
+program NAME_test.c (cc -std=c99 NAME_test.c -lm).
+
+DIR is written through a temporary folder renamed into place: nothing is
+half-written. An existing DIR is replaced only when it holds nothing but
+files onnxpe generated.
+
+A model without a positional encoding (NoPE in every layer) is a check
+that fails: exit 1, nothing written. Findings codegen cannot reproduce
+exactly (cos/sin given as graph inputs, a rotation inside a fused
+attention op) are listed and left out.
+
+` + exitCodesHelp,
+		Example: `  onnxpe codegen model.onnx --lang go --package llamarope -o internal/llamarope
+  onnxpe codegen model.onnx --lang go --package pe -o pe --module example.com/pe
+  onnxpe codegen model.onnx --lang c --package llama_pe -o c/
+  onnxpe codegen model.onnx --lang go --package pe -o pe --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			opts.Model = args[0]
+			return codegenRun(opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Lang, "lang", "", "language: go or c")
+	f.StringVar(&opts.Package, "package", "", "Go package name, or the prefix of the C names and files (lower case)")
+	f.StringVarP(&opts.Out, "output", "o", "", "folder to write (created, or replaced when onnxpe generated it)")
+	f.StringVar(&opts.Module, "module", "", "with --lang go: also write a go.mod declaring this module path")
+	f.IntVar(&opts.MaxPositions, "max-positions", 0, "how far the golden vectors go for encodings without a stored table (default 4096)")
+	f.BoolVar(&opts.JSON, "json", false, "print what was written as JSON")
+	return cmd
+}
+
+// CodegenReport is what `onnxpe codegen --json` prints.
+type CodegenReport struct {
+	Model   string               `json:"model"`
+	SHA256  string               `json:"sha256"`
+	Lang    string               `json:"lang"`
+	Package string               `json:"package"`
+	Dir     string               `json:"dir"`
+	Files   []CodegenFile        `json:"files"`
+	Emitted []codegen.Emitted    `json:"emitted"`
+	Skipped []codegen.Skipped    `json:"skipped"`
+	Schemes []string             `json:"schemes"`
+	Layers  []passes.LayerScheme `json:"layers"`
+}
+
+// CodegenFile is one file written.
+type CodegenFile struct {
+	Name  string `json:"name"`
+	Bytes int    `json:"bytes"`
+}
+
+func codegenRun(opts *codegenOptions) error {
+	switch {
+	case opts.Lang == "":
+		return badInput("codegen: give --lang go or --lang c")
+	case opts.Lang != "go" && opts.Lang != "c":
+		return badInput("codegen: --lang %q: want go or c", opts.Lang)
+	case opts.Package == "":
+		return badInput("codegen: give --package NAME (the Go package, or the prefix of the C names)")
+	case opts.Out == "":
+		return badInput("codegen: give -o DIR, the folder to write")
+	case opts.Module != "" && opts.Lang != "go":
+		return badInput("codegen: --module is for --lang go")
+	case opts.MaxPositions < 0:
+		return badInput("codegen: --max-positions must not be negative")
+	}
+	if err := checkCodegenDir(opts.Out); err != nil {
+		return err
+	}
+	sum, err := fileSHA256(opts.Model)
+	if err != nil {
+		return badInput("%s: %v", opts.Model, err)
+	}
+	m, err := loadModel(opts.IO.ErrOut, opts.Model)
+	if err != nil {
+		return err
+	}
+	rep, ctx, err := passes.AuditModel(m, filepath.Base(opts.Model), passes.Options{})
+	if err != nil {
+		if errors.Is(err, passes.ErrModel) {
+			return badInput("%s: %v", opts.Model, err)
+		}
+		return fmt.Errorf("%s: %w", opts.Model, err)
+	}
+	res, err := codegen.Generate(rep, ctx, codegen.Options{Lang: opts.Lang, Package: opts.Package, Module: opts.Module,
+		Model: filepath.Base(opts.Model), SHA256: sum, MaxPositions: opts.MaxPositions})
+	switch {
+	case errors.Is(err, codegen.ErrOptions):
+		return badInput("codegen: %v", err)
+	case errors.Is(err, codegen.ErrNothing):
+		why := "the audit finds no attention layer"
+		if len(rep.Schemes) > 0 {
+			why = "the audit finds " + strings.Join(rep.Schemes, ", ")
+			for _, s := range res.Skipped {
+				why += fmt.Sprintf("; %s (layers %v) left out: %s", s.Scheme, s.Layers, s.Reason)
+			}
+		}
+		return &checkFailed{fmt.Sprintf("%s: no positional encoding to generate code for (%s); nothing written", opts.Model, why)}
+	case err != nil:
+		return fmt.Errorf("%s: codegen: %w", opts.Model, err)
+	}
+	if err := writeDir(opts.Out, res.Files); err != nil {
+		return err
+	}
+	out := CodegenReport{Model: opts.Model, SHA256: sum, Lang: opts.Lang, Package: opts.Package, Dir: opts.Out,
+		Emitted: res.Emitted, Skipped: res.Skipped, Schemes: rep.Schemes, Layers: rep.Layers}
+	for _, f := range res.Files {
+		out.Files = append(out.Files, CodegenFile{f.Name, len(f.Data)})
+	}
+	if opts.JSON {
+		enc := json.NewEncoder(opts.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	printCodegen(opts.IO.Out, &out)
+	for _, s := range res.Skipped {
+		fmt.Fprintf(opts.IO.ErrOut, "onnxpe: warning: %s: %s (layers %v) left out: %s\n", opts.Model, s.Scheme, s.Layers, s.Reason)
+	}
+	return nil
+}
+
+func printCodegen(w io.Writer, r *CodegenReport) {
+	fmt.Fprintf(w, "%s (SHA-256 %s…): wrote %s\n", r.Model, r.SHA256[:12], r.Dir)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCHEME\tLAYERS\tFORM\tFUNCTIONS\tGOLDEN")
+	for _, e := range r.Emitted {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d values at positions 0..%d\n", e.Scheme, intList(e.Layers), e.Form, strings.Join(e.Functions, ", "), e.Golden, max(e.Positions-1, 0))
+	}
+	tw.Flush()
+	for _, f := range r.Files {
+		fmt.Fprintf(w, "  %s (%d bytes)\n", filepath.Join(r.Dir, f.Name), f.Bytes)
+	}
+	if r.Lang == "go" {
+		fmt.Fprintf(w, "test it: (cd %s && go test)\n", r.Dir)
+	} else {
+		fmt.Fprintf(w, "test it: (cd %s && cc -std=c99 -o %s_test %s_test.c -lm && ./%s_test)\n", r.Dir, r.Package, r.Package, r.Package)
+	}
+}
+
+func intList(v []int) string {
+	var s []string
+	for _, x := range v {
+		s = append(s, fmt.Sprint(x))
+	}
+	return strings.Join(s, ",")
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return "", pe.Err
+		}
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, bufio.NewReader(f)); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// generatedMark starts every file onnxpe codegen writes but the data
+// files (which are named after the package).
+const generatedMark = "Code generated by onnxpe"
+
+// checkCodegenDir accepts a folder that does not exist (in a folder that
+// does) or one holding only files onnxpe generated.
+func checkCodegenDir(dir string) error {
+	parent := filepath.Dir(filepath.Clean(dir))
+	if fi, err := os.Stat(parent); err != nil || !fi.IsDir() {
+		return badInput("%s: the folder %s does not exist", dir, parent)
+	}
+	fi, err := os.Stat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return badInput("%s: %v", dir, err)
+	}
+	if !fi.IsDir() {
+		return badInput("%s is a file, not a folder", dir)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return badInput("%s: %v", dir, err)
+	}
+	for _, e := range entries {
+		if !generatedFile(filepath.Join(dir, e.Name()), e) {
+			return badInput("%s holds %s, which onnxpe did not generate: give a new folder or one codegen wrote", dir, e.Name())
+		}
+	}
+	return nil
+}
+
+func generatedFile(path string, e os.DirEntry) bool {
+	if !e.Type().IsRegular() {
+		return false
+	}
+	if strings.HasSuffix(e.Name(), ".bin") {
+		return true
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	line, _ := bufio.NewReader(f).ReadString('\n')
+	return strings.Contains(line, generatedMark)
+}
+
+// writeDir writes files into a temporary folder beside dir and renames it
+// into place (replacing a folder codegen wrote before).
+func writeDir(dir string, files []codegen.File) error {
+	dir = filepath.Clean(dir)
+	parent := filepath.Dir(dir)
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".onnxpe-*")
+	if err != nil {
+		return badInput("%s: %v", dir, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := os.WriteFile(filepath.Join(tmp, f.Name), f.Data, 0o644); err != nil {
+			return fmt.Errorf("%s: %w", dir, err)
+		}
+	}
+	var old string
+	if _, err := os.Stat(dir); err == nil {
+		old = tmp + ".old"
+		if err := os.Rename(dir, old); err != nil {
+			return fmt.Errorf("%s: %w", dir, err)
+		}
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if old != "" {
+			os.Rename(old, dir)
+		}
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	ok = true
+	if old != "" {
+		os.RemoveAll(old)
+	}
+	return nil
+}
