@@ -57,10 +57,7 @@ func models(t *testing.T) []model {
 
 // pending are models whose encoding codegen leaves out, with the reason
 // (printed as skips, never silent).
-var pending = map[string]string{
-	"deploy_genai_gqa_rotary":       "GroupQueryAttention rotates inside the op (do_rotary): no golden vectors yet",
-	"deploy_genai_matmulnbits_int4": "GroupQueryAttention rotates inside the op (do_rotary): no golden vectors yet",
-}
+var pending = map[string]string{}
 
 func pkgName(model string) string { return strings.ReplaceAll(strings.ToLower(model), "_", "") }
 

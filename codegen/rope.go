@@ -76,8 +76,12 @@ func emitRoPE(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	if ev.Synthetic {
 		return nil, skip("the cos/sin (or their frequencies) are graph inputs: their values are not in the file")
 	}
-	if len(ev.Blocks) == 0 || ev.Blocks[0].Q.In == "" || ev.Blocks[0].Q.Out == "" {
-		return nil, skip("no rotation of q to test the code against (a rotation inside a fused attention op)")
+	if len(ev.Blocks) == 0 {
+		return nil, skip("no rotation of q or k to test the code against")
+	}
+	rot, err := g.rotationOf(ev.Blocks[0])
+	if err != nil {
+		return nil, err
 	}
 	d := &ropeData{HeadDim: p.HeadDim, RotaryDim: p.RotaryDim, K: len(ev.Pairs), Pairs: ev.Pairs}
 	if p.NumHeads != nil {
@@ -86,14 +90,12 @@ func emitRoPE(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	if p.NumKVHeads != nil {
 		d.NumKVHeads = *p.NumKVHeads
 	}
-	side := ev.Blocks[0].Q
 	pt := &part{Tmpl: "rope", Data: d}
 	fn := func(name string) string { return name + suffix }
-	qShape, qType, err := g.ctx.BoundShape(side.In, 4)
+	_, qType, err := g.ctx.BoundShape(rot.in, 4)
 	if err != nil {
 		return nil, skip("the shape of q: %v", err)
 	}
-	_ = qShape
 	d.Rot = typeName(qType)
 	switch {
 	case ev.Angles != nil:
@@ -152,7 +154,7 @@ func emitRoPE(g *gen, f *passes.Finding, suffix string) (*part, error) {
 			return nil, skip("element type %s", t)
 		}
 	}
-	if err := g.ropeGolden(d, ev, side, suffix); err != nil {
+	if err := g.ropeGolden(d, ev, rot, suffix); err != nil {
 		return nil, err
 	}
 	d.Doc = ropeDoc(g, f, p, ev, d)
@@ -175,6 +177,79 @@ func emitRoPE(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		pt.Emitted.Golden += len(d.G.Apply.Want.Vals)
 	}
 	return pt, nil
+}
+
+// rotation is what the golden vectors run: the value rotated (q or k) and
+// the rotated value, and the other values to give at n positions (an
+// empty past for an attention op that rotates its keys inside).
+type rotation struct {
+	in, out string
+	others  func(n int) (map[string]*kernels.Tensor, error)
+}
+
+// rotationOf is the rotation of a block: its q side, or its k side, or the
+// keys a GroupQueryAttention with do_rotary rotates into present_key.
+func (g *gen) rotationOf(b passes.RoPEBlock) (*rotation, error) {
+	switch {
+	case b.Q.In != "" && b.Q.Out != "":
+		return &rotation{in: b.Q.In, out: b.Q.Out}, nil
+	case b.K.In != "" && b.K.Out != "":
+		return &rotation{in: b.K.In, out: b.K.Out}, nil
+	case b.Op == "":
+		return nil, skip("no rotation of q or k to test the code against")
+	}
+	var op *graph.Node
+	g.ctx.Model.Walk(func(n *graph.Node) {
+		if op == nil && (n.Name == b.Op || n.Name == "" && len(n.Outputs()) > 0 && n.Output(0).Name == b.Op) {
+			op = n
+		}
+	})
+	if op == nil || op.Domain != "com.microsoft" || op.OpType != "GroupQueryAttention" || len(op.Outputs()) < 2 || op.Output(1).Name == "" {
+		return nil, skip("the rotation inside %s: onnxpe reads the keys it rotates from GroupQueryAttention's present_key only", b.Op)
+	}
+	spec := passes.FusedSpecs["com.microsoft.GroupQueryAttention"]
+	name := func(i int) string {
+		if v := op.Input(i); v != nil {
+			return v.Name
+		}
+		return ""
+	}
+	if name(spec.K) == "" {
+		return nil, skip("the GroupQueryAttention %s packs q, k and v in one input", b.Op)
+	}
+	others := func(n int) (map[string]*kernels.Tensor, error) {
+		out := map[string]*kernels.Tensor{}
+		for _, i := range []int{spec.Q, spec.V, 3, 4} {
+			v := name(i)
+			if v == "" {
+				continue
+			}
+			shape, dt, err := g.ctx.BoundShape(v, n)
+			if err != nil {
+				return nil, err
+			}
+			if i == 3 || i == 4 {
+				// No past: the keys at positions 0..n-1 are all new.
+				for a := len(shape) - 2; a >= 0; a-- {
+					if shape[a] == n {
+						shape[a] = 0
+						break
+					}
+				}
+			}
+			size := 1
+			for _, x := range shape {
+				size *= x
+			}
+			t, err := tensorOf(dt, shape, make([]float64, size))
+			if err != nil {
+				return nil, err
+			}
+			out[v] = t
+		}
+		return out, nil
+	}
+	return &rotation{in: name(spec.K), out: op.Output(1).Name, others: others}, nil
 }
 
 // storedColumns reads the stored cos and sin columns, [rows][pairs].
@@ -284,7 +359,7 @@ func newQLayout(shape []int, n, headDim, axis int) (*qLayout, error) {
 // ropeGolden computes the golden vectors by running the rotation of q as
 // the model computes it: with q one at the first dimension of every pair
 // (the rotated q holds cos and sin), and with pseudo-random q.
-func (g *gen) ropeGolden(d *ropeData, ev *passes.RoPEEvidence, side passes.RoPESide, suffix string) error {
+func (g *gen) ropeGolden(d *ropeData, ev *passes.RoPEEvidence, rot *rotation, suffix string) error {
 	n := g.opts.MaxPositions
 	if d.MaxPositions > 0 {
 		n = d.MaxPositions
@@ -306,13 +381,14 @@ func (g *gen) ropeGolden(d *ropeData, ev *passes.RoPEEvidence, side passes.RoPES
 	case "bfloat16":
 		outType = graph.BFloat16
 	}
-	// run evaluates the rotation at n positions for q = vals(layout).
+	// run evaluates the rotation at n positions for q = vals(layout of
+	// q); the result is read through the layout of the rotated value.
 	type result struct {
-		l   *qLayout
-		out []float64
+		l, lo *qLayout
+		out   []float64
 	}
 	run := func(n int, vals func(l *qLayout) []float64) (*result, error) {
-		shape, _, err := g.ctx.BoundShape(side.In, n)
+		shape, _, err := g.ctx.BoundShape(rot.in, n)
 		if err != nil {
 			return nil, err
 		}
@@ -324,7 +400,17 @@ func (g *gen) ropeGolden(d *ropeData, ev *passes.RoPEEvidence, side passes.RoPES
 		if err != nil {
 			return nil, err
 		}
-		r, err := g.extract(passes.ExtractSpec{Values: []string{side.Out}, Seq: n, Cuts: map[string]*kernels.Tensor{side.In: q}, Positions: pos})
+		cuts := map[string]*kernels.Tensor{rot.in: q}
+		if rot.others != nil {
+			others, err := rot.others(n)
+			if err != nil {
+				return nil, err
+			}
+			for k, v := range others {
+				cuts[k] = v
+			}
+		}
+		r, err := g.extract(passes.ExtractSpec{Values: []string{rot.out}, Seq: n, Cuts: cuts, Positions: pos})
 		if err != nil {
 			return nil, err
 		}
@@ -332,10 +418,13 @@ func (g *gen) ropeGolden(d *ropeData, ev *passes.RoPEEvidence, side passes.RoPES
 		if err != nil {
 			return nil, err
 		}
+		lo := l
 		if !slices.Equal(out[0].Shape, shape) {
-			return nil, fmt.Errorf("the rotation gives shape %v for q of shape %v", out[0].Shape, shape)
+			if lo, err = newQLayout(out[0].Shape, n, d.HeadDim, -1); err != nil || lo.heads != l.heads {
+				return nil, fmt.Errorf("the rotation gives shape %v for q of shape %v", out[0].Shape, shape)
+			}
 		}
-		return &result{l, out[0].Float64s()}, nil
+		return &result{l, lo, out[0].Float64s()}, nil
 	}
 	unit := func(l *qLayout) []float64 {
 		size := 1
@@ -366,8 +455,8 @@ func (g *gen) ropeGolden(d *ropeData, ev *passes.RoPEEvidence, side passes.RoPES
 		for _, p := range rows {
 			ps = append(ps, float64(p))
 			for j := 0; j < k; j++ {
-				cv := res.out[res.l.index(p, 0, d.Pairs[j][0])]
-				sv := res.out[res.l.index(p, 0, d.Pairs[j][1])]
+				cv := res.out[res.lo.index(p, 0, d.Pairs[j][0])]
+				sv := res.out[res.lo.index(p, 0, d.Pairs[j][1])]
 				if c.Cos.Type == "uint16" {
 					cv, sv = float64(halfBits(outType, cv)), float64(halfBits(outType, sv))
 				}
@@ -458,8 +547,7 @@ func (g *gen) ropeGolden(d *ropeData, ev *passes.RoPEEvidence, side passes.RoPES
 		ac.Positions.Vals = append(ac.Positions.Vals, float64(p))
 		for h := 0; h < heads; h++ {
 			for e := 0; e < d.HeadDim; e++ {
-				i := res.l.index(p, h, e)
-				x, y := inVals[i], res.out[i]
+				x, y := inVals[res.l.index(p, h, e)], res.out[res.lo.index(p, h, e)]
 				if typ == "uint16" {
 					x, y = float64(halfBits(rotType, x)), float64(halfBits(rotType, y))
 				}

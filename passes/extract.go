@@ -20,8 +20,9 @@ type ExtractSpec struct {
 	// batch's takes it (the batch takes 1), as in the detectors' probes.
 	Seq int
 	// Cuts are values given instead of computed (q at the input of a
-	// rotation): each becomes an input of the extracted model. A cut has
-	// the shape the value has for Seq (BoundShape).
+	// rotation): each becomes an input of the extracted model. A cut of
+	// another shape than the value has for Seq (BoundShape; an empty
+	// past) makes the sizes computed from it computed, not bound.
 	Cuts map[string]*kernels.Tensor
 	// Positions, when set, says where the positions are read (a
 	// finding's evidence); the extracted model reads Start, Start+1, ...,
@@ -112,9 +113,6 @@ func (c *Context) Extract(spec ExtractSpec) (*Extracted, error) {
 		if v == nil {
 			return nil, fmt.Errorf("extract: no value %q in the main graph", name)
 		}
-		if shape, ok := p.BindShape(w.Shape(v)); ok && !slices.Equal(shape, t.Shape) {
-			return nil, fmt.Errorf("extract: %q has shape %v for %d positions, the cut %v", name, shape, spec.Seq, t.Shape)
-		}
 		cuts[v] = t
 		cutName[v] = name
 	}
@@ -154,10 +152,29 @@ func (c *Context) Extract(spec ExtractSpec) (*Extracted, error) {
 			given[n] = name
 		}
 	}
-	// Shape and Size of values whose shape the sequence length decides
-	// (outside the cuts' cones, whose shapes are those of the cuts anyway).
+	// Shape and Size of values whose shape the sequence length decides,
+	// but not of values computed from a cut of another shape (an empty
+	// past, say): those are computed.
+	below := map[*graph.Value]bool{}
+	var mark func(v *graph.Value)
+	mark = func(v *graph.Value) {
+		if below[v] {
+			return
+		}
+		below[v] = true
+		for _, u := range v.Uses() {
+			for _, o := range u.Node.Outputs() {
+				mark(o)
+			}
+		}
+	}
+	for v, t := range cuts {
+		if shape, ok := p.BindShape(w.Shape(v)); !ok || !slices.Equal(shape, t.Shape) {
+			mark(v)
+		}
+	}
 	for n, cn := range nodes {
-		if (n.OpType != "Shape" && n.OpType != "Size") || !isONNX(n) || n.Graph() != w.M.Graph {
+		if (n.OpType != "Shape" && n.OpType != "Size") || !isONNX(n) || n.Graph() != w.M.Graph || below[n.Input(0)] {
 			continue
 		}
 		shape, ok := p.BindShape(w.Shape(n.Input(0)))

@@ -394,7 +394,7 @@ func (w *Work) opRotation(c *Context, b *Block) *Finding {
 		p.PositionSource = "past_length"
 	}
 	ev, cnotes := w.cacheParams(c, p, cosV, sinV, true, n)
-	ev.Blocks = append(ev.Blocks, RoPEBlock{Layer: b.Index})
+	ev.Blocks = append(ev.Blocks, RoPEBlock{Layer: b.Index, Op: w.OrigName(n)})
 	f.Notes = append(notes, cnotes...)
 	f.Evidence = ev
 	nodes = append(nodes, w.cone(cosV, sinV, posV)...)

@@ -101,6 +101,9 @@ type RoPEEvidence struct {
 type RoPEBlock struct {
 	Layer int
 	Q, K  RoPESide
+	// Op names the fused attention op that rotates q and k inside itself
+	// (GroupQueryAttention's do_rotary), when no node of the graph does.
+	Op string
 }
 
 // RoPESide is the rotation of one operand: the original values it reads
