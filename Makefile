@@ -42,6 +42,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./graph
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeTensor$$' -fuzztime 5s ./graph
 	$(GO) test -run '^$$' -fuzz '^FuzzReadNPZ$$' -fuzztime 5s ./kernels
+	$(GO) test -run '^$$' -fuzz '^FuzzRun$$' -fuzztime 20s ./kernels
 
 ## test-ort: tests that run ONNX Runtime beside the Go executor (build tag ort, cgo)
 test-ort: ort

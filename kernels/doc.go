@@ -25,7 +25,13 @@
 //
 // A kernel panic is a defect of this package: Run returns it as an error
 // wrapping ErrInternal (Options.PanicStacks or ONNXPE_DEBUG=1 prints its
-// stack), also when it happens on a worker goroutine. Sizes a model
+// stack), also when it happens on a worker goroutine. What a model can get
+// wrong is an error of the node instead: NewSession checks each node's
+// inputs against its op's input spec (SetInputs: how many, which are
+// optional, which may be sequences), and a kernel handed an element type
+// it is not written for (Data[T] of another type) fails with
+// ErrUnsupportedType. FuzzRun feeds the executor random graphs of every
+// registered op to keep it so. Sizes a model
 // computes are bounded: every tensor a kernel allocates passes one check
 // of Options.MaxTensorBytes (Call.alloc and the helpers built on it), and
 // Loop iterations are bounded by Options.MaxLoopIterations.

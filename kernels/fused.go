@@ -61,6 +61,12 @@ type rotaryArgs struct {
 
 func runRotary(a rotaryArgs) (*Tensor, error) {
 	x := a.x
+	if len(a.cos.Shape) < 2 || len(a.sin.Shape) < 2 {
+		return nil, fmt.Errorf("cos/sin caches %v/%v must have rank 2 or 3", a.cos.Shape, a.sin.Shape)
+	}
+	if a.cos.DType != x.DType || a.sin.DType != x.DType {
+		return nil, fmt.Errorf("cos/sin caches %v/%v must have the type of the input %v", a.cos, a.sin, x)
+	}
 	var B, H, S, D int
 	headsFirst := false
 	switch len(x.Shape) {
@@ -80,6 +86,9 @@ func runRotary(a rotaryArgs) (*Tensor, error) {
 				return nil, fmt.Errorf("cannot infer num_heads for hidden size %d", hidden)
 			}
 			H = hidden / hd
+		}
+		if H <= 0 {
+			return nil, fmt.Errorf("num_heads %d for hidden size %d", H, hidden)
 		}
 		if hidden%H != 0 {
 			return nil, fmt.Errorf("hidden size %d is not a multiple of num_heads %d", hidden, H)
@@ -213,6 +222,9 @@ func relativePositionBias(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if len(table.Shape) != 2 {
 		return nil, fmt.Errorf("bias_table must be 2-D")
 	}
+	if in[1].Len() != 1 || in[2].Len() != 1 {
+		return nil, fmt.Errorf("query_length %v and key_length %v must have one element", in[1], in[2])
+	}
 	q, k := in[1].Int64s()[0], in[2].Int64s()[0]
 	if q < 0 || k < 0 {
 		return nil, fmt.Errorf("negative lengths %d, %d", q, k)
@@ -277,6 +289,9 @@ func alibiBias(c *Call, in []*Tensor) ([]*Tensor, error) {
 	sl := in[0]
 	if len(sl.Shape) != 1 {
 		return nil, fmt.Errorf("slopes must be 1-D, got %v", sl.Shape)
+	}
+	if in[1].Len() != 1 || in[2].Len() != 1 {
+		return nil, fmt.Errorf("query_length %v and key_length %v must have one element", in[1], in[2])
 	}
 	q, k := in[1].Int64s()[0], in[2].Int64s()[0]
 	if q < 0 || k < 0 || q > k {

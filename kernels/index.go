@@ -82,6 +82,12 @@ func ndIndex(c *Call, dshape, ishape []int, idx []int64, batch int) (offs []int,
 	if len(ishape) == 0 {
 		return nil, 0, fmt.Errorf("indices must have rank >= 1")
 	}
+	if batch < 0 || batch > 0 && batch >= min(len(ishape), len(dshape)) {
+		return nil, 0, fmt.Errorf("batch_dims %d for indices of rank %d and data of rank %d", batch, len(ishape), len(dshape))
+	}
+	if !equalShape(ishape[:batch], dshape[:batch]) {
+		return nil, 0, fmt.Errorf("the batch dimensions of indices %v and data %v differ", ishape, dshape)
+	}
 	k := ishape[len(ishape)-1]
 	if batch+k > len(dshape) {
 		return nil, 0, fmt.Errorf("index tuples of length %d with batch_dims %d for data rank %d", k, batch, len(dshape))
@@ -353,6 +359,9 @@ func trilu(c *Call, in []*Tensor) ([]*Tensor, error) {
 	}
 	k := int64(0)
 	if ks := intsInput(in, 1); ks != nil {
+		if len(ks) != 1 {
+			return nil, fmt.Errorf("k must have one element, not %v", in[1])
+		}
 		k = ks[0]
 	}
 	upper := c.Int("upper", 1) == 1
@@ -378,12 +387,21 @@ func trilu(c *Call, in []*Tensor) ([]*Tensor, error) {
 func dropout(c *Call, in []*Tensor) ([]*Tensor, error) {
 	x := in[0]
 	if c.Opset >= 12 {
-		training := len(in) > 2 && in[2] != nil && Data[bool](in[2])[0]
-		if training {
-			ratio := 0.5
-			if len(in) > 1 && in[1] != nil {
-				ratio = in[1].Float64s()[0]
+		var training bool
+		if t := optIn(in, 2); t != nil {
+			if t.DType != graph.Bool || t.Len() != 1 {
+				return nil, fmt.Errorf("training_mode must be one bool, not %v", t)
 			}
+			training = Data[bool](t)[0]
+		}
+		ratio := 0.5
+		if t := optIn(in, 1); t != nil {
+			if t.Len() != 1 {
+				return nil, fmt.Errorf("ratio must have one element, not %v", t)
+			}
+			ratio = t.Float64s()[0]
+		}
+		if training {
 			if ratio != 0 {
 				return dropoutTraining(c, x, ratio)
 			}
@@ -432,6 +450,9 @@ func cumsumT[T Num](c *Call, x *Tensor, axis int, exclusive, reverse bool) *Tens
 
 func cumsum(c *Call, in []*Tensor) ([]*Tensor, error) {
 	x := in[0]
+	if in[1].Len() != 1 {
+		return nil, fmt.Errorf("axis must have one element, not %v", in[1])
+	}
 	axis, err := normAxis(in[1].Int64s()[0], len(x.Shape))
 	if err != nil {
 		return nil, err
@@ -499,6 +520,9 @@ func topk(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if c.Opset < 10 {
 		k = c.Int("k", 0)
 	} else {
+		if in[1].Len() != 1 {
+			return nil, fmt.Errorf("K must have one element, not %v", in[1])
+		}
 		k = in[1].Int64s()[0]
 	}
 	if k < 0 || int(k) > x.Shape[axis] {

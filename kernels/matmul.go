@@ -131,7 +131,7 @@ func sub(t any, off, n int) any {
 	case []uint64:
 		return d[off : off+n]
 	}
-	panic("kernels: sub of unsupported slice")
+	panic(typePanic(fmt.Sprintf("kernels: sub of %T", t)))
 }
 
 // batchedMatMul computes alpha * op(a) @ op(b) with numpy broadcasting of
@@ -263,6 +263,9 @@ func gemmOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if len(a.Shape) != 2 || len(b.Shape) != 2 {
 		return nil, fmt.Errorf("Gemm needs 2-D A and B")
 	}
+	if a.DType != b.DType {
+		return nil, fmt.Errorf("element types differ: %v and %v", a.DType, b.DType)
+	}
 	ta, tb := c.Int("transA", 0) == 1, c.Int("transB", 0) == 1
 	alpha, beta := float64(c.Float("alpha", 1)), float64(c.Float("beta", 1))
 	m, k := a.Shape[0], a.Shape[1]
@@ -278,8 +281,8 @@ func gemmOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 	}
 	var out *Tensor
 	if len(in) > 2 && in[2] != nil && beta != 0 {
-		if _, err := broadcastShape(in[2].Shape, []int{m, n}); err != nil {
-			return nil, err
+		if sh, err := broadcastShape(in[2].Shape, []int{m, n}); err != nil || !equalShape(sh, []int{m, n}) || in[2].DType != a.DType {
+			return nil, fmt.Errorf("C %v does not broadcast to [%d %d] of %v", in[2], m, n, a.DType)
 		}
 		out = expandC(c, in[2], []int{m, n})
 		if out == in[2] {

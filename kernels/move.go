@@ -99,7 +99,7 @@ func copyStrided(dst, src *Tensor, strides []int, off int) {
 	case []bool:
 		stridedCopy(d, src.data.([]bool), dst.Shape, strides, off)
 	default:
-		panic("kernels: copyStrided of " + dst.DType.String())
+		panic(typePanic("kernels: copyStrided of " + dst.DType.String()))
 	}
 }
 
@@ -143,7 +143,7 @@ func takeAny(dst, src *Tensor, idx []int) {
 	case []bool:
 		take(d, src.data.([]bool), idx)
 	default:
-		panic("kernels: takeAny of " + dst.DType.String())
+		panic(typePanic("kernels: takeAny of " + dst.DType.String()))
 	}
 }
 

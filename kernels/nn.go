@@ -357,8 +357,15 @@ func layerNorm32(y, x, scale, bias []float32, r0, r1, d int, eps float64, simpli
 // set to 1).
 func normalize(c *Call, x, scale, bias *Tensor, axis int, eps float64, simplified bool, statType graph.DataType) (y, mean, inv *Tensor, err error) {
 	stats := statType != 0
+	if axis < 0 || axis > len(x.Shape) {
+		return nil, nil, nil, fmt.Errorf("axis %d for a tensor of rank %d", axis, len(x.Shape))
+	}
 	rows := shapeSize(x.Shape[:axis])
 	d := shapeSize(x.Shape[axis:])
+	if d == 0 {
+		// As ONNX Runtime: there is nothing to normalise over.
+		return nil, nil, nil, fmt.Errorf("the normalised dimensions %v have no elements", x.Shape[axis:])
+	}
 	norm := x.Shape[axis:]
 	prep := func(t *Tensor) (*Tensor, error) {
 		if t == nil {
@@ -760,10 +767,12 @@ func convSetup(c *Call, x, w *Tensor) (*convGeom, error) {
 		default:
 			return nil, fmt.Errorf("auto_pad %q", autoPad)
 		}
-		out[i] = (inS[i]+pads[i]+pads[i+sp]-ek)/strides[i] + 1
-		if out[i] < 0 {
-			out[i] = 0
+		span := inS[i] + pads[i] + pads[i+sp] - ek
+		if span < 0 {
+			// As ONNX Runtime: the dilated kernel must fit the padded input.
+			return nil, fmt.Errorf("kernel %v (dilations %v) does not fit input %v with pads %v", ks, dil, inS, pads)
 		}
+		out[i] = span/strides[i] + 1
 	}
 	return &convGeom{n: n, cin: cin, cout: cout, group: group, in: inS, ks: ks, out: out, strides: strides, dil: dil, pb: pads[:sp]}, nil
 }
@@ -771,9 +780,15 @@ func convSetup(c *Call, x, w *Tensor) (*convGeom, error) {
 func conv(c *Call, in []*Tensor) ([]*Tensor, error) {
 	x, w := in[0], in[1]
 	b := optIn(in, 2)
+	if w.DType != x.DType || b != nil && b.DType != x.DType {
+		return nil, fmt.Errorf("X, W and B must have one element type, got %v, %v and %v", x, w, b)
+	}
 	g, err := convSetup(c, x, w)
 	if err != nil {
 		return nil, err
+	}
+	if b != nil && (len(b.Shape) != 1 || b.Shape[0] != g.cout) {
+		return nil, fmt.Errorf("B %v must have the %d output channels", b.Shape, g.cout)
 	}
 	n, cin, cout, group, inS, ks, out, strides, dil, pads := g.n, g.cin, g.cout, g.group, g.in, g.ks, g.out, g.strides, g.dil, g.pb
 	y := c.alloc(x.DType, slices.Concat([]int{n, cout}, out)...)

@@ -20,6 +20,16 @@ var ErrUnsupportedType = errors.New("unsupported element type")
 // and input shapes; Options.PanicStacks or ONNXPE_DEBUG=1 prints the stack.
 var ErrInternal = errors.New("internal error in a kernel")
 
+// typePanic is the panic of a helper asked for an element type it does not
+// handle (Data[T] of a tensor of another type, copies and products of an
+// unsupported type): a kernel that reaches one was given an input of a
+// type it is not written for, so callKernel returns it as an error of the
+// node wrapping ErrUnsupportedType, not as ErrInternal. Callers outside a
+// session see an ordinary panic.
+type typePanic string
+
+func (p typePanic) Error() string { return string(p) }
+
 // Kernel computes a node's outputs from its inputs (nil for absent
 // optional inputs). It must not change its inputs; it may return an input
 // (or a view of one) as an output. It returns one tensor per node output;

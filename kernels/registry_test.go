@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -56,6 +57,59 @@ func TestRegisterWhileSessionsCompile(t *testing.T) {
 			if !Supports("test.onnxpe.race", fmt.Sprintf("Op%d_%d", w, i), 1) {
 				t.Fatalf("Op%d_%d was not registered", w, i)
 			}
+		}
+	}
+}
+
+// TestEveryOpDeclaresItsInputs: each registered op has an input spec
+// (SetInputs), which NewSession checks nodes against, so that a node with
+// a missing or extra input is an error of the model and not an index out
+// of range in its kernel.
+func TestEveryOpDeclaresItsInputs(t *testing.T) {
+	for _, name := range Ops() {
+		domain, op := "", name
+		if i := strings.LastIndexByte(name, '.'); i >= 0 {
+			domain, op = name[:i], name[i+1:]
+		}
+		if strings.HasPrefix(domain, "test.") {
+			continue
+		}
+		if _, ok := inputSpec(domain, op, 1<<20); !ok {
+			t.Errorf("%s has no input spec: call SetInputs beside its Register (see arity.go)", name)
+		}
+	}
+}
+
+// TestInputSpecs checks nodes against their ops' input specs.
+func TestInputSpecs(t *testing.T) {
+	g := graph.NewModel(9, "arity", graph.Opset{Version: 17}).Graph
+	x := g.AddInput("x", graph.TensorType(graph.Float, nil))
+	for _, tc := range []struct {
+		op    string
+		opset int64
+		ins   []*graph.Value
+		ok    bool
+	}{
+		{"Add", 17, []*graph.Value{x, x}, true},
+		{"Add", 17, []*graph.Value{x}, false},
+		{"Add", 17, []*graph.Value{x, nil}, false},
+		{"Add", 17, []*graph.Value{x, x, x}, false},
+		{"Add", 17, []*graph.Value{x, x, nil}, true}, // a trailing empty name
+		{"Concat", 17, nil, false},
+		{"Concat", 17, []*graph.Value{x, x, x, x}, true},
+		{"Concat", 17, []*graph.Value{x, nil, x}, false},
+		{"Gemm", 17, []*graph.Value{x, x, nil}, true},
+		{"Slice", 9, []*graph.Value{x}, true},
+		{"Slice", 13, []*graph.Value{x}, false},
+		{"Slice", 13, []*graph.Value{x, x, x, nil, x}, true},
+		{"Loop", 17, []*graph.Value{nil, nil}, true},
+		{"Loop", 17, []*graph.Value{nil, nil, x, x}, true},
+		{"Loop", 17, []*graph.Value{nil, nil, nil}, false},
+		{"Constant", 17, []*graph.Value{x}, false},
+	} {
+		n := g.NewNode(tc.op, "", tc.ins, 1)
+		if err := checkInputs(n, tc.opset); (err == nil) != tc.ok {
+			t.Errorf("%s-%d with %d inputs: %v, want ok=%v", tc.op, tc.opset, len(tc.ins), err, tc.ok)
 		}
 	}
 }

@@ -18,6 +18,9 @@ func seqIn(in []*Tensor, i int) (*Tensor, error) {
 }
 
 func seqPos(p *Tensor, n int, insert bool) (int, error) {
+	if p.Len() != 1 || p.DType != graph.Int64 && p.DType != graph.Int32 {
+		return 0, fmt.Errorf("position must be one int32 or int64, not %v", p)
+	}
 	v := p.Int64s()[0]
 	hi := int64(n)
 	if !insert {

@@ -121,10 +121,14 @@ type step struct {
 	// packed is the constant B operand of a matrix product, packed once.
 	packed *packedWeight
 	in     []ref
-	outs   []int     // slot of each output (-1: unnamed)
-	ins    []*Tensor // the inputs of the running step
-	kins   []*Tensor // the inputs the kernel sees (float16/bfloat16 widened)
-	half   halfRule  // where the kernel's type T is (for widening)
+	// spec is the op's input spec (hasSpec: it has one), for the check
+	// that sequences and optionals reach only the inputs that take them.
+	spec    string
+	hasSpec bool
+	outs    []int     // slot of each output (-1: unnamed)
+	ins     []*Tensor // the inputs of the running step
+	kins    []*Tensor // the inputs the kernel sees (float16/bfloat16 widened)
+	half    halfRule  // where the kernel's type T is (for widening)
 	// small says the kernel takes inputs of the small types (8-bit and
 	// 4-bit floats, 4-bit and 2-bit integers): see smallTypeOps.
 	small bool
@@ -356,6 +360,10 @@ func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets
 				}
 				return nil, fmt.Errorf("node %q: %s opset %d: %w", n.Name, opName(n), st.opset, ErrUnsupportedOp)
 			}
+			if err := checkInputs(n, st.opset); err != nil {
+				return nil, fmt.Errorf("node %q: %s opset %d: %w", n.Name, opName(n), st.opset, err)
+			}
+			st.spec, st.hasSpec = inputSpec(n.Domain, n.OpType, st.opset)
 			st.entry = e
 			st.half = halfRules[opName(n)]
 			st.small = smallTypeOps[opName(n)]
@@ -974,6 +982,10 @@ func (s *Session) callKernel(c *Call, st *step, ins []*Tensor) (outs []*Tensor, 
 			if ae, ok := r.(allocError); ok {
 				// reserve refused a tensor: an error of the model.
 				err = ae.err
+			} else if tp, ok := r.(typePanic); ok {
+				// A helper met an element type the kernel does not
+				// handle: the model fed it one.
+				err = fmt.Errorf("%s: %w", strings.TrimPrefix(string(tp), "kernels: "), ErrUnsupportedType)
 			} else {
 				if stack == nil {
 					stack = debug.Stack()
@@ -992,6 +1004,9 @@ func (s *Session) callKernel(c *Call, st *step, ins []*Tensor) (outs []*Tensor, 
 	}()
 	if st.fn != nil {
 		return s.callFunction(st.fn, ins)
+	}
+	if err := checkTensorInputs(st, ins); err != nil {
+		return nil, err
 	}
 	if !st.small || !st.strings {
 		for _, t := range ins {

@@ -260,8 +260,8 @@ func split(c *Call, in []*Tensor) ([]*Tensor, error) {
 	dim := x.Shape[axis]
 	if sizes == nil {
 		if c.Opset >= 18 {
-			if k := c.Int("num_outputs", 0); k > 0 {
-				n = int(k)
+			if k := c.Attr("num_outputs"); k != nil && k.Int() != int64(n) {
+				return nil, fmt.Errorf("num_outputs %d for a node of %d outputs", k.Int(), n)
 			}
 			chunk := (dim + n - 1) / max(n, 1)
 			for i := range n {
@@ -278,6 +278,9 @@ func split(c *Call, in []*Tensor) ([]*Tensor, error) {
 	}
 	var sum int64
 	for _, s := range sizes {
+		if s < 0 || s > int64(dim) {
+			return nil, fmt.Errorf("split %v of dimension %d", sizes, dim)
+		}
 		sum += s
 	}
 	if sum != int64(dim) || len(sizes) != n {

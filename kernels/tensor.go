@@ -126,7 +126,7 @@ func New(dt graph.DataType, shape ...int) *Tensor {
 	case graph.String:
 		d = make([]string, n)
 	default:
-		panic(fmt.Sprintf("kernels: New: unsupported element type %v", dt))
+		panic(typePanic(fmt.Sprintf("kernels: New: unsupported element type %v", dt)))
 	}
 	return newTensor(dt, shape, d)
 }
@@ -163,7 +163,7 @@ func Scalar[T Elem](v T) *Tensor { return FromSlice(nil, []T{v}) }
 func Data[T Elem](t *Tensor) []T {
 	d, ok := t.data.([]T)
 	if !ok {
-		panic(fmt.Sprintf("kernels: Data[%T] of a %v tensor", *new(T), t.DType))
+		panic(typePanic(fmt.Sprintf("kernels: Data[%T] of a %v tensor", *new(T), t.DType)))
 	}
 	return d
 }
@@ -505,6 +505,6 @@ func copyAny(dst *Tensor, do int, src *Tensor, so, n int) {
 	case []string:
 		copy(d[do:do+n], src.data.([]string)[so:so+n])
 	default:
-		panic("kernels: copyAny of " + dst.DType.String())
+		panic(typePanic("kernels: copyAny of " + dst.DType.String()))
 	}
 }
