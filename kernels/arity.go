@@ -14,11 +14,11 @@ import (
 //
 // A spec has one letter per input position: 'r' a required tensor, 'o' an
 // optional one (absent or an empty name), 'R' and 'O' the same for inputs
-// that may also be sequences; then optionally '+' (the last letter
-// repeats: any number of further inputs of its kind) or '*' (any number
-// of further present inputs, tensors or sequences). Absent inputs past
-// the spec are accepted (exporters write trailing empty names). A
-// sequence fed to a tensor input is an error of the node when it runs.
+// that may also be sequences or optionals; then optionally '+' (the last
+// letter repeats: any number of further inputs of its kind) or '*' (any
+// number of further present inputs of any kind). Absent inputs past the
+// spec are accepted (exporters write trailing empty names). A sequence or
+// optional fed to a tensor input is an error of the node when it runs.
 
 // aritySpec is the spec of an op from opset since on.
 type aritySpec struct {
@@ -110,9 +110,9 @@ func checkTensorInputs(st *step, ins []*Tensor) error {
 		return nil
 	}
 	for i, t := range ins {
-		if t.IsSequence() {
+		if t.notTensor() {
 			if k := specKind(st.spec, i); k != 'R' && k != 'O' {
-				return fmt.Errorf("input %d is a sequence; %s takes a tensor there", i, opName(st.node))
+				return fmt.Errorf("input %d is a sequence or an optional; %s takes a tensor there", i, opName(st.node))
 			}
 		}
 	}
@@ -217,4 +217,55 @@ func init() {
 	ms("SkipLayerNormalization", "rrroo")
 	ms("SkipSimplifiedLayerNormalization", "rrro")
 	SetInputs(DomainOnnxpe, "ALiBiBias", 1, "rrr")
+
+	// Ops of ONNX's later opsets, the preview domain and the remaining
+	// contrib ops (ONNX's operator schemas; the newest ops as their
+	// kernels read them).
+	for _, op := range strings.Fields(`AveragePool BitCast BitwiseNot BlackmanWindow Celu
+		DepthToSpace Det DynamicQuantizeLinear EyeLike GlobalAveragePool GlobalLpPool
+		GlobalMaxPool HammingWindow HannWindow Hardmax LRN LpNormalization LpPool MaxPool
+		MeanVarianceNormalization Mish NonZero Shrink SpaceToDepth Swish Unique`) {
+		on(op, "r")
+	}
+	for _, op := range strings.Fields(`AffineGrid BitShift BitwiseAnd BitwiseOr BitwiseXor
+		CenterCropPad Compress CumProd GridSample PRelu ReverseSequence RMSNormalization
+		SwiGLU`) {
+		on(op, "rr")
+	}
+	for _, op := range strings.Fields(`Col2Im GroupNormalization InstanceNormalization OneHot
+		RoiAlign Scatter`) {
+		on(op, "rrr")
+	}
+	on("Attention", "rrroooo")
+	on("BatchNormalization", "rrrrr")
+	on("CausalConvWithState", "rroo")
+	on("ConvInteger", "rroo")
+	on("ConvTranspose", "rro")
+	on("DFT", "roo")
+	on("DeformConv", "rrroo")
+	on("DequantizeLinear", "rro")
+	on("GRU", "rrrooo")
+	on("LSTM", "rrrooooo")
+	on("LinearAttention", "rrrooo")
+	on("MatMulInteger", "rroo")
+	on("MaxUnpool", "rro")
+	on("MelWeightMatrix", "rrrrr")
+	on("NegativeLogLikelihoodLoss", "rro")
+	on("NonMaxSuppression", "rrooo")
+	on("Optional", "O")
+	on("OptionalGetElement", "R")
+	on("OptionalHasElement", "O")
+	on("QLinearConv", "rrrrrrrro")
+	on("QLinearMatMul", "rrrrrrrr")
+	on("QuantizeLinear", "rro")
+	on("RNN", "rrrooo")
+	on("Resize", "rr")
+	SetInputs("", "Resize", 11, "rooo")
+	on("STFT", "rroo")
+	on("SequenceMap", "R*")
+	on("SoftmaxCrossEntropyLoss", "rro")
+	on("TensorScatter", "rro")
+	on("Upsample", "r")
+	SetInputs("", "Upsample", 9, "rr")
+	SetInputs("ai.onnx.preview", "FlexAttention", 1, "rrr")
 }

@@ -141,7 +141,7 @@ func attentionONNX(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if Hq != Hk {
 		return nil, fmt.Errorf("Q head size %d differs from K's %d", Hq, Hk)
 	}
-	if Nq%Nkv != 0 {
+	if Nkv <= 0 || Nq%Nkv != 0 {
 		return nil, fmt.Errorf("query heads %d are not a multiple of key/value heads %d", Nq, Nkv)
 	}
 	P := 0

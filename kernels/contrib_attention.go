@@ -39,6 +39,14 @@ func dims3(t *Tensor, name string) (int, int, int, error) {
 }
 
 // scalarInt reads a one-element integer tensor.
+// scalarFloat is the value of a one-element input.
+func scalarFloat(t *Tensor, name string) (float64, error) {
+	if t.Len() != 1 {
+		return 0, fmt.Errorf("%s must have one element, got %v", name, t.Shape)
+	}
+	return t.Float64s()[0], nil
+}
+
 func scalarInt(t *Tensor, name string) (int64, error) {
 	if t.Len() != 1 {
 		return 0, fmt.Errorf("%s must have one element, got %v", name, t.Shape)

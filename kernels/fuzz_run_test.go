@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"sort"
@@ -510,7 +511,8 @@ func fuzzTensor(src *byteSource, in fuzzInput) *Tensor {
 	}
 	dt := in.dt
 	if dt == graph.Undefined || !Supported(dt) || src.chance(1, 16) {
-		dt = []graph.DataType{graph.Float, graph.Int64, graph.Bool, graph.Float16, graph.Double, graph.Int32, graph.Uint8, graph.Int8, graph.BFloat16}[src.intn(9)]
+		dt = []graph.DataType{graph.Float, graph.Int64, graph.Bool, graph.Float16, graph.Double, graph.Int32, graph.Uint8,
+			graph.Int8, graph.BFloat16, graph.Int16, graph.Uint16, graph.Uint32, graph.Uint64}[src.intn(13)]
 	}
 	rank := in.rank
 	if rank < 0 || src.chance(1, 4) {
@@ -568,6 +570,22 @@ func randomTensor(src *byteSource, dt graph.DataType, rank int) *Tensor {
 	case []bool:
 		for i := range d {
 			d[i] = src.chance(1, 2)
+		}
+	case []int16:
+		for i := range d {
+			d[i] = int16(fuzzInt(src))
+		}
+	case []uint16:
+		for i := range d {
+			d[i] = uint16(fuzzInt(src))
+		}
+	case []uint32:
+		for i := range d {
+			d[i] = uint32(fuzzInt(src))
+		}
+	case []uint64:
+		for i := range d {
+			d[i] = uint64(fuzzInt(src))
 		}
 	}
 	return t
@@ -680,7 +698,7 @@ func checkFuzzGraph(t *testing.T, fg *fuzzGraph) {
 		return
 	}
 	for name, want := range outs[0] {
-		if !want.IsSequence() && want.Len() != lenAny(want.data) {
+		if !want.notTensor() && want.Len() != lenAny(want.data) {
 			t.Fatalf("output %s: shape %v with %d elements", name, want.Shape, lenAny(want.data))
 		}
 		for i := 1; i < 3; i++ {
@@ -694,8 +712,11 @@ func checkFuzzGraph(t *testing.T, fg *fuzzGraph) {
 // sameBits reports whether a and b have the same type, shape and element
 // bits (NaN payloads included), or are equal sequences.
 func sameBits(a, b *Tensor) bool {
-	if a == nil || b == nil || a.DType != b.DType || a.IsSequence() != b.IsSequence() {
+	if a == nil || b == nil || a.DType != b.DType || a.IsSequence() != b.IsSequence() || a.IsNone() != b.IsNone() {
 		return a == b
+	}
+	if a.IsNone() {
+		return true
 	}
 	if a.IsSequence() {
 		if len(a.seq) != len(b.seq) {
@@ -718,26 +739,13 @@ func sameBits(a, b *Tensor) bool {
 	case []float64:
 		y := b.data.([]float64)
 		return slices.EqualFunc(x, y, func(p, q float64) bool { return math.Float64bits(p) == math.Float64bits(q) })
-	case []float16.Float16:
-		return slices.Equal(x, b.data.([]float16.Float16))
-	case []graph.BF16:
-		return slices.Equal(x, b.data.([]graph.BF16))
-	case []int64:
-		return slices.Equal(x, b.data.([]int64))
-	case []int32:
-		return slices.Equal(x, b.data.([]int32))
-	case []int8:
-		return slices.Equal(x, b.data.([]int8))
-	case []uint8:
-		return slices.Equal(x, b.data.([]uint8))
-	case []bool:
-		return slices.Equal(x, b.data.([]bool))
 	}
-	return false
+	// Integers, bools and the 16-bit floats (compared as their bits).
+	return reflect.DeepEqual(a.data, b.data)
 }
 
 func dump(t *Tensor) string {
-	if t == nil || t.IsSequence() || t.Len() > 16 {
+	if t == nil || t.notTensor() || t.Len() > 16 {
 		return t.String()
 	}
 	return fmt.Sprintf("%v%v", t, t.Float64s())

@@ -346,8 +346,16 @@ func zeroRun(t *Tensor, off, n int) {
 		clear(d[off : off+n])
 	case []graph.BF16:
 		clear(d[off : off+n])
+	case []int16:
+		clear(d[off : off+n])
+	case []uint16:
+		clear(d[off : off+n])
+	case []uint32:
+		clear(d[off : off+n])
+	case []uint64:
+		clear(d[off : off+n])
 	default:
-		panic("kernels: zeroRun of " + t.DType.String())
+		panic(typePanic("kernels: zeroRun of " + t.DType.String()))
 	}
 }
 

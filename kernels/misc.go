@@ -180,7 +180,11 @@ func bitCast(c *Call, in []*Tensor) ([]*Tensor, error) {
 // (exclusive: of the elements before; reverse: from the end).
 func cumProd(c *Call, in []*Tensor) ([]*Tensor, error) {
 	x := in[0]
-	axis, err := normAxis(in[1].Int64s()[0], len(x.Shape))
+	a, err := scalarInt(in[1], "axis")
+	if err != nil {
+		return nil, err
+	}
+	axis, err := normAxis(a, len(x.Shape))
 	if err != nil {
 		return nil, err
 	}

@@ -275,6 +275,9 @@ func qAttention(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	if in[3].Len() != 1 {
+		return nil, fmt.Errorf("input_scale must have one element, got %v", in[3].Shape)
+	}
 	qkv, err := quantMatMul(c, x, w, izp, wzp, Data[float32](in[3])[0], ws, bd)
 	if err != nil {
 		return nil, err

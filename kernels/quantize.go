@@ -282,7 +282,7 @@ func centeredTensor(c *Call, t, zp *Tensor, axis int, name string) (*Tensor, err
 		for i := range d {
 			d[i] -= z[0]
 		}
-	case len(t.Shape) >= 2 && len(z) == t.Shape[len(t.Shape)+axis] && len(zp.Shape) <= 1:
+	case axis < 0 && len(t.Shape) >= 2 && len(z) == t.Shape[len(t.Shape)+axis] && len(zp.Shape) <= 1:
 		inner := 1
 		if axis == -2 {
 			inner = t.Shape[len(t.Shape)-1]
@@ -372,7 +372,10 @@ func qLinearMatMul(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := p.Shape[len(p.Shape)-1]
+	n := 1 // columns of the product (a scalar for vector . vector)
+	if len(p.Shape) > 0 {
+		n = p.Shape[len(p.Shape)-1]
+	}
 	asv, err := scalarOrPer(as, 1, "a_scale")
 	if err != nil {
 		return nil, err
@@ -391,6 +394,9 @@ func qLinearMatMul(c *Call, in []*Tensor) ([]*Tensor, error) {
 	}
 	out, zp := a.DType, 0.0
 	if yzp != nil {
+		if yzp.Len() == 0 {
+			return nil, fmt.Errorf("y_zero_point is empty")
+		}
 		out, zp = yzp.DType, yzp.Float64s()[0]
 	}
 	y := c.alloc(out, p.Shape...)
@@ -478,6 +484,9 @@ func qLinearConv(c *Call, in []*Tensor) ([]*Tensor, error) {
 	}
 	out, zp := x.DType, 0.0
 	if yzp != nil {
+		if yzp.Len() == 0 {
+			return nil, fmt.Errorf("y_zero_point is empty")
+		}
 		out, zp = yzp.DType, yzp.Float64s()[0]
 	}
 	plane := shapeSize(g.out)

@@ -67,7 +67,11 @@ func dftKernel(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if c.Opset >= 20 {
 		axisV = -2
 		if t := optIn(in, 2); t != nil {
-			axisV = t.Int64s()[0]
+			v, err := scalarInt(t, "axis")
+			if err != nil {
+				return nil, err
+			}
+			axisV = v
 		}
 	}
 	axis, err := normAxis(axisV, r)
@@ -171,13 +175,21 @@ func stft(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if len(x.Shape) != 3 || (x.Shape[2] != 1 && x.Shape[2] != 2) {
 		return nil, fmt.Errorf("signal %v: want (batch, length, 1 or 2)", x.Shape)
 	}
-	step := int(stepT.Int64s()[0])
+	st, err := scalarInt(stepT, "frame_step")
+	if err != nil {
+		return nil, err
+	}
+	step := int(min(max(st, -1), math.MaxInt32))
 	fl := x.Shape[1]
 	if win != nil {
 		fl = win.Len()
 	}
 	if flT != nil {
-		fl = int(flT.Int64s()[0])
+		v, err := scalarInt(flT, "frame_length")
+		if err != nil {
+			return nil, err
+		}
+		fl = int(min(max(v, -1), math.MaxInt32))
 	}
 	if step <= 0 || fl <= 0 {
 		return nil, fmt.Errorf("frame_step %d and frame_length %d must be positive", step, fl)
@@ -244,7 +256,10 @@ func stft(c *Call, in []*Tensor) ([]*Tensor, error) {
 // (float32 by default): w(n) over N = size (periodic) or size-1.
 func windowKernel(f func(n, N float64) float64) Kernel {
 	return func(c *Call, in []*Tensor) ([]*Tensor, error) {
-		size := in[0].Int64s()[0]
+		size, err := scalarInt(in[0], "size")
+		if err != nil {
+			return nil, err
+		}
 		if size < 0 || size > math.MaxInt32 {
 			return nil, fmt.Errorf("size %d", size)
 		}
@@ -274,6 +289,11 @@ func windowKernel(f func(n, N float64) float64) Kernel {
 // frequencies, with the bin arithmetic of ONNX's reference (the edge mels
 // in float32, the rest in float64, bins floored).
 func melWeightMatrix(c *Call, in []*Tensor) ([]*Tensor, error) {
+	for i, name := range []string{"num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz", "upper_edge_hertz"} {
+		if in[i].Len() != 1 {
+			return nil, fmt.Errorf("%s must have one element, got %v", name, in[i].Shape)
+		}
+	}
 	nmel, dftLen, sr := in[0].Int64s()[0], in[1].Int64s()[0], in[2].Int64s()[0]
 	lo, hi := float32(in[3].Float64s()[0]), float32(in[4].Float64s()[0])
 	if nmel <= 0 || dftLen <= 0 || sr <= 0 || nmel > math.MaxInt32 || dftLen > math.MaxInt32 {

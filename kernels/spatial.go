@@ -423,6 +423,10 @@ func roiAlign(c *Call, in []*Tensor) ([]*Tensor, error) {
 	}
 	halfPixel := c.String("coordinate_transformation_mode", def) == "half_pixel"
 	nr, ch, h, w := rois.Shape[0], x.Shape[1], x.Shape[2], x.Shape[3]
+	if (h == 0 || w == 0) && nr > 0 {
+		// No pixel to interpolate (ONNX Runtime 1.30 crashes here).
+		return nil, fmt.Errorf("X %v has no pixels to sample", x.Shape)
+	}
 	y := c.alloc(x.DType, nr, ch, ph, pw)
 	xs, rs, bs := x.Float64s(), rois.Float64s(), bi.Int64s()
 	ys := make([]float64, y.Len())
