@@ -153,7 +153,8 @@ func init() {
 		on(op, "r+")
 	}
 	on("Identity", "R")
-	on("Scan", "R+")
+	on("Scan", "oR+") // opset 8: sequence_lens first
+	SetInputs("", "Scan", 9, "R+")
 	on("SequenceAt", "Rr")
 	on("SequenceLength", "R")
 	on("ConcatFromSequence", "R")
@@ -268,4 +269,13 @@ func init() {
 	on("Upsample", "r")
 	SetInputs("", "Upsample", 9, "rr")
 	SetInputs("ai.onnx.preview", "FlexAttention", 1, "rrr")
+	on("Bernoulli", "r")
+	on("RandomNormal", "")
+	on("RandomUniform", "")
+	on("RandomNormalLike", "r")
+	on("RandomUniformLike", "r")
+	for _, op := range strings.Fields(`Binarizer LabelEncoder TreeEnsemble`) {
+		SetInputs("ai.onnx.ml", op, 1, "r")
+	}
+	SetInputs("ai.onnx.ml", "ArrayFeatureExtractor", 1, "rr")
 }

@@ -572,7 +572,7 @@ func legacyBroadcast(k Kernel) Kernel {
 				axis += int64(len(a.Shape))
 			}
 		}
-		if axis < 0 || int(axis)+len(b.Shape) > len(a.Shape) {
+		if axis < 0 || axis > int64(len(a.Shape)) || int(axis)+len(b.Shape) > len(a.Shape) {
 			return nil, fmt.Errorf("broadcast of %v onto %v at axis %d (opset %d): B does not fit", b.Shape, a.Shape, axis, c.Opset)
 		}
 		shape := make([]int, len(a.Shape))
