@@ -32,6 +32,10 @@ type Positions struct {
 	// empty when there is none or it is the constant LimitConst.
 	Limit      string
 	LimitConst int64
+	// StartIndex and LimitIndex are the elements of Start and Limit that
+	// are the bounds when those are vectors (the starts and ends of a Slice
+	// over several axes).
+	StartIndex, LimitIndex int
 	// Ranged reports whether Start and Limit bound the positions
 	// (Value is a Range or a slice of 0, 1, 2, ...).
 	Ranged bool
@@ -153,7 +157,7 @@ func (w *Work) newPositions(v *graph.Value) *Positions {
 			continue
 		case "Range":
 			if d := w.Const(n.Input(2)); d != nil && d.Len() == 1 && d.Float64s()[0] == 1 {
-				if w.bound(&p.start, &p.Start, &p.StartConst, n.Input(0)) && w.bound(&p.limit, &p.Limit, &p.LimitConst, n.Input(1)) {
+				if w.bound(&p.start, &p.Start, &p.StartConst, &p.StartIndex, n.Input(0), 0) && w.bound(&p.limit, &p.Limit, &p.LimitConst, &p.LimitIndex, n.Input(1), 0) {
 					p.Ranged = true
 				}
 			}
@@ -173,13 +177,25 @@ func (w *Work) newPositions(v *graph.Value) *Positions {
 			if n.Input(3) == nil {
 				axes, ok = []int64{int64(t.Rank() - 1)}, true
 			}
-			if !ok || len(axes) != 1 || normAxis(axes[0], t.Rank()) != t.Rank()-1 {
+			// The positions are the last axis; any other axis sliced must
+			// have one element.
+			k := -1
+			for i, a := range axes {
+				a = int64(normAxis(a, t.Rank()))
+				switch {
+				case a == int64(t.Rank()-1):
+					k = i
+				case t.Shape[a] != 1:
+					ok = false
+				}
+			}
+			if !ok || k < 0 {
 				break
 			}
-			if st := w.Const(n.Input(4)); n.Input(4) != nil && (st == nil || st.Float64s()[0] != 1) {
+			if st := w.Const(n.Input(4)); n.Input(4) != nil && (st == nil || slices.ContainsFunc(st.Float64s(), func(x float64) bool { return x != 1 })) {
 				break
 			}
-			if w.bound(&p.start, &p.Start, &p.StartConst, n.Input(1)) && w.bound(&p.limit, &p.Limit, &p.LimitConst, n.Input(2)) {
+			if w.bound(&p.start, &p.Start, &p.StartConst, &p.StartIndex, n.Input(1), k) && w.bound(&p.limit, &p.Limit, &p.LimitConst, &p.LimitIndex, n.Input(2), k) {
 				p.Ranged = true
 			}
 		}
@@ -188,23 +204,23 @@ func (w *Work) newPositions(v *graph.Value) *Positions {
 	return p
 }
 
-// bound records a bound of positions: a constant, or a value of the
-// original model.
-func (w *Work) bound(v **graph.Value, name *string, c *int64, x *graph.Value) bool {
+// bound records a bound of positions, element k of x: a constant, or a
+// value of the original model (with the element's index).
+func (w *Work) bound(v **graph.Value, name *string, c *int64, idx *int, x *graph.Value, k int) bool {
 	if x == nil {
 		return false
 	}
 	if t := w.Const(x); t != nil {
-		if t.Len() != 1 {
+		if k >= t.Len() || k > 0 && t.Rank() != 1 {
 			return false
 		}
-		*c = int64(t.Float64s()[0])
+		*c = int64(t.Float64s()[k])
 		return true
 	}
 	if w.OrigValue(x) == "" || w.Shape(x).Rank() > 1 {
 		return false
 	}
-	*v, *name = x, w.OrigValue(x)
+	*v, *name, *idx = x, w.OrigValue(x), k
 	return true
 }
 
@@ -230,7 +246,7 @@ func (w *Work) implicitPositions(vs ...*graph.Value) *Positions {
 			continue
 		}
 		// The end follows the sequence: the start is the first position.
-		if w.bound(&p.start, &p.Start, &p.StartConst, n.Input(1)) {
+		if w.bound(&p.start, &p.Start, &p.StartConst, &p.StartIndex, n.Input(1), 0) {
 			return p
 		}
 	}

@@ -542,6 +542,35 @@ func (r *Rewrite) Changed() bool {
 // rewriteOf is the rewrite a pass edits.
 func (c *Context) rewrite() *Rewrite { return c.ResultOf[Edit].(*Rewrite) }
 
+// mainName is the name of the value of the original's main graph that a
+// value of the working copy stands for: its original value, or, for a
+// value inlined from a model-local function, the output of the calling
+// node it became (a function body's values have no place in the main
+// graph). "" when there is none.
+func (w *Work) mainName(v *graph.Value) string {
+	o := w.origValue[v]
+	if o == nil {
+		return ""
+	}
+	if o.Graph() == w.Orig.Graph {
+		return o.Name
+	}
+	call := w.OrigNode(v.Producer())
+	if call == nil || call.Graph() != w.Orig.Graph {
+		return ""
+	}
+	f := w.Orig.Function(call.Domain, call.OpType, call.Overload)
+	if f == nil {
+		return ""
+	}
+	for i, out := range f.Body.Outputs {
+		if out == o && i < len(call.Outputs()) {
+			return call.Output(i).Name
+		}
+	}
+	return ""
+}
+
 // workValues maps the original names of the working copy's values back to
 // them.
 func (w *Work) workValue(name string) *graph.Value {

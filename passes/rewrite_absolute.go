@@ -106,7 +106,7 @@ func (r *Rewrite) absolute(w *Work, f *Finding) (bool, error) {
 	if pos.Value == "" || !pos.Ranged {
 		return false, nil
 	}
-	out, err := r.lookup(w.OrigValue(gather.Output(0)))
+	out, err := r.lookup(w.mainName(gather.Output(0)))
 	if err != nil {
 		return false, err
 	}
@@ -145,23 +145,30 @@ func (r *Rewrite) absolute(w *Work, f *Finding) (bool, error) {
 // bounds are the [1] int64 start and end of the positions of a Range (or
 // of a slice of 0, 1, 2, ...).
 func (r *Rewrite) bounds(w *Work, pos *Positions) (*graph.Value, *graph.Value, error) {
-	one := func(name string, v *graph.Value, c int64) (*graph.Value, error) {
-		if name == "" {
-			return r.vecInt(c), nil
-		}
-		x, err := r.lookup(name)
-		if err != nil {
-			return nil, err
-		}
-		x = r.castInt64(x, w.ElemType(v))
-		return typed(r.op1("Reshape", []*graph.Value{x, r.vecInt(1)}), graph.Int64, 1), nil
-	}
-	s, err := one(pos.Start, pos.start, pos.StartConst)
+	s, err := r.boundValue(w, pos.Start, pos.start, pos.StartConst, pos.StartIndex)
 	if err != nil {
 		return nil, nil, err
 	}
-	l, err := one(pos.Limit, pos.limit, pos.LimitConst)
+	l, err := r.boundValue(w, pos.Limit, pos.limit, pos.LimitConst, pos.LimitIndex)
 	return s, l, err
+}
+
+// boundValue is a bound of positions as a [1] int64 value: the constant
+// c when name is empty, else element k of the value (the value itself
+// when it has one element).
+func (r *Rewrite) boundValue(w *Work, name string, v *graph.Value, c int64, k int) (*graph.Value, error) {
+	if name == "" {
+		return r.vecInt(c), nil
+	}
+	x, err := r.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	x = r.castInt64(x, w.ElemType(v))
+	if s := w.Shape(v); s.Rank() == 1 && s.Dims[0] != 1 {
+		return typed(r.op1("Gather", []*graph.Value{x, r.vecInt(int64(k))}, graph.IntAttr("axis", 0)), graph.Int64, 1), nil
+	}
+	return typed(r.op1("Reshape", []*graph.Value{x, r.vecInt(1)}), graph.Int64, 1), nil
 }
 
 // absoluteTable replaces a computed encoding x by rows of a constant
@@ -229,14 +236,8 @@ func (r *Rewrite) absoluteTable(w *Work, ev *TableEvidence, x *graph.Value) erro
 		} else {
 			// start + 0..S-1, S the sequence of the activation the
 			// encoding is added to.
-			if pos.Start == "" {
-				start = r.vecInt(pos.StartConst)
-			} else {
-				s, err := r.lookup(pos.Start)
-				if err != nil {
-					return err
-				}
-				start = r.op1("Reshape", []*graph.Value{r.castInt64(s, w.ElemType(pos.start)), r.vecInt(1)})
+			if start, err = r.boundValue(w, pos.Start, pos.start, pos.StartConst, pos.StartIndex); err != nil {
+				return err
 			}
 			act, err := r.addend(ev)
 			if err != nil {

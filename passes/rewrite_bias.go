@@ -252,7 +252,7 @@ func (r *Rewrite) alibiFold(w *Work, f *Finding, terms []biasTerm) (bool, error)
 		}
 	}
 	if same && len(terms) > 1 {
-		v0, err := r.lookup(w.OrigValue(first.term.Value))
+		v0, err := r.lookup(w.mainName(first.term.Value))
 		if err != nil {
 			return false, err
 		}
@@ -451,11 +451,11 @@ func (r *Rewrite) t5(w *Work, f *Finding) error {
 		return fmt.Errorf("%w: no value holds key - query for the buckets", ErrRewrite)
 	}
 	dt := w.ElemType(gather.Output(0))
-	gout, err := r.lookup(w.OrigValue(gather.Output(0)))
+	gout, err := r.lookup(w.mainName(gather.Output(0)))
 	if err != nil {
 		return err
 	}
-	relV, err := r.lookup(w.OrigValue(rel))
+	relV, err := r.lookup(w.mainName(rel))
 	if err != nil {
 		return err
 	}
@@ -553,7 +553,7 @@ func (r *Rewrite) t5Fused(w *Work, p *T5Params, ev *T5Evidence, gather *graph.No
 	if s.Rank() != 4 || s.Dims[0] != 1 {
 		return fmt.Errorf("%w: the gathered bias is not laid out as [1, heads, q, k]", ErrRewrite)
 	}
-	out, err := r.lookup(w.OrigValue(v))
+	out, err := r.lookup(w.mainName(v))
 	if err != nil {
 		return err
 	}

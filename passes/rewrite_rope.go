@@ -92,11 +92,11 @@ func (r *Rewrite) rope(w *Work, f *Finding, ch *Change) error {
 			if s.side == nil || s.In == "" {
 				continue
 			}
-			in, err := r.lookup(s.In)
+			in, err := r.lookup(w.mainName(s.side.In))
 			if err != nil {
 				return err
 			}
-			out, err := r.lookup(s.Out)
+			out, err := r.lookup(w.mainName(s.side.Out))
 			if err != nil {
 				return err
 			}
@@ -316,6 +316,26 @@ func (w *Work) ropeRuntimeCache(s *side, ev *RoPEEvidence, p *RoPEParams, col fu
 	if err != nil {
 		return nil, err
 	}
+	// A fused op turns each pair by one cos and one sin: the second
+	// dimension of a pair must see the same ones (it does for any cos/sin
+	// a RoPE computes; caches given as inputs can hold anything).
+	d := shape[len(shape)-1]
+	out2, err := w.unitProbe(pr, s, shape, func(_ int, row []float64) {
+		for _, pp := range ev.Pairs {
+			row[pp[1]] = 1
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	for k, pp := range ev.Pairs {
+		for sl := range theta[k] {
+			c, sn := amp[k][sl]*math.Cos(theta[k][sl]), amp[k][sl]*math.Sin(theta[k][sl])
+			if math.Abs(out2[sl*d+pp[1]]-c) > 1e-5*(1+math.Abs(c)) || math.Abs(out2[sl*d+pp[0]]+sn) > 1e-5*(1+math.Abs(sn)) {
+				return nil, fmt.Errorf("the two dimensions of pair %d are turned by different cos/sin (the caches are given as inputs and may hold anything); a fused RotaryEmbedding turns both by one cos and one sin", k)
+			}
+		}
+	}
 	stride := 1
 	for _, x := range shape[ev.Axis+1 : len(shape)-1] {
 		stride *= x
@@ -334,7 +354,7 @@ func (w *Work) ropeRuntimeCache(s *side, ev *RoPEEvidence, p *RoPEParams, col fu
 		for _, v := range s.Pos {
 			vs := w.Shape(v)
 			t, err := pr.Value(v)
-			if err != nil || !vs.Ranked || t.Rank() < 2 || w.OrigValue(v) == "" {
+			if err != nil || !vs.Ranked || t.Rank() < 2 || w.mainName(v) == "" {
 				continue
 			}
 			width := t.Shape[t.Rank()-1]
@@ -384,22 +404,32 @@ func (w *Work) ropeRuntimeCache(s *side, ev *RoPEEvidence, p *RoPEParams, col fu
 	if sign < 0 {
 		return nil, fmt.Errorf("the sin entering the rotation is negated")
 	}
-	rc := &runtimeCache{cos: w.OrigValue(cv), sin: w.OrigValue(sv), cosCol: cc, sinCol: sc, sinSign: sign}
+	rc := &runtimeCache{cos: w.mainName(cv), sin: w.mainName(sv), cosCol: cc, sinCol: sc, sinSign: sign}
 	cs, ss := w.Shape(cv), w.Shape(sv)
 	rc.width = int64(cs.Last())
 	if !cs.Last().Known() || cs.Last() != ss.Last() {
 		return nil, fmt.Errorf("the cos/sin values have unknown or different widths")
 	}
-	// Rows: every axis before the last is batch, sequence or 1.
+	// Rows: every axis before the last is the batch, the sequence or 1
+	// (sizes the graph fixes are matched with q's batch and sequence), in
+	// that order.
+	qs := w.Shape(s.In)
+	seen := 0 // 1: batch, 2: sequence
 	for _, d := range cs.Dims[:len(cs.Dims)-1] {
+		kind := 0
 		switch {
 		case d == 1:
-		case d.IsSym() && w.isBatchSym(d):
-			rc.batch = true
-		case d.IsSym():
-		default:
-			return nil, fmt.Errorf("the cos value has shape %s", w.shapeString(cs))
+			continue
+		case d == qs.Dims[ev.Axis] || d.IsSym() && !w.isBatchSym(d):
+			kind = 2
+		case d == qs.Dims[0] || d.IsSym():
+			kind = 1
 		}
+		if kind == 0 || kind <= seen {
+			return nil, fmt.Errorf("the cos value has shape %s (rows are not [batch,] sequence)", w.shapeString(cs))
+		}
+		seen = kind
+		rc.batch = rc.batch || kind == 1
 	}
 	if !sameShape(cs, ss) {
 		return nil, fmt.Errorf("the cos and sin values have shapes %s and %s", w.shapeString(cs), w.shapeString(ss))
@@ -485,15 +515,7 @@ func (r *Rewrite) positionIDs(w *Work, pos *Positions, t ropeTarget, axis int, o
 		return v, nil
 	}
 	first := func() (*graph.Value, error) {
-		if pos.Start == "" {
-			return r.vecInt(pos.StartConst), nil
-		}
-		v, err := r.lookup(pos.Start)
-		if err != nil {
-			return nil, err
-		}
-		v = r.castInt64(v, w.ElemType(pos.start))
-		return typed(r.op1("Reshape", []*graph.Value{v, r.vecInt(1)}), graph.Int64, 1), nil
+		return r.boundValue(w, pos.Start, pos.start, pos.StartConst, pos.StartIndex)
 	}
 	// [batch, seq] of q, for Expand.
 	bs := func() *graph.Value { return r.dimOf(t.in, 0, int64(axis)) }

@@ -3,6 +3,7 @@ package passes_test
 import (
 	"crypto/sha256"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -269,5 +270,76 @@ func TestRewritePassesAreValid(t *testing.T) {
 	}
 	if len(passes.RewriterNames) != len(passes.Rewriters) {
 		t.Errorf("%d names for %d rewriters", len(passes.RewriterNames), len(passes.Rewriters))
+	}
+}
+
+// realRewrites is what the default rewrite does to each vendored real
+// model (testdata/realmodels): the passes that change it, "" for nothing
+// to rewrite, or "skip: <reason>" for an encoding refused with a reason.
+var realRewrites = map[string]string{
+	"ee_llama_dort_invfreq_input":        "rope", // inv_freq is an input: the rotation fused, cos/sin computed
+	"ee_llama_dynamo_torchlib_functions": "rope", // every op a torch_lib function
+	"ee_phi_partial_rotary":              "skip: the two dimensions of pair 0 are turned by different cos/sin",
+	"ort_bert_toy_pytorch":               "learned",
+	"ort_bloom_alibi_training":           "alibi",
+	"ee_llama_dort_rotary_customop":      "", "genai_lfm2_stub_decoder": "", "genai_tiny_gqa_no_rotary": "",
+	"onnx_flexattention_relative_positional": "", "onnx_flexattention_relative_positional_expanded": "",
+	"onnx_rotary_embedding_3d_input": "", "ort_dmmha_self_attn": "", "ort_dummy_t5_beamsearch": "",
+	"ort_embed_layer_norm_fragment": "", "ort_gemma3_vision_attention_fragment": "",
+	"ort_gpt2_megatron_embedlayernorm": "", "ort_gpt2_megatron_unfused": "", "ort_phi35v_vision_attention_fragment": "",
+	"ort_whisper_decoder_layer_fragment": "",
+}
+
+// TestRewriteRealModels rewrites the real models other tools made: those
+// with an unfused encoding are rewritten (or refused with the reason),
+// the others have nothing to rewrite.
+func TestRewriteRealModels(t *testing.T) {
+	dirs, _ := filepath.Glob(filepath.Join("testdata", "realmodels", "*", "model.onnx"))
+	if len(dirs) < 20 {
+		t.Fatalf("%d vendored real models", len(dirs))
+	}
+	unloadable := 0
+	for _, p := range dirs {
+		name := filepath.Base(filepath.Dir(p))
+		t.Run(name, func(t *testing.T) {
+			m, err := graph.Load(p)
+			if err != nil {
+				// ee_phi35_mini_longrope_noweights: its external data file
+				// is not in its source repository.
+				unloadable++
+				t.Logf("not loadable (counted): %v", err)
+				return
+			}
+			want, ok := realRewrites[name]
+			if !ok {
+				t.Fatalf("no expectation for %s", name)
+			}
+			r, ctx, err := passes.RewriteModel(m, passes.Options{}, passes.Rewriters...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var changed, skipped []string
+			for _, ch := range r.Changes {
+				if len(ch.Added)+len(ch.Removed) > 0 {
+					changed = append(changed, strings.TrimPrefix(ch.Pass, "rewrite_"))
+				}
+				skipped = append(skipped, ch.Skipped...)
+			}
+			if reason, ok := strings.CutPrefix(want, "skip: "); ok {
+				if len(changed) != 0 || len(skipped) != 1 || !strings.Contains(skipped[0], reason) {
+					t.Fatalf("changed %v, skipped %q; want %q refused", changed, skipped, reason)
+				}
+				return
+			}
+			if got := strings.Join(changed, ","); got != want {
+				t.Fatalf("rewritten by %q (skipped %q), want %q", got, skipped, want)
+			}
+			if err := graphDiff(m, r.M, ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if unloadable != 1 {
+		t.Errorf("%d real models did not load, want 1 (the one whose weights are absent)", unloadable)
 	}
 }
