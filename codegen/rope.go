@@ -25,8 +25,10 @@ type ropeData struct {
 	Freq              *table
 	FreqFrom, Product string
 	// Type is the element type of angles, sin and cos; Out of the cos
-	// and sin applied; Rot of q.
-	Type, Out, Rot string
+	// and sin applied; Rot of q (and of the rotated q); Arith of the
+	// rotation's products and sums (float32 when the model casts a
+	// float16 q up to rotate it).
+	Type, Out, Rot, Arith string
 	Scale          float64
 	ScaleFrom      string
 	Prog           *program
@@ -97,6 +99,7 @@ func emitRoPE(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		return nil, skip("the shape of q: %v", err)
 	}
 	d.Rot = typeName(qType)
+	d.Arith = g.arithType(rot, d.Rot)
 	switch {
 	case ev.Angles != nil:
 		a := ev.Angles
@@ -143,7 +146,7 @@ func emitRoPE(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	if d.OutHalf != d.RotHalf && d.RotHalf {
 		return nil, skip("q is %s but the cos/sin are %s", d.Rot, d.Out)
 	}
-	for _, t := range []string{d.Type, d.Out, d.Rot} {
+	for _, t := range []string{d.Type, d.Out, d.Rot, d.Arith} {
 		switch t {
 		case "float16":
 			pt.Half, d.Half = true, "Float16"
@@ -184,6 +187,7 @@ func emitRoPE(g *gen, f *passes.Finding, suffix string) (*part, error) {
 // empty past for an attention op that rotates its keys inside).
 type rotation struct {
 	in, out string
+	nodes   []string
 	others  func(n int) (map[string]*kernels.Tensor, error)
 }
 
@@ -192,9 +196,9 @@ type rotation struct {
 func (g *gen) rotationOf(b passes.RoPEBlock) (*rotation, error) {
 	switch {
 	case b.Q.In != "" && b.Q.Out != "":
-		return &rotation{in: b.Q.In, out: b.Q.Out}, nil
+		return &rotation{in: b.Q.In, out: b.Q.Out, nodes: b.Q.Nodes}, nil
 	case b.K.In != "" && b.K.Out != "":
-		return &rotation{in: b.K.In, out: b.K.Out}, nil
+		return &rotation{in: b.K.In, out: b.K.Out, nodes: b.K.Nodes}, nil
 	case b.Op == "":
 		return nil, skip("no rotation of q or k to test the code against")
 	}
@@ -250,6 +254,27 @@ func (g *gen) rotationOf(b passes.RoPEBlock) (*rotation, error) {
 		return out, nil
 	}
 	return &rotation{in: name(spec.K), out: op.Output(1).Name, others: others}, nil
+}
+
+// arithType is the element type the rotation multiplies and adds in: the
+// type of its Mul, Add and Sub nodes' results (q's type when they cannot
+// be read).
+func (g *gen) arithType(rot *rotation, qType string) string {
+	t := ""
+	g.ctx.Model.Walk(func(n *graph.Node) {
+		if !slices.Contains(rot.nodes, n.Name) || n.OpType != "Mul" && n.OpType != "Add" && n.OpType != "Sub" || len(n.Outputs()) == 0 {
+			return
+		}
+		if _, dt, err := g.ctx.BoundShape(n.Output(0).Name, 4); err == nil {
+			if t == "" || typeName(dt) == "float32" {
+				t = typeName(dt)
+			}
+		}
+	})
+	if t == "" {
+		return qType
+	}
+	return t
 }
 
 // storedColumns reads the stored cos and sin columns, [rows][pairs].
@@ -447,6 +472,9 @@ func (g *gen) ropeGolden(d *ropeData, ev *passes.RoPEEvidence, rot *rotation, su
 			return nil, err
 		}
 		rows := samplePositions(n)
+		if full {
+			rows = thin(rows, 10)
+		}
 		c := &cosSinCase{N: n, Full: full}
 		k := len(d.Pairs)
 		c.Cos = &table{Name: fmt.Sprintf("goldenRoPECos%s_%d", suffix, n), Type: floatType(outType), Golden: true}
@@ -536,7 +564,7 @@ func (g *gen) ropeGolden(d *ropeData, ev *passes.RoPEEvidence, rot *rotation, su
 			rows = append(rows, i)
 		}
 	} else {
-		rows = thin(samplePositions(an), max(2, 20000/max(1, heads*d.HeadDim)))
+		rows = thin(samplePositions(an), min(12, max(2, 20000/max(1, heads*d.HeadDim))))
 	}
 	ac := &applyCase{Heads: heads}
 	typ := floatType(rotType)

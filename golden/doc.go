@@ -10,4 +10,11 @@
 // models (schemes, layers and every truth parameter, fitted values within
 // 0.1%), and against the report's JSON Schema, so an expectation is never
 // only what the code under test computed.
+//
+// codegen/<model>/<go|c>/ holds the source `onnxpe codegen` generates for a
+// model of each scheme and form (every file with a .golden suffix, so that
+// the go tool does not build it), compared byte for byte and refreshed by
+// the same -update: a change of the generator shows in their diffs. Their
+// proof is codegen's acceptance test, which builds and runs the generated
+// tests of every model against the executor's golden vectors.
 package golden
