@@ -29,14 +29,14 @@ type ropeData struct {
 	// rotation's products and sums (float32 when the model casts a
 	// float16 q up to rotate it).
 	Type, Out, Rot, Arith string
-	Scale          float64
-	ScaleFrom      string
-	Prog           *program
-	Cos, Sin       *table
-	CosFrom        string
-	SinFrom        string
-	Rows           int
-	MaxPositions   int
+	Scale                 float64
+	ScaleFrom             string
+	Prog                  *program
+	Cos, Sin              *table
+	CosFrom               string
+	SinFrom               string
+	Rows                  int
+	MaxPositions          int
 	// OutHalf and RotHalf: the cos/sin and the rotation are in a half
 	// type (the Float16/BFloat16 variants are emitted).
 	OutHalf, RotHalf bool
