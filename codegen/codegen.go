@@ -206,6 +206,11 @@ func Generate(rep *passes.Report, ctx *passes.Context, opts Options) (*Result, e
 	}
 	res.Files = files
 	for _, p := range parts {
+		if g.lang == "c" {
+			for i, fn := range p.Emitted.Functions {
+				p.Emitted.Functions[i] = cname(opts.Package, fn)
+			}
+		}
 		res.Emitted = append(res.Emitted, p.Emitted)
 	}
 	return res, nil
