@@ -21,10 +21,11 @@ func NewRootCmd(ios *IOStreams) *cobra.Command {
 		Short: "Audit, rewrite and verify the positional encodings of ONNX models",
 		Long: `onnxpe is a tool for the positional encodings of ONNX models (sinusoidal,
 learned, RoPE and its variants, ALiBi, T5 relative bias, Shaw relative
-embeddings, NoPE). Today it inspects models, converts their storage without
+embeddings, NoPE). It inspects models, converts their storage without
 losing a byte, runs them with its own reference kernels, and verifies that
 two models compute the same outputs on inputs that exercise positions;
-auditing, rewriting and code generation are built on these.
+auditing, rewriting and code generation (the model's exact encoding as Go
+or C source with its own tests) are built on these.
 
 ` + exitCodesHelp,
 		Example: `  onnxpe audit model.onnx
@@ -32,7 +33,8 @@ auditing, rewriting and code generation are built on these.
   onnxpe inspect model.onnx --json
   onnxpe convert big.onnx -o small.onnx --external-data
   onnxpe run model.onnx --inputs test_data_set_0
-  onnxpe verify model.onnx rewritten.onnx`,
+  onnxpe verify model.onnx rewritten.onnx
+  onnxpe codegen model.onnx --lang go --package pe -o pe`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
