@@ -130,7 +130,7 @@ func NewSession(path string, m *graph.Model, opts Options) (*Session, error) {
 		dt := v.Type.ElemType()
 		s.outType = append(s.outType, dt)
 		dims, ok := v.Type.Shape()
-		s.needShape = s.needShape || dt == graph.Float16 || dt == graph.BFloat16 || ok && len(dims) == 0
+		s.needShape = s.needShape || customType(dt) || ok && len(dims) == 0
 	}
 	s.s, err = ort.NewDynamicAdvancedSession(path, s.inputs, s.outputs, so)
 	if err != nil {
@@ -190,7 +190,7 @@ func (s *Session) Run(inputs map[string]*kernels.Tensor, like map[string]*kernel
 		if ok && dt == graph.Undefined {
 			dt = l.DType
 		}
-		if dt != graph.Float16 && dt != graph.BFloat16 && (!ok || len(l.Shape) > 0) {
+		if !customType(dt) && (!ok || len(l.Shape) > 0) {
 			continue
 		}
 		if !ok {
@@ -235,12 +235,52 @@ func ortShape(s []int) ort.Shape {
 	return sh
 }
 
+// eightBit maps the 8-bit float types, which onnxpe holds as their bit
+// patterns in []uint8, to ONNX Runtime's element types.
+var eightBit = map[graph.DataType]ort.TensorElementDataType{
+	graph.Float8E4M3FN: ort.TensorElementDataTypeFloat8E4M3FN, graph.Float8E4M3FNUZ: ort.TensorElementDataTypeFloat8E4M3FNUZ,
+	graph.Float8E5M2: ort.TensorElementDataTypeFloat8E5M2, graph.Float8E5M2FNUZ: ort.TensorElementDataTypeFloat8E5M2FNUZ,
+	graph.Float8E8M0: ort.TensorElementDataTypeFloat8E8M0,
+}
+
+// customType reports whether values of dt go through onnxruntime_go's
+// CustomDataTensor (which cannot allocate outputs itself).
+func customType(dt graph.DataType) bool {
+	_, ok := eightBit[dt]
+	return ok || dt == graph.Float16 || dt == graph.BFloat16
+}
+
 func toORT(t *kernels.Tensor) (ort.Value, error) {
 	sh := ortShape(t.Shape)
 	if len(sh) == 0 {
 		return scalarToORT(t)
 	}
+	if et, ok := eightBit[t.DType]; ok {
+		d := t.Raw().([]uint8)
+		if len(d) == 0 {
+			d = make([]uint8, 1) // onnxruntime_go refuses an empty buffer
+		}
+		return ort.NewCustomDataTensor(sh, d, et)
+	}
 	switch d := t.Raw().(type) {
+	case []int16:
+		return ort.NewTensor(sh, d)
+	case []uint16:
+		return ort.NewTensor(sh, d)
+	case []uint32:
+		return ort.NewTensor(sh, d)
+	case []uint64:
+		return ort.NewTensor(sh, d)
+	case []string:
+		st, err := ort.NewStringTensor(sh)
+		if err != nil {
+			return nil, err
+		}
+		if err := st.SetContents(d); err != nil {
+			st.Destroy()
+			return nil, err
+		}
+		return st, nil
 	case []float32:
 		return ort.NewTensor(sh, d)
 	case []float64:
@@ -264,7 +304,18 @@ func toORT(t *kernels.Tensor) (ort.Value, error) {
 }
 
 func scalarToORT(t *kernels.Tensor) (ort.Value, error) {
+	if _, ok := eightBit[t.DType]; ok {
+		return nil, fmt.Errorf("scalars of %v are not supported by the ONNX Runtime binding", t.DType)
+	}
 	switch d := t.Raw().(type) {
+	case []int16:
+		return ort.NewScalar(d[0])
+	case []uint16:
+		return ort.NewScalar(d[0])
+	case []uint32:
+		return ort.NewScalar(d[0])
+	case []uint64:
+		return ort.NewScalar(d[0])
 	case []float32:
 		return ort.NewScalar(d[0])
 	case []float64:
@@ -316,6 +367,22 @@ func fromORT(v ort.Value) (*kernels.Tensor, error) {
 		return kernels.FromSlice(shapeOf(t.GetShape()), append([]uint8(nil), t.GetData()...)), nil
 	case *ort.Tensor[bool]:
 		return kernels.FromSlice(shapeOf(t.GetShape()), append([]bool(nil), t.GetData()...)), nil
+	case *ort.Tensor[int16]:
+		return kernels.FromSlice(shapeOf(t.GetShape()), append([]int16(nil), t.GetData()...)), nil
+	case *ort.Tensor[uint16]:
+		return kernels.FromSlice(shapeOf(t.GetShape()), append([]uint16(nil), t.GetData()...)), nil
+	case *ort.Tensor[uint32]:
+		return kernels.FromSlice(shapeOf(t.GetShape()), append([]uint32(nil), t.GetData()...)), nil
+	case *ort.Tensor[uint64]:
+		return kernels.FromSlice(shapeOf(t.GetShape()), append([]uint64(nil), t.GetData()...)), nil
+	case *ort.StringTensor:
+		s, err := t.GetContents()
+		if err != nil {
+			return nil, err
+		}
+		out := kernels.New(graph.String, shapeOf(t.GetShape())...)
+		copy(out.Raw().([]string), s)
+		return out, nil
 	case *ort.Scalar[float32]:
 		return kernels.Scalar(t.GetData()), nil
 	case *ort.Scalar[float64]:
@@ -336,6 +403,16 @@ func fromORT(v ort.Value) (*kernels.Tensor, error) {
 		n := 1
 		for _, d := range shape {
 			n *= d
+		}
+		for dt, et := range eightBit {
+			if ort.TensorElementDataType(t.DataType()) == et {
+				if len(raw) < n {
+					return nil, fmt.Errorf("custom tensor has %d bytes for %d elements", len(raw), n)
+				}
+				out := kernels.New(dt, shape...)
+				copy(out.Raw().([]uint8), raw)
+				return out, nil
+			}
 		}
 		if len(raw) < 2*n || n > 0 && len(raw) != 2*n {
 			return nil, fmt.Errorf("custom tensor has %d bytes for %d elements", len(raw), n)
