@@ -518,6 +518,14 @@ func (w *Work) t5Finding(b *Block, bt BiasTerm, cone []*graph.Node, readers map[
 		}
 	}
 	if len(mds) == 0 {
+		// A table with a row per relative position (onnxpe rewrite's
+		// form, or any export that precomputed the bias): the buckets are
+		// the groups of relative positions that read equal rows.
+		if tb, tnb, tbidir, tmds, ok := w.t5FromRows(table, bm, S); ok {
+			bm, nb, bidir, mds = tb, tnb, tbidir, tmds
+		}
+	}
+	if len(mds) == 0 {
 		return nil, "the bucket map is not T5's (no max_distance reproduces it)"
 	}
 	params := &T5Params{NumBuckets: nb, Bidirectional: bidir, NumHeads: heads, ScaledScores: b.Scaled}
@@ -571,6 +579,114 @@ func (w *Work) logRatio(cone []*graph.Node, want float64) (float64, string) {
 		}
 	}
 	return 0, ""
+}
+
+// t5FromRows reads T5's buckets from a table gathered at a row per
+// relative position: relative positions whose rows are equal share a
+// bucket. It returns the bucket map in T5's numbering, the number of
+// buckets, the direction and the max_distance values whose buckets group
+// the relative positions the same way.
+func (w *Work) t5FromRows(table *graph.Value, rowOf []int, S int) ([]int, int, bool, []int, bool) {
+	t := w.Const(table)
+	if t == nil || t.Rank() != 2 {
+		return nil, 0, false, nil, false
+	}
+	width := t.Shape[1]
+	vals := t.Float64s()
+	group := make([]int, len(rowOf))
+	ids := map[string]int{}
+	for k, row := range rowOf {
+		if row < 0 || (row+1)*width > len(vals) {
+			return nil, 0, false, nil, false
+		}
+		key := fmt.Sprint(vals[row*width : (row+1)*width])
+		id, ok := ids[key]
+		if !ok {
+			id = len(ids)
+			ids[key] = id
+		}
+		group[k] = id
+	}
+	ng := len(ids)
+	if ng < 2 || ng >= len(rowOf) {
+		return nil, 0, false, nil, false
+	}
+	// The same partition: a bijection between groups and buckets.
+	same := func(tb []int) bool {
+		gb, bg := map[int]int{}, map[int]int{}
+		for k, g := range group {
+			b := tb[k]
+			if x, ok := gb[g]; ok && x != b {
+				return false
+			}
+			if x, ok := bg[b]; ok && x != g {
+				return false
+			}
+			gb[g], bg[b] = b, g
+		}
+		return true
+	}
+	// Bidirectional maps never reach the first bucket of the positive
+	// side (relative position +0): there is one bucket more than groups.
+	for _, c := range []struct {
+		bidir bool
+		nb    int
+	}{{true, ng + 1}, {true, ng}, {false, ng}} {
+		if c.bidir && c.nb%2 != 0 {
+			continue
+		}
+		half := c.nb
+		if c.bidir {
+			half = c.nb / 2
+		}
+		var mds []int
+		var first []int
+		for md := half/2 + 1; md <= 1<<14; md++ {
+			tb := t5Map(S, c.nb, c.bidir, md)
+			if same(tb) {
+				if first == nil {
+					first = tb
+				}
+				mds = append(mds, md)
+			}
+		}
+		if len(mds) > 0 {
+			return first, c.nb, c.bidir, mds, true
+		}
+	}
+	return nil, 0, false, nil, false
+}
+
+// t5Map is Hugging Face's _relative_position_bucket of every relative
+// position -(S-1)..S-1 (index n + S-1), in float32 as PyTorch computes it.
+func t5Map(S, nb int, bidir bool, md int) []int {
+	out := make([]int, 2*S-1)
+	for k := range out {
+		n := k - (S - 1)
+		nbk := nb
+		bucket := 0
+		rp := n
+		if bidir {
+			nbk /= 2
+			if rp > 0 {
+				bucket += nbk
+			}
+			if rp < 0 {
+				rp = -rp
+			}
+		} else {
+			rp = -min(rp, 0)
+		}
+		maxExact := nbk / 2
+		if rp < maxExact {
+			bucket += rp
+		} else {
+			x := float32(math.Log(float64(float32(rp)/float32(maxExact)))) / float32(math.Log(float64(md)/float64(maxExact))) * float32(nbk-maxExact)
+			bucket += min(maxExact+int(x), nbk-1)
+		}
+		out[k] = bucket
+	}
+	return out
 }
 
 // t5Reproduces evaluates Hugging Face's _relative_position_bucket (in

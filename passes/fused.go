@@ -122,7 +122,11 @@ func (w *Work) fusedRotary(c *Context, blocks []*Block, sides map[*Block]*BlockS
 			if kr != nil {
 				uses[kr] = append(uses[kr], rotUse{b, true, bs.K})
 			}
-			out = append(out, w.rotaryOpFinding(c, b, qr, kr))
+			f := w.rotaryOpFinding(c, b, qr, kr)
+			if p, ok := f.Params.(*RoPEParams); ok && qr != nil {
+				p.QKNorm = bs.Q.Norm // q and k normalised after the op
+			}
+			out = append(out, f)
 		case qc != nil && len(bs.Q.Pos) > 0:
 			if f := w.customRotation(c, b, bs, qc, kc); f != nil {
 				out = append(out, f)
@@ -273,6 +277,13 @@ func (w *Work) rotaryOpFinding(c *Context, b *Block, qr, kr *graph.Node) *Findin
 	if op.Domain == "com.microsoft" {
 		if s := op.AttrFloat("scale", 1); s != 1 {
 			notes = append(notes, fmt.Sprintf("the op scales its input by %g", s))
+		}
+	}
+	// Positions counted from the length of a KV cache given as input
+	// (the offset of com.microsoft's op, or ids from a Range after it).
+	for _, n := range w.cone(a.pos) {
+		if n.OpType == "Shape" && w.cacheInput(n.Input(0)) {
+			p.PositionSource = "past_length"
 		}
 	}
 	ev, cnotes := w.cacheParams(c, p, a.cos, a.sin, a.pos != nil, op)

@@ -110,6 +110,11 @@ func (w *Work) findSide(operand *graph.Value, hd Dim) (*side, string) {
 		}
 		frontier = slices.DeleteFunc(frontier, func(f *graph.Value) bool { return f.Producer() == n })
 		inRegion[n] = true
+		if isRotaryOp(n) {
+			// A fused rotation changes q with the position even when its
+			// positions are a constant (the offset 0 of com.microsoft's op).
+			mixing = true
+		}
 		s.Nodes = append(s.Nodes, n)
 		for i, in := range n.Inputs() {
 			switch {
