@@ -41,6 +41,7 @@ test-race:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./graph
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeTensor$$' -fuzztime 5s ./graph
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeValue$$' -fuzztime 5s ./graph
 	$(GO) test -run '^$$' -fuzz '^FuzzReadNPZ$$' -fuzztime 5s ./kernels
 	$(GO) test -run '^$$' -fuzz '^FuzzRun$$' -fuzztime 20s ./kernels
 

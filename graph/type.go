@@ -54,6 +54,18 @@ func TensorType(dt DataType, dims []Dim) *Type {
 	return &Type{pb: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{TensorType: tt}}}
 }
 
+// SequenceType makes the type of sequences of elem.
+func SequenceType(elem *Type) *Type {
+	return &Type{pb: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_SequenceType{
+		SequenceType: &onnxpb.TypeProto_Sequence{ElemType: proto.Clone(elem.pb).(*onnxpb.TypeProto)}}}}
+}
+
+// OptionalType makes the type of optional values of elem.
+func OptionalType(elem *Type) *Type {
+	return &Type{pb: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_OptionalType{
+		OptionalType: &onnxpb.TypeProto_Optional{ElemType: proto.Clone(elem.pb).(*onnxpb.TypeProto)}}}}
+}
+
 // Dims makes known dimensions from sizes.
 func Dims(sizes ...int64) []Dim {
 	d := make([]Dim, len(sizes))

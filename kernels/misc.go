@@ -415,8 +415,8 @@ func nonZero(c *Call, in []*Tensor) ([]*Tensor, error) {
 
 func oneHot(c *Call, in []*Tensor) ([]*Tensor, error) {
 	ind, depthT, vals := in[0], in[1], in[2]
-	if depthT.Len() != 1 || vals.Len() != 2 {
-		return nil, fmt.Errorf("depth %v must have one value and values %v two", depthT.Shape, vals.Shape)
+	if depthT.notTensor() || vals.notTensor() || depthT.Len() != 1 || vals.Len() != 2 {
+		return nil, fmt.Errorf("depth %v must have one value and values %v two", depthT, vals)
 	}
 	dv := depthT.Float64s()[0]
 	if !(dv >= 1) || dv > math.MaxInt32 {
@@ -705,16 +705,25 @@ func nms(c *Call, in []*Tensor) ([]*Tensor, error) {
 		return nil, fmt.Errorf("boxes %v and scores %v: want (B, N, 4) and (B, C, N)", boxes.Shape, scores.Shape)
 	}
 	maxOut := int64(0)
+	var err error
 	if t := optIn(in, 2); t != nil && t.Len() > 0 {
-		maxOut = max(t.Int64s()[0], 0)
+		if maxOut, err = scalarInt(t, "max_output_boxes_per_class"); err != nil {
+			return nil, err
+		}
+		maxOut = max(maxOut, 0)
 	}
 	iou := 0.0
 	if t := optIn(in, 3); t != nil && t.Len() > 0 {
-		iou = t.Float64s()[0]
+		if iou, err = scalarFloat(t, "iou_threshold"); err != nil {
+			return nil, err
+		}
 	}
 	hasScore, scoreTh := false, 0.0
 	if t := optIn(in, 4); t != nil && t.Len() > 0 {
-		hasScore, scoreTh = true, t.Float64s()[0]
+		if scoreTh, err = scalarFloat(t, "score_threshold"); err != nil {
+			return nil, err
+		}
+		hasScore = true
 	}
 	center := c.Int("center_point_box", 0) == 1
 	nb, nc, n := boxes.Shape[0], scores.Shape[1], boxes.Shape[1]

@@ -791,6 +791,9 @@ func conv(c *Call, in []*Tensor) ([]*Tensor, error) {
 		return nil, fmt.Errorf("B %v must have the %d output channels", b.Shape, g.cout)
 	}
 	n, cin, cout, group, inS, ks, out, strides, dil, pads := g.n, g.cin, g.cout, g.group, g.in, g.ks, g.out, g.strides, g.dil, g.pb
+	if b != nil && (len(b.Shape) != 1 || b.Shape[0] != cout) {
+		return nil, fmt.Errorf("B %v: want %d values", b.Shape, cout)
+	}
 	y := c.alloc(x.DType, slices.Concat([]int{n, cout}, out)...)
 	switch x.DType {
 	case graph.Float:

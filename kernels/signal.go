@@ -85,7 +85,14 @@ func dftKernel(c *Call, in []*Tensor) ([]*Tensor, error) {
 		n = 2 * (m - 1)
 	}
 	if t := optIn(in, 1); t != nil && t.Len() > 0 {
-		n = int(t.Int64s()[0])
+		v, err := scalarInt(t, "dft_length")
+		if err != nil {
+			return nil, err
+		}
+		if v > math.MaxInt32 {
+			return nil, fmt.Errorf("dft_length %d: %w", v, ErrTooLarge)
+		}
+		n = int(v)
 	}
 	if n < 1 {
 		return nil, fmt.Errorf("dft_length %d must be positive", n)

@@ -465,7 +465,7 @@ func roiAlign(c *Call, in []*Tensor) ([]*Tensor, error) {
 					for ix := range gw {
 						xx := sw + float64(j)*bw + (float64(ix)+0.5)*bw/float64(gw)
 						var t tap
-						if yy < -1 || yy > float64(h) || xx < -1 || xx > float64(w) {
+						if yy < -1 || yy > float64(h) || xx < -1 || xx > float64(w) || h == 0 || w == 0 {
 							taps = append(taps, t)
 							continue
 						}
@@ -486,6 +486,9 @@ func roiAlign(c *Call, in []*Tensor) ([]*Tensor, error) {
 					}
 				}
 			}
+		}
+		if h == 0 || w == 0 {
+			continue // an empty image: every sample is 0
 		}
 		for cc := range ch {
 			plane := xs[(int(b)*ch+cc)*h*w : (int(b)*ch+cc+1)*h*w]
