@@ -137,6 +137,9 @@ func emitAbsolute(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	if d.MaxPositions > 0 {
 		n = d.MaxPositions
 	}
+	if f := g.fixedLen(ev.Value, 2); f > 0 {
+		n = min(n, f)
+	}
 	var rows [][]float64
 	got, err := longest(n, 4, func(n int) error {
 		r, err := g.extract(passes.ExtractSpec{Values: []string{ev.Value}, Seq: n})

@@ -90,7 +90,9 @@ type alibiData struct {
 	// Positions: key_index (slope·j), key_offset_from_end (slope·(j -
 	// (kLen-1))), relative (slope·(j - i)) or symmetric (-slope·|i - j|),
 	// with query i at position kLen-qLen+i.
-	Positions    string
+	Positions string
+	// Type is the element type the slopes, positions and products are
+	// rounded to (the model's bias is cast to float32 afterwards).
 	Type         string
 	MaxPositions int
 	G            []*biasCase
@@ -129,6 +131,9 @@ func emitALiBi(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	if d.MaxPositions > 0 {
 		n = d.MaxPositions
 	}
+	if f := g.fixedLen(ev.Bias, 1); f > 0 {
+		n = min(n, f)
+	}
 	small := min(n, 16)
 	c1, err := g.biasGolden(ev.Bias, small, small, d.Heads, fmt.Sprintf("goldenALiBi%s_%d", suffix, small))
 	if err != nil {
@@ -148,13 +153,65 @@ func emitALiBi(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		}
 		n = got
 	}
+	// The arithmetic: slope times position, rounded to the type the model
+	// multiplies in (float32, or a half type cast up afterwards), the one
+	// that gives the model's values.
+	d.Type = ""
+	for _, t := range []graph.DataType{graph.Float, graph.Float16, graph.BFloat16} {
+		if alibiReproduces(d, t) {
+			d.Type = typeName(t)
+			break
+		}
+	}
+	if d.Type == "" {
+		return nil, skip("the bias is not the slopes times the positions in float32, float16 or bfloat16 (the model computes it otherwise)")
+	}
+	pt := &part{Tmpl: "alibi", Data: d, Half: d.Type == "float16", BHalf: d.Type == "bfloat16"}
 	golden := 0
 	for _, c := range d.G {
 		golden += len(c.Want.Vals)
 	}
 	d.Doc = []string{fmt.Sprintf("ALiBi of layers %s: %d heads, slopes from %s, bias %s.", layerList(f.Layers), d.Heads, d.From, alibiForm(d.Positions))}
-	return &part{Tmpl: "alibi", Data: d, Emitted: Emitted{Functions: []string{"ALiBiBias" + suffix}, Form: "computed",
-		Positions: n, MaxPositions: d.MaxPositions, Golden: golden}}, nil
+	pt.Emitted = Emitted{Functions: []string{"ALiBiBias" + suffix}, Form: "computed", Positions: n, MaxPositions: d.MaxPositions, Golden: golden}
+	return pt, nil
+}
+
+// alibiReproduces reports whether the golden vectors are the slopes times
+// the positions rounded to t (both factors too): the arithmetic the
+// templates write.
+func alibiReproduces(d *alibiData, t graph.DataType) bool {
+	for _, c := range d.G {
+		w := 0
+		for h := 0; h < d.Heads; h++ {
+			m := roundTo(t, d.Slopes.Vals[h])
+			for i := 0; i < c.Q; i++ {
+				qi := c.K - c.Q + i
+				for _, j := range c.Keys {
+					want := c.Want.Vals[w]
+					w++
+					if math.IsNaN(want) {
+						continue
+					}
+					var pos float64
+					switch d.Positions {
+					case "key_index":
+						pos = float64(j)
+					case "key_offset_from_end":
+						pos = float64(j - (c.K - 1))
+					case "relative":
+						pos = float64(j - qi)
+					default:
+						pos = -math.Abs(float64(qi - j))
+					}
+					got := roundTo(graph.Float, roundTo(t, m*roundTo(t, pos)))
+					if math.Abs(got-want) > 1e-6*math.Max(1, math.Abs(want)) {
+						return false
+					}
+				}
+			}
+		}
+	}
+	return true
 }
 
 func alibiForm(pos string) string {

@@ -185,12 +185,11 @@ func Generate(rep *passes.Report, ctx *passes.Context, opts Options) (*Result, e
 			suffix = fmt.Sprint(n + 1)
 		}
 		p, err := em(g, f, suffix)
-		if errors.Is(err, errSkip) {
+		if err != nil {
+			// Code that cannot be tested against the model is not written:
+			// the finding is left out with the reason.
 			res.Skipped = append(res.Skipped, Skipped{f.Scheme, f.Layers, strings.TrimPrefix(err.Error(), errSkip.Error()+": ")})
 			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s (layers %v): %w", f.Scheme, f.Layers, err)
 		}
 		count[f.Scheme]++
 		p.Scheme, p.Layers, p.Suffix = f.Scheme, f.Layers, suffix
@@ -227,6 +226,8 @@ type fileData struct {
 	Schemes  string
 	// Embeds are the tables stored as data files (Go).
 	Embeds []*table
+	// B2F and Pick: a transcribed program compares or chooses (Go helpers).
+	B2F, Pick bool
 }
 
 func (g *gen) render(parts []*part) ([]File, error) {
@@ -244,6 +245,12 @@ func (g *gen) render(parts []*part) ([]File, error) {
 			timps[i] = true
 		}
 		schemes = append(schemes, p.Scheme)
+		if d, ok := p.Data.(*ropeData); ok && d.Prog != nil {
+			for _, l := range d.Prog.Go {
+				fd.B2F = fd.B2F || strings.Contains(l, "b2f(")
+				fd.Pick = fd.Pick || strings.Contains(l, "pick(")
+			}
+		}
 		for _, t := range p.Tables {
 			if g.lang == "go" && t.embed() {
 				fd.Embeds = append(fd.Embeds, t)

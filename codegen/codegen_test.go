@@ -64,6 +64,30 @@ func models(t *testing.T) []model {
 	return out
 }
 
+// realModels are the files of other people's tools vendored for the
+// audit (passes/testdata/realmodels, with their licences): the ones with a
+// positional encoding codegen reproduces, and the others with the reason
+// codegen leaves them out (their cos/sin are graph inputs, or no
+// encoding).
+var realModels = map[string]string{
+	"ee_phi35_mini_longrope_noweights": "", "ort_bert_toy_pytorch": "", "ort_gpt2_megatron_embedlayernorm": "",
+	"ort_gpt2_megatron_unfused": "", "onnx_flexattention_relative_positional_expanded": "", "ort_embed_layer_norm_fragment": "",
+	"ee_llama_dort_invfreq_input":            "graph inputs",
+	"ee_llama_dort_rotary_customop":          "graph inputs",
+	"ee_llama_dynamo_torchlib_functions":     "graph inputs",
+	"ee_phi_partial_rotary":                  "graph inputs",
+	"onnx_rotary_embedding_3d_input":         "graph inputs",
+	"onnx_flexattention_relative_positional": "main graph", // the bias of FlexAttention's score_mod subgraph
+	"ort_bloom_alibi_training":               "not the slopes times the positions",
+	"genai_lfm2_stub_decoder":                "nothing",
+	"genai_tiny_gqa_no_rotary":               "nothing",
+	"ort_dmmha_self_attn":                    "nothing",
+	"ort_dummy_t5_beamsearch":                "nothing",
+	"ort_gemma3_vision_attention_fragment":   "nothing",
+	"ort_phi35v_vision_attention_fragment":   "nothing",
+	"ort_whisper_decoder_layer_fragment":     "nothing",
+}
+
 // pending are models whose encoding codegen leaves out, with the reason
 // (printed as skips, never silent).
 var pending = map[string]string{}
@@ -150,7 +174,58 @@ func TestGeneratedCodeMatchesTheModel(t *testing.T) {
 		writeFiles(t, cdir, cRes.Files)
 		cJobs = append(cJobs, cJob{m.name, cdir, pkgName(m.name)})
 	}
-	t.Logf("generated %d models in both languages (%d skipped) in %v", emitted, skipped, time.Since(t0).Round(time.Millisecond))
+	// The real models: each as expected.
+	dirs, _ := filepath.Glob(filepath.Join("..", "passes", "testdata", "realmodels", "*"))
+	seenReal := 0
+	for _, dir := range dirs {
+		name := filepath.Base(dir)
+		files, _ := filepath.Glob(filepath.Join(dir, "*.onnx"))
+		if len(files) == 0 {
+			continue
+		}
+		want, ok := realModels[name]
+		if !ok {
+			t.Errorf("real model %s: no expectation (add it to realModels)", name)
+			continue
+		}
+		seenReal++
+		m := model{name: "real_" + name, build: func() (*graph.Model, error) {
+			return graph.LoadWith(files[0], graph.LoadOptions{AllowMissingExternal: true})
+		}}
+		goRes, cRes, err := generate(t, m)
+		switch {
+		case want == "nothing":
+			if !errors.Is(err, codegen.ErrNothing) {
+				t.Errorf("%s: %v, want nothing to generate", name, err)
+			}
+			continue
+		case want != "":
+			reasons := ""
+			if goRes != nil {
+				for _, s := range goRes.Skipped {
+					reasons += s.Reason + "; "
+				}
+			}
+			if !errors.Is(err, codegen.ErrNothing) || !strings.Contains(reasons, want) {
+				t.Errorf("%s: %v (left out: %s), want it left out for %q", name, err, reasons, want)
+			}
+			skipped++
+			t.Logf("SKIP %s (real model): %s", name, reasons)
+			continue
+		case err != nil:
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		emitted++
+		writeFiles(t, filepath.Join(mod, pkgName(m.name)), goRes.Files)
+		cdir := filepath.Join(root, "c", pkgName(m.name))
+		writeFiles(t, cdir, cRes.Files)
+		cJobs = append(cJobs, cJob{m.name, cdir, pkgName(m.name)})
+	}
+	if seenReal != len(realModels) {
+		t.Errorf("%d of the %d real models found", seenReal, len(realModels))
+	}
+	t.Logf("generated %d models in both languages (%d left out, printed above) in %v", emitted, skipped, time.Since(t0).Round(time.Millisecond))
 	if emitted < 80 {
 		t.Fatalf("only %d models generated", emitted)
 	}

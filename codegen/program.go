@@ -80,6 +80,15 @@ func newProgram(pg *passes.FreqProgram, pkg string) (*program, error) {
 		pr.Steps = append(pr.Steps, fmt.Sprintf("%s (%s, %s)", st.Op, st.Node, typeName(st.Type)))
 	}
 	last := len(pg.Steps) - 1
+	identity := vec[last] && len(pg.Index) == pg.Len
+	for k, i := range pg.Index {
+		identity = identity && i == k
+	}
+	if identity {
+		pr.Go = append(pr.Go, "for k := range f {", fmt.Sprintf("f[k] = v%d[k]", last), "}")
+		pr.C = append(pr.C, fmt.Sprintf("for (int k = 0; k < %d; k++) {", pg.Len), fmt.Sprintf("    f[k] = v%d[k];", last), "}")
+		return pr, nil
+	}
 	for k, i := range pg.Index {
 		src := fmt.Sprintf("s%d", last)
 		if vec[last] {
@@ -141,6 +150,22 @@ func opExpr(op string, a []string, lang, pkg string) (string, error) {
 		return fn(op, strings.ToLower(op)) + "(" + a[0] + ")", nil
 	case "Cast":
 		return a[0], nil
+	case "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Equal":
+		cmp := map[string]string{"Greater": ">", "Less": "<", "GreaterOrEqual": ">=", "LessOrEqual": "<=", "Equal": "=="}[op]
+		if lang == "c" {
+			return "(" + a[0] + " " + cmp + " " + a[1] + " ? 1.0 : 0.0)", nil
+		}
+		return "b2f(" + a[0] + " " + cmp + " " + a[1] + ")", nil
+	case "Not":
+		if lang == "c" {
+			return "(" + a[0] + " == 0 ? 1.0 : 0.0)", nil
+		}
+		return "b2f(" + a[0] + " == 0)", nil
+	case "Where":
+		if lang == "c" {
+			return "(" + a[0] + " != 0 ? " + a[1] + " : " + a[2] + ")", nil
+		}
+		return "pick(" + a[0] + ", " + a[1] + ", " + a[2] + ")", nil
 	}
 	return "", fmt.Errorf("op %s", op)
 }

@@ -61,12 +61,16 @@ type cosSinCase struct {
 	Cos, Sin  *table
 }
 
-// applyCase is one call of ApplyRoPE: x (In, [positions][heads][head
-// dim]) rotated at Positions must give Want.
+// applyCase is one call of ApplyRoPE: x, [positions][heads][head dim] of
+// goldenInput values, rotated at Positions (0..N-1 when Full) must give
+// Want at the rows Rows (indexes into the positions).
 type applyCase struct {
 	Positions *table
+	N         int
+	Full      bool
 	Heads     int
-	In, Want  *table
+	Rows      []int
+	Want      *table
 }
 
 func emitRoPE(g *gen, f *passes.Finding, suffix string) (*part, error) {
@@ -389,6 +393,14 @@ func (g *gen) ropeGolden(d *ropeData, ev *passes.RoPEEvidence, rot *rotation, su
 	if d.MaxPositions > 0 {
 		n = d.MaxPositions
 	}
+	if a, _, err := g.ctx.BoundShape(rot.in, 5); err == nil {
+		if b, _, err := g.ctx.BoundShape(rot.in, 7); err == nil && slices.Equal(a, b) {
+			// Static shapes: the model takes its one sequence length.
+			if l, err := newQLayout(a, a[min(max(ev.Axis, 0), len(a)-2)], d.HeadDim, ev.Axis); err == nil {
+				n = min(n, a[l.pos])
+			}
+		}
+	}
 	var pos *passes.Positions
 	if ev.Positions != nil && (ev.Positions.Value != "" || ev.Positions.Start != "") {
 		pos = ev.Positions
@@ -512,6 +524,12 @@ func (g *gen) ropeGolden(d *ropeData, ev *passes.RoPEEvidence, rot *rotation, su
 				lengths = append(lengths, x)
 			}
 		}
+		// And the first length beyond n with other frequencies, when the
+		// rule switches further on (LongRoPE's long factors beyond the
+		// original length).
+		if x := nextSwitch(ev.Angles.Program, n); x > 0 {
+			lengths = append(lengths, x)
+		}
 		for _, x := range lengths {
 			c, err := cosSin(x, true)
 			if err != nil {
@@ -532,54 +550,75 @@ func (g *gen) ropeGolden(d *ropeData, ev *passes.RoPEEvidence, rot *rotation, su
 		}
 		n = got
 	}
-	// ApplyRoPE: pseudo-random q at the sampled positions (all
+	// ApplyRoPE: q of goldenInput values at the sampled positions (all
 	// positions of a shorter sequence for dynamic frequencies, which the
-	// function recomputes from the positions it is given).
+	// function recomputes from the positions it is given); the tests make
+	// the same values, so only the rotated rows they compare are stored.
 	an := n
 	if d.Form == "dynamic" {
 		an = min(n, 64)
 	}
-	heads := 0
-	r := rng(0x9e3779b97f4a7c15)
-	var inVals []float64
+	shape, _, err := g.ctx.BoundShape(rot.in, an)
+	if err != nil {
+		return fmt.Errorf("golden vectors of the rotation: %w", err)
+	}
+	l0, err := newQLayout(shape, an, d.HeadDim, ev.Axis)
+	if err != nil {
+		return fmt.Errorf("golden vectors of the rotation: %w", err)
+	}
+	heads := l0.heads
+	budget := max(2, 20000/max(1, heads*d.HeadDim))
+	ac := &applyCase{Heads: heads, N: an}
+	var call []int
+	if d.Form == "dynamic" {
+		ac.Full = true
+		for i := 0; i < an; i++ {
+			call = append(call, i)
+		}
+		all := make([]int, an)
+		for i := range all {
+			all[i] = i
+		}
+		ac.Rows = thin(all, min(8, budget))
+	} else {
+		call = thin(samplePositions(an), min(12, budget))
+		for i := range call {
+			ac.Rows = append(ac.Rows, i)
+		}
+	}
 	res, err := run(an, func(l *qLayout) []float64 {
-		heads = l.heads
 		size := 1
 		for _, x := range l.shape {
 			size *= x
 		}
 		v := make([]float64, size)
-		for i := range v {
-			v[i] = roundTo(rotType, r.next())
+		for r, p := range call {
+			for h := 0; h < l.heads; h++ {
+				for e := 0; e < d.HeadDim; e++ {
+					v[l.index(p, h, e)] = goldenInput((r*l.heads+h)*d.HeadDim + e)
+				}
+			}
 		}
-		inVals = v
 		return v
 	})
 	if err != nil {
 		return fmt.Errorf("golden vectors of the rotation: %w", err)
 	}
-	var rows []int
-	if d.Form == "dynamic" {
-		for i := 0; i < an; i++ {
-			rows = append(rows, i)
-		}
-	} else {
-		rows = thin(samplePositions(an), min(12, max(2, 20000/max(1, heads*d.HeadDim))))
-	}
-	ac := &applyCase{Heads: heads}
 	typ := floatType(rotType)
-	ac.In = &table{Name: "goldenApplyRoPEIn" + suffix, Type: typ, Golden: true}
 	ac.Want = &table{Name: "goldenApplyRoPEWant" + suffix, Type: typ, Golden: true}
-	ac.Positions = &table{Name: "goldenApplyRoPEPositions" + suffix, Type: "int64", Golden: true}
-	for _, p := range rows {
-		ac.Positions.Vals = append(ac.Positions.Vals, float64(p))
+	if !ac.Full {
+		ac.Positions = &table{Name: "goldenApplyRoPEPositions" + suffix, Type: "int64", Golden: true}
+		for _, p := range call {
+			ac.Positions.Vals = append(ac.Positions.Vals, float64(p))
+		}
+	}
+	for _, r := range ac.Rows {
 		for h := 0; h < heads; h++ {
 			for e := 0; e < d.HeadDim; e++ {
-				x, y := inVals[res.l.index(p, h, e)], res.out[res.lo.index(p, h, e)]
+				y := res.out[res.lo.index(call[r], h, e)]
 				if typ == "uint16" {
-					x, y = float64(halfBits(rotType, x)), float64(halfBits(rotType, y))
+					y = float64(halfBits(rotType, y))
 				}
-				ac.In.Vals = append(ac.In.Vals, x)
 				ac.Want.Vals = append(ac.Want.Vals, y)
 			}
 		}
@@ -587,6 +626,47 @@ func (g *gen) ropeGolden(d *ropeData, ev *passes.RoPEEvidence, rot *rotation, su
 	d.G.Apply = ac
 	return nil
 }
+
+// nextSwitch is the first length above n (up to 2^17) at which the
+// program gives other frequencies than at n, or 0.
+func nextSwitch(pg *passes.FreqProgram, n int) int {
+	at := func(l int) []float64 {
+		f, err := pg.Eval(int64(l-1), int64(l))
+		if err != nil {
+			return nil
+		}
+		return f
+	}
+	base := at(n)
+	if base == nil {
+		return 0
+	}
+	hi := 0
+	for l := 2 * n; l <= 1<<17; l *= 2 {
+		if f := at(l); f != nil && !slices.Equal(f, base) {
+			hi = l
+			break
+		}
+	}
+	if hi == 0 {
+		return 0
+	}
+	lo := n // at(lo) == base, at(hi) != base
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if slices.Equal(at(mid), base) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi
+}
+
+// goldenInput is the value the tests rotate at flat index i of x: a
+// multiple of 1/64 in [-1, 1], exact in float32, float16 and bfloat16
+// (the generated tests compute the same).
+func goldenInput(i int) float64 { return float64((i*37+11)%129-64) / 64 }
 
 // ropeDoc is the documentation of the rope section.
 func ropeDoc(g *gen, f *passes.Finding, p *passes.RoPEParams, ev *passes.RoPEEvidence, d *ropeData) []string {

@@ -92,8 +92,11 @@ func emitShaw(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		n = max(16, 4*d.MaxRel)
 	}
 	n = min(n, g.opts.MaxPositions, 64)
-	d.N = n
 	b0 := blocks[0]
+	if f := g.fixedLen(b0.Index, 1); f > 0 {
+		n = min(n, f)
+	}
+	d.N = n
 	r, err := g.extract(passes.ExtractSpec{Values: []string{b0.Index}, Seq: n})
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)

@@ -64,6 +64,9 @@ func emitT5(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	// The bucket map, from the model's bucket index over n queries and
 	// keys: row 0 holds distances 0..n-1, column 0 distances 0..-(n-1).
 	n := min(g.opts.MaxPositions, max(64, 4*d.MaxDistance))
+	if f := g.fixedLen(ev.Buckets, 1); f > 0 {
+		n = min(n, f)
+	}
 	r, err := g.extract(passes.ExtractSpec{Values: []string{ev.Buckets}, Seq: n})
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
@@ -85,7 +88,7 @@ func emitT5(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		}
 		d.Buckets.Vals = append(d.Buckets.Vals, bv.at(0, i, j))
 	}
-	small := 16
+	small := min(n, 16)
 	c, err := g.biasGolden(ev.Bias, small, small, d.Heads, "goldenT5Bias"+suffix+"_16")
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)

@@ -59,6 +59,18 @@ func (r *runner) run(given map[string]*kernels.Tensor) ([]*kernels.Tensor, error
 	return res, nil
 }
 
+// fixedLen is the number of positions of a model whose sizes do not follow
+// the sequence length (static shapes): the size of value's axis
+// fromEnd-th from the end; 0 when the sizes follow the sequence.
+func (g *gen) fixedLen(value string, fromEnd int) int {
+	a, _, err1 := g.ctx.BoundShape(value, 5)
+	b, _, err2 := g.ctx.BoundShape(value, 7)
+	if err1 != nil || err2 != nil || !slices.Equal(a, b) || len(a) < fromEnd {
+		return 0
+	}
+	return a[len(a)-fromEnd]
+}
+
 // samplePositions are the positions of 0..n-1 the golden vectors keep:
 // the first 16, then steps growing by about half up to n-1, and n-1.
 func samplePositions(n int) []int {
@@ -125,6 +137,10 @@ func floatType(dt graph.DataType) string {
 // longest runs fn at n positions, and at fewer (halving) when the model
 // refuses n; it returns the n that ran.
 func longest(n, least int, fn func(n int) error) (int, error) {
+	if n < 1 {
+		return 0, fmt.Errorf("no positions to test")
+	}
+	least = min(least, n)
 	var first error
 	for ; n >= least; n /= 2 {
 		err := fn(n)

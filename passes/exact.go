@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/x448/float16"
 
@@ -58,9 +59,9 @@ type FreqProgram struct {
 	Len int
 }
 
-// FreqStep is one step of a FreqProgram: an ONNX element-wise op (Add,
-// Sub, Mul, Div, Pow, Max, Min, Clip, Reciprocal, Neg, Sqrt, Exp, Log,
-// Floor, Ceil, Cast) over earlier steps and constants, or one of the
+// FreqStep is one step of a FreqProgram: an ONNX element-wise op (FreqOps:
+// arithmetic, comparisons, Where; an If choosing between two branches is a
+// Where of their programs) over earlier steps and constants, or one of the
 // inputs: "max_position" (the largest position the model is given) or
 // "length" (the number of positions).
 type FreqStep struct {
@@ -115,8 +116,11 @@ func (a *Angles) freqsAt(n int) ([]float64, error) {
 	return a.Program.eval(int64(n-1), int64(n))
 }
 
-// eval runs the program for the largest position maxPos and the number of
-// positions n, returning the frequency of every pair.
+// Eval runs the program for the largest position maxPos and the number of
+// positions n, returning the frequency of every pair (in float64, each
+// step rounded to its type).
+func (pg *FreqProgram) Eval(maxPos, n int64) ([]float64, error) { return pg.eval(maxPos, n) }
+
 func (pg *FreqProgram) eval(maxPos, n int64) ([]float64, error) {
 	vals := make([][]float64, len(pg.Steps))
 	get := func(a FreqArg, i int) float64 {
@@ -212,12 +216,37 @@ func freqOp(op string, a []float64) (float64, bool) {
 		return math.Ceil(a[0]), true
 	case "Cast", "Identity":
 		return a[0], true
+	case "Greater":
+		return b2f(a[0] > a[1]), true
+	case "Less":
+		return b2f(a[0] < a[1]), true
+	case "GreaterOrEqual":
+		return b2f(a[0] >= a[1]), true
+	case "LessOrEqual":
+		return b2f(a[0] <= a[1]), true
+	case "Equal":
+		return b2f(a[0] == a[1]), true
+	case "Not":
+		return b2f(a[0] == 0), true
+	case "Where":
+		if a[0] != 0 {
+			return a[1], true
+		}
+		return a[2], true
 	}
 	return 0, false
 }
 
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // FreqOps are the ops a FreqProgram step may be.
-var FreqOps = []string{"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Clip", "Reciprocal", "Neg", "Sqrt", "Exp", "Log", "Floor", "Ceil", "Cast"}
+var FreqOps = []string{"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Clip", "Reciprocal", "Neg", "Sqrt", "Exp", "Log", "Floor", "Ceil", "Cast",
+	"Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Equal", "Not", "Where"}
 
 // deepCone is the cone of vs with the nodes of the subgraphs its nodes
 // hold (a table computed in a Loop body).
@@ -444,11 +473,13 @@ func (w *Work) scaleAfter(v *graph.Value, in map[*graph.Node]bool) (float64, str
 // confirms it on the operand's values for a few sequence lengths.
 func (w *Work) freqProgram(prod *graph.Node, omega []float64) (*FreqProgram, string) {
 	why := "neither operand of the product is a constant or a program of the positions"
+	var whys []string
 	for i := 0; i < 2; i++ {
 		b := &progBuilder{w: w, memo: map[*graph.Value]FreqArg{}}
 		if _, ok := b.walk(prod.Input(i)); !ok {
 			if b.why != "" {
-				why = "the frequencies: " + b.why
+				whys = append(whys, fmt.Sprintf("operand %d: %s", i, b.why))
+				why = "the frequencies: " + strings.Join(whys, "; ")
 			}
 			continue
 		}
@@ -562,6 +593,34 @@ func (b *progBuilder) walk(v *graph.Value) (FreqArg, bool) {
 			return b.fail("Gather %v does not read the number of positions", n)
 		}
 		a = b.add(FreqStep{Op: "length", Type: graph.Int64, Node: w.OrigName(n)}, false)
+	case op == "If":
+		// A choice between two sets of frequencies (LongRoPE's short and
+		// long factors): both branches are programs, the condition too.
+		sgs := n.Subgraphs()
+		i := v.OutputIndex()
+		if len(sgs) != 2 || i >= len(sgs[0].Outputs) || i >= len(sgs[1].Outputs) {
+			return b.fail("If %v: branches", n)
+		}
+		then, els := sgs[0].Outputs[i], sgs[1].Outputs[i]
+		if n.Attr("else_branch") != nil && n.Attr("else_branch").Graph == sgs[0] {
+			then, els = els, then
+		}
+		st := FreqStep{Op: "Where", Type: w.ElemType(v), Node: w.OrigName(n)}
+		vec := false
+		for _, in := range []*graph.Value{n.Input(0), then, els} {
+			x, ok := b.walk(in)
+			if !ok {
+				return x, false
+			}
+			if x.Step >= 0 && b.vec[x.Step] || len(x.Const) > 1 {
+				vec = true
+			}
+			st.Args = append(st.Args, x)
+		}
+		if st.Type == graph.Undefined {
+			st.Type = w.ElemType(then)
+		}
+		a = b.add(st, vec)
 	case slices.Contains(FreqOps, op):
 		st := FreqStep{Op: op, Type: w.ElemType(n.Output(0)), Node: w.OrigName(n)}
 		vec := false
@@ -583,7 +642,7 @@ func (b *progBuilder) walk(v *graph.Value) (FreqArg, bool) {
 			lo, hi := n.AttrFloat("min", float32(math.Inf(-1))), n.AttrFloat("max", float32(math.Inf(1)))
 			st.Args = append(st.Args, FreqArg{Step: -1, Const: []float64{float64(lo)}}, FreqArg{Step: -1, Const: []float64{float64(hi)}})
 		}
-		if !isFloatType(st.Type) && !st.Type.IsInt() {
+		if !isFloatType(st.Type) && !st.Type.IsInt() && st.Type != graph.Bool {
 			return b.fail("%s %v computes %v", op, n, st.Type)
 		}
 		a = b.add(st, vec)
