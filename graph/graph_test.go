@@ -348,6 +348,10 @@ func TestTensorDecoding(t *testing.T) {
 	if _, err := graph.NewTensor("x", graph.Float, []int64{3}, []float32{1, 2}); !errors.Is(err, graph.ErrTensorSize) {
 		t.Errorf("wrong count: %v", err)
 	}
+	st, err := graph.NewTensor("s", graph.String, []int64{2}, []string{"a", "bc"})
+	if d, _ := st.Data(); err != nil || !cmp.Equal(d, []string{"a", "bc"}) {
+		t.Errorf("strings: %v (%v)", d, err)
+	}
 	// The sub-byte types are packed by NewTensor and unpacked by Data.
 	for _, c := range []struct {
 		dt   graph.DataType

@@ -33,7 +33,7 @@ type Tensor struct {
 // NewTensor makes a tensor from a Go slice whose element type matches dt:
 // []float32 (Float), []float64 (Double), []float16.Float16 (Float16),
 // []BF16 (BFloat16), []int8, []int16, []int32, []int64, []uint8,
-// []uint16, []uint32, []uint64, []bool; the 8-bit float types as their
+// []uint16, []uint32, []uint64, []bool, []string; the 8-bit float types as their
 // bit patterns in []uint8, int4 and int2 as []int8 and uint4, uint2 and
 // float4e2m1 as []uint8, one element per entry (packed on the way). The
 // elements are stored in raw_data.
@@ -41,6 +41,16 @@ func NewTensor(name string, dt DataType, dims []int64, data any) (*Tensor, error
 	n, err := numElements(dims)
 	if err != nil {
 		return nil, err
+	}
+	if v, ok := data.([]string); ok && dt == String {
+		if int64(len(v)) != n {
+			return nil, fmt.Errorf("tensor %q: %d elements for dims %v: %w", name, len(v), dims, ErrTensorSize)
+		}
+		b := make([][]byte, len(v))
+		for i, x := range v {
+			b[i] = []byte(x)
+		}
+		return stringTensor(name, append([]int64(nil), dims...), b), nil
 	}
 	raw, m, err := encodeRaw(dt, data)
 	if err != nil {

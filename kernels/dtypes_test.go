@@ -160,3 +160,45 @@ func TestUnsignedAndInt16Ops(t *testing.T) {
 		}
 	}
 }
+
+// TestSmallTypesMove moves float8, float4, int4 and uint2 tensors through
+// the data-movement ops whose schemas take them and compares with the
+// same ops on the values as float32.
+func TestSmallTypesMove(t *testing.T) {
+	vals := []float32{1, -2, 0.5, 0, 3, -1}
+	for _, dt := range []graph.DataType{graph.Float8E4M3FN, graph.Float8E5M2, graph.Float4E2M1, graph.Int4, graph.Uint2} {
+		v := vals
+		if dt == graph.Int4 {
+			v = []float32{1, -2, 5, 0, 3, -1}
+		} else if dt == graph.Uint2 {
+			v = []float32{1, 2, 3, 0, 3, 1}
+		}
+		f := FromSlice([]int{2, 3}, v)
+		x := castTensor(f, dt)
+		for _, c := range []struct {
+			op    string
+			attrs []*graph.Attr
+			extra []*Tensor
+		}{
+			{"Transpose", nil, nil},
+			{"Flatten", []*graph.Attr{graph.IntAttr("axis", 0)}, nil},
+			{"Reshape", nil, []*Tensor{FromSlice([]int{2}, []int64{3, 2})}},
+			{"Unsqueeze", nil, []*Tensor{FromSlice([]int{1}, []int64{0})}},
+			{"Pad", nil, []*Tensor{FromSlice([]int{4}, []int64{0, 1, 1, 0})}},
+			{"Identity", nil, nil},
+		} {
+			want, err := runOp(t, "", c.op, 21, 1, c.attrs, append([]*Tensor{f}, c.extra...)...)
+			if err != nil {
+				t.Fatalf("%s on float32: %v", c.op, err)
+			}
+			got, err := runOp(t, "", c.op, 21, 1, c.attrs, append([]*Tensor{x}, c.extra...)...)
+			if err != nil {
+				t.Errorf("%s on %v: %v", c.op, dt, err)
+				continue
+			}
+			if got[0].DType != dt || !equalShape(got[0].Shape, want[0].Shape) || fmt.Sprint(got[0].Float64s()) != fmt.Sprint(want[0].Float64s()) {
+				t.Errorf("%s on %v: %v %v, want %v", c.op, dt, got[0], got[0].Float64s(), want[0].Float64s())
+			}
+		}
+	}
+}

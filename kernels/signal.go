@@ -112,6 +112,7 @@ func dftKernel(c *Call, in []*Tensor) ([]*Tensor, error) {
 	ys := make([]float64, y.Len())
 	outer, inner := shapeSize(x.Shape[:axis]), shapeSize(x.Shape[axis+1:r-1])
 	ch := x.Shape[r-1]
+	c.reserveElems(max(m, n), 8*8) // the scratch of one transform
 	re, im := make([]float64, max(m, n)), make([]float64, max(m, n))
 	ore, oim := make([]float64, n), make([]float64, n)
 	fre, fim := make([]float64, n), make([]float64, n) // Hermitian spectrum (irfft)
@@ -201,6 +202,12 @@ func stft(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if step <= 0 || fl <= 0 {
 		return nil, fmt.Errorf("frame_step %d and frame_length %d must be positive", step, fl)
 	}
+	if l := x.Shape[1]; l < fl {
+		return nil, fmt.Errorf("signal of %d samples is shorter than a frame of %d", l, fl)
+	}
+	// The window, the twiddle table and the frame buffers are of the
+	// frame's length (bounded here: the output may have no elements).
+	c.reserveElems(fl, 8*8)
 	var w []float64
 	if win != nil {
 		if len(win.Shape) != 1 {
@@ -214,9 +221,6 @@ func stft(c *Call, in []*Tensor) ([]*Tensor, error) {
 		}
 	}
 	b, l, ch := x.Shape[0], x.Shape[1], x.Shape[2]
-	if l < fl {
-		return nil, fmt.Errorf("signal of %d samples is shorter than a frame of %d", l, fl)
-	}
 	frames := 1 + (l-fl)/step
 	onesided := c.Int("onesided", 1) != 0
 	bins := fl
