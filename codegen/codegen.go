@@ -151,6 +151,9 @@ type part struct {
 	TestImps []string
 }
 
+// CTest is the name of the part's C test function.
+func (p *part) CTest() string { return "test_" + p.Scheme + p.Suffix }
+
 // Generate turns the findings of rep (the audit of ctx's model) into
 // source. It returns ErrNothing when no finding has a positional encoding
 // to generate.
@@ -160,6 +163,9 @@ func Generate(rep *passes.Report, ctx *passes.Context, opts Options) (*Result, e
 	}
 	if !token.IsIdentifier(opts.Package) || token.IsKeyword(opts.Package) || opts.Package == "_" || strings.ToLower(opts.Package) != opts.Package || strings.Contains(opts.Package, "__") {
 		return nil, fmt.Errorf("%w: package name %q is not a lower-case identifier", ErrOptions, opts.Package)
+	}
+	if opts.Lang == "go" && opts.Package == "main" {
+		return nil, fmt.Errorf("%w: package name main: the generated code is a library package", ErrOptions)
 	}
 	if opts.MaxPositions <= 0 {
 		opts.MaxPositions = DefaultPositions

@@ -310,3 +310,71 @@ func tamper(t *testing.T, mod, pkg, name, old, new string) string {
 	writeFiles(t, filepath.Join(mod, name), []codegen.File{{Name: name + ".go", Data: src}, {Name: name + "_test.go", Data: test}})
 	return name
 }
+
+// TestTwoFindingsOfAScheme generates a package from two findings of one
+// scheme (as a model whose layers use two RoPE settings gives): the second
+// one's names are numbered, and both languages still build and pass.
+func TestTwoFindingsOfAScheme(t *testing.T) {
+	man, err := testmodels.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var path string
+	for _, e := range man.Models {
+		if e.Name == "rope_gptj" {
+			path = e.ModelPath()
+		}
+	}
+	g, err := graph.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, ctx, err := passes.AuditModel(g, "rope_gptj", passes.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := *rep.Findings[0]
+	second.Layers = []int{7}
+	rep.Findings = append(rep.Findings, &second)
+	root := t.TempDir()
+	for _, lang := range codegen.Languages {
+		res, err := codegen.Generate(rep, ctx, codegen.Options{Lang: lang, Package: "two", Model: "rope_gptj.onnx", SHA256: strings.Repeat("0", 64)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Emitted) != 2 || !strings.HasSuffix(res.Emitted[1].Functions[0], "2") {
+			t.Fatalf("%s: emitted %+v, want the second finding's functions numbered", lang, res.Emitted)
+		}
+		writeFiles(t, filepath.Join(root, lang), res.Files)
+	}
+	writeFiles(t, filepath.Join(root, "go"), []codegen.File{{Name: "go.mod", Data: []byte("module example.com/two\n\ngo 1.21\n")}})
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	for _, args := range [][]string{{"vet", "."}, {"test", "-count=1", "-vet=off", "."}} {
+		cmd := exec.Command(goBin, args...)
+		cmd.Dir = filepath.Join(root, "go")
+		cmd.Env = append(os.Environ(), "GOWORK=off")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go %v: %v\n%s", args, err, out)
+		}
+	}
+	cc, err := exec.LookPath("gcc")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no C compiler: %v", err)
+		}
+		t.Skipf("SKIP the C half: no gcc (%v)", err)
+	}
+	cmd := exec.Command(cc, "-std=c99", "-Wall", "-Wextra", "-Werror", "-o", "two_test", "two_test.c", "-lm")
+	cmd.Dir = filepath.Join(root, "c")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	cmd = exec.Command("./two_test")
+	cmd.Dir = filepath.Join(root, "c")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the C test program: %v\n%s", err, out)
+	}
+}
