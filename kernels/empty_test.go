@@ -3,10 +3,12 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/internal/conformance"
 )
 
 // Tensors with a dimension of 0: every kernel must run them (a first
@@ -20,9 +22,9 @@ func TestReduceEmpty(t *testing.T) {
 	inf := math.Inf(1)
 	for _, tc := range []struct {
 		op       string
-		identity float64 // of an empty reduced axis (NaN: 0/0 for ReduceMean)
+		identity float64 // of an empty reduced axis (ReduceMean: ONNX Runtime's 0)
 	}{
-		{"ReduceSum", 0}, {"ReduceMean", math.NaN()}, {"ReduceMax", -inf}, {"ReduceMin", inf},
+		{"ReduceSum", 0}, {"ReduceMean", 0}, {"ReduceMax", -inf}, {"ReduceMin", inf},
 		{"ReduceProd", 1}, {"ReduceLogSumExp", -inf}, {"ReduceSumSquare", 0}, {"ReduceL1", 0},
 		{"ReduceL2", 0}, {"ReduceLogSum", -inf},
 	} {
@@ -128,5 +130,31 @@ func TestMatMulEmptyInner(t *testing.T) {
 		if want := []float64{2, 4, 6, 2, 4, 6}; !slices.Equal(y[0].Shape, []int{2, 3}) || !slices.Equal(y[0].Float64s(), want) {
 			t.Errorf("Gemm trans=%d: %v %v, want [2 3] %v", trans, y[0].Shape, y[0].Float64s(), want)
 		}
+	}
+}
+
+// TestScan8ZeroLength: a Scan (opset 8) over sequences of length 0 runs no
+// iteration, so its final state is its initial state and its scan output
+// is empty (ONNX's test_scan_sum with the sequence cut to 0).
+func TestScan8ZeroLength(t *testing.T) {
+	dir := filepath.Join(conformance.Require(t), "onnx-node", "test_scan_sum")
+	m, err := graph.Load(filepath.Join(dir, "model.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSession(m, Options{IgnoreDeclaredShapes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	initial := FromSlice([]int{1, 2}, []float32{3, -4})
+	out, err := s.Run(map[string]*Tensor{"initial": initial, "x": New(graph.Float, 1, 0, 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if y := out["y"]; !slices.Equal(y.Shape, []int{1, 2}) || !slices.Equal(y.Float64s(), []float64{3, -4}) {
+		t.Errorf("final state %v %v, want the initial [1 2] [3 -4]", y, y.Float64s())
+	}
+	if z := out["z"]; !slices.Equal(z.Shape, []int{1, 0, 2}) {
+		t.Errorf("scan output %v, want float32[1,0,2]", z)
 	}
 }

@@ -716,6 +716,9 @@ func convSetup(c *Call, x, w *Tensor) (*convGeom, error) {
 		return nil, fmt.Errorf("channels %d/%d do not fit group %d and weights %v", cin, cout, group, w.Shape)
 	}
 	ks := w.Shape[2:]
+	if slices.Contains(ks, 0) {
+		return nil, fmt.Errorf("weights %v have an empty kernel", w.Shape)
+	}
 	if k := c.Ints("kernel_shape"); k != nil && !slices.Equal(toInts(k), ks) {
 		return nil, fmt.Errorf("kernel_shape %v differs from weights %v", k, ks)
 	}

@@ -29,10 +29,10 @@ func channelStats(x []float64, n, ch, inner, ngroups int, key func(n, c int) int
 			count[g] += float64(inner)
 		}
 	}
+	// A group without elements (an empty batch) has the mean and variance
+	// 0/0 = NaN, as numpy's and ONNX Runtime's.
 	for g := range mean {
-		if count[g] > 0 {
-			mean[g] /= count[g]
-		}
+		mean[g] /= count[g]
 	}
 	// The variance from the deviations (two passes), as numpy's var.
 	for b := range n {
@@ -46,9 +46,7 @@ func channelStats(x []float64, n, ch, inner, ngroups int, key func(n, c int) int
 		}
 	}
 	for g := range variance {
-		if count[g] > 0 {
-			variance[g] /= count[g]
-		}
+		variance[g] /= count[g]
 	}
 	return mean, variance
 }

@@ -42,7 +42,9 @@ func reduceRows[T Num](op redOp, dst, src []T, r int, acc64 bool) {
 		case redLogSum, redLogSumExp:
 			v = math.Inf(-1)
 		case redMean:
-			v = math.NaN()
+			// ONNX leaves the mean of nothing undefined; ONNX Runtime
+			// gives 0 (numpy NaN): onnxpe follows the runtime.
+			v = 0
 		}
 		for i := range dst {
 			dst[i] = fromF64[T](v)

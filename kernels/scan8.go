@@ -122,7 +122,10 @@ func scan8(c *Call, in []*Tensor) ([]*Tensor, error) {
 			}
 		}
 		if elem == nil {
-			return nil, fmt.Errorf("scan output %d has no element to take its shape from", j)
+			// No iteration ran: the per-iteration shape is the one the
+			// body declares (unknown sizes 0), as for Scan 9.
+			e := emptyScan(c, bodyOutput(c, n+j))
+			elem = c.zeros(e.DType, e.Shape[1:]...)
 		}
 		out := c.zeros(elem.DType, slices.Concat([]int{batch, maxLen}, elem.Shape)...)
 		per := elem.Len()

@@ -254,8 +254,9 @@ func split(c *Call, in []*Tensor) ([]*Tensor, error) {
 	var sizes []int64
 	if c.Opset < 13 {
 		sizes = c.Ints("split")
-	} else {
-		sizes = intsInput(in, 1)
+	} else if t := optIn(in, 1); t != nil && t.Len() > 0 {
+		// An empty split input is an absent one (as ONNX Runtime reads it).
+		sizes = t.Int64s()
 	}
 	dim := x.Shape[axis]
 	if sizes == nil {
