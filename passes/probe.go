@@ -476,7 +476,7 @@ func (p *Probe) input(v *graph.Value) (*kernels.Tensor, error) {
 		for i := range vals {
 			vals[i] = float64(p.Start + int64(i%last))
 		}
-	case RoleMask:
+	case RoleMask, RoleOther:
 		for i := range vals {
 			vals[i] = 1
 		}

@@ -1,6 +1,10 @@
 package passes
 
 import (
+	"cmp"
+	"math"
+	"slices"
+
 	"github.com/onnxpe/onnxpe/graph"
 )
 
@@ -8,15 +12,30 @@ import (
 // it decides the values probes give it.
 type Role string
 
-// Input roles, read from how each input is used (never from its name).
+// Input roles, read from how each input is used (never from its name):
+// what its values meet, followed forward through ops that keep them.
+// Firm uses decide first (the position input of a fused rotation, rows
+// that multiply another value: a cos/sin cache; EmbedLayerNormalization's
+// and the attention ops' inputs by their contracts); then tables: the
+// token ids read the table whose rows are the vocabulary of the logits,
+// else the largest, and the other table readers are positions, or token
+// types when the graph computes its positions itself or their table has
+// at most maxSegmentRows rows; then a mask's own uses (logic, CumSum,
+// 1 - m, m·-1e4, comparison with a constant); then use as a number
+// (angles, offsets by computed values, Range, ReduceMax) makes positions.
+//
+// One ambiguity stays: a model without logits whose token table is
+// smaller than its position table (both gathered and added) is read with
+// the larger table as tokens; nothing in such a graph tells them apart.
 const (
-	// RoleTokens: integer ids gathered from the largest table (the token
-	// embedding).
+	// RoleTokens: integer ids gathered from the token embedding (the
+	// vocabulary of the logits, else the largest table).
 	RoleTokens Role = "input_ids"
-	// RoleTokenType: integer ids gathered from a table of a few rows.
+	// RoleTokenType: integer ids gathered from a segment table.
 	RoleTokenType Role = "token_type_ids"
 	// RolePositions: integer positions (gathered from a position table or
-	// a cos/sin cache, or turned into angles).
+	// a cos/sin cache, turned into angles, or the position input of a
+	// fused rotation).
 	RolePositions Role = "position_ids"
 	// RoleMask: an attention mask (integers, booleans, or floats over the
 	// batch and sequence).
@@ -27,6 +46,12 @@ const (
 	// RoleParam: weights, caches or frequencies given as inputs (exporters
 	// that keep parameters out of the file).
 	RoleParam Role = "param"
+	// RoleOther: integers or booleans whose uses say none of the above
+	// (a sequence length given to a fused op); probes give them ones.
+	RoleOther Role = "other"
+	// RoleUnused: an input whose values nothing reads (only its shape, or
+	// nothing at all).
+	RoleUnused Role = "unused"
 )
 
 // roles holds the input roles and which values carry activations (depend
@@ -56,108 +81,303 @@ func (w *Work) Inputs() []*graph.Value {
 }
 
 // indexPreserving are the ops through which an index tensor is still the
-// same indices.
+// same indices (at their input 0).
 var indexPreserving = map[string]bool{"Reshape": true, "Unsqueeze": true, "Squeeze": true, "Cast": true,
-	"Flatten": true, "Expand": true, "Identity": true, "Tile": true, "Slice": true}
+	"Flatten": true, "Expand": true, "Identity": true, "Tile": true, "Slice": true, "Gather": true}
 
-// reachUses calls f for every (node, input index) reading v directly or
-// through index-preserving ops.
-func reachUses(v *graph.Value, f func(n *graph.Node, i int)) {
+// maxSegmentRows is the most rows a token-type (segment) table has: BERT's
+// has 2, ONNX Runtime's BERT test models 16. A second table read by an
+// input, with more rows and no other evidence, is read at positions.
+const maxSegmentRows = 16
+
+// inputUses is what the uses of one integer or boolean input say about
+// its values, read forward through ops that keep them (reshapes, casts,
+// slices, repeats) and, for positions only, through arithmetic.
+type inputUses struct {
+	valued bool  // some node reads its values, not only its shape
+	rows   int64 // the most rows of a float [rows, dim] table it gathers
+	// rotates: the rows it gathers multiply a value computed apart from
+	// them (rotation factors: a cos/sin cache).
+	rotates bool
+	// position names a use only positions have: the position input of a
+	// fused rotation, a gather from a cos/sin cache of rank 3 or more;
+	// after arithmetic, also a table gathered at the computed indices.
+	position string
+	// direct: position was reached without arithmetic.
+	direct bool
+	mask   string // a use only masks have (logic, CumSum, 1-m, m·-1e4, ...)
+	// number: used as a number (arithmetic with computed values, Range,
+	// ReduceMax, comparisons with computed values, cast to float and
+	// multiplied): positions unless a mask's own use says otherwise.
+	number string
+	eln    int // its input index of EmbedLayerNormalization, or -1
+}
+
+// fusedMaskInput is the input of each fused attention op that is a mask
+// by its contract (ONNX's Attention, ContribOperators.md).
+var fusedMaskInput = map[string]int{".Attention": 3, "com.microsoft.Attention": 3, "com.microsoft.MultiHeadAttention": 4,
+	"com.microsoft.DecoderMaskedMultiHeadAttention": 3, "com.microsoft.DecoderMaskedSelfAttention": 3}
+
+// readUses collects the uses of input v.
+func (w *Work) readUses(v *graph.Value) *inputUses {
+	u := &inputUses{eln: -1}
+	pos := func(why string, arith bool) {
+		if u.position == "" || !u.direct && !arith {
+			u.position, u.direct = why, !arith
+		}
+	}
 	seen := map[*graph.Value]bool{}
-	var walk func(v *graph.Value, depth int)
-	walk = func(v *graph.Value, depth int) {
-		if seen[v] || depth > 8 {
+	var walk func(x *graph.Value, float, arith bool, depth int)
+	walk = func(x *graph.Value, float, arith bool, depth int) {
+		if x == nil || seen[x] || depth > 12 {
 			return
 		}
-		seen[v] = true
-		for _, u := range v.Uses() {
-			f(u.Node, u.Index)
-			if indexPreserving[u.Node.OpType] && u.Index == 0 && isONNX(u.Node) {
-				for _, o := range u.Node.Outputs() {
-					walk(o, depth+1)
+		seen[x] = true
+		for _, use := range x.Uses() {
+			n, i := use.Node, use.Index
+			if isONNX(n) && (n.OpType == "Shape" || n.OpType == "Size") {
+				continue
+			}
+			u.valued = true
+			if spec, ok := FusedSpecs[opKey(n)]; ok && spec.PosIDs >= 0 && spec.PosIDs == i {
+				pos("the position_ids of "+n.OpType, arith)
+				continue
+			}
+			if mi, ok := fusedMaskInput[opKey(n)]; ok && mi == i && !arith {
+				u.mask = "the mask input of " + n.OpType
+				continue
+			}
+			switch {
+			case n.OpType == "RotaryEmbedding" && (n.Domain == "com.microsoft" && i == 1 || isONNX(n) && i == 3):
+				pos("the position_ids of RotaryEmbedding", arith)
+			case n.OpType == "EmbedLayerNormalization" && n.Domain == "com.microsoft":
+				if !arith {
+					u.eln = i
 				}
+			case n.OpType == "ATen" && n.AttrString("operator", "") == "embedding" && i == 1:
+				// PyTorch's embedding kept as an ATen op (ORTModule).
+				if t := w.Shape(n.Input(0)); t.Rank() == 2 && t.Dims[0].Known() && !arith {
+					u.rows = max(u.rows, int64(t.Dims[0]))
+				}
+			case !isONNX(n):
+			case n.OpType == "Cast":
+				to := graph.DataType(n.AttrInt("to", 0))
+				switch {
+				case to == graph.Bool:
+					if !arith {
+						u.mask = "Cast to bool"
+					}
+				case isFloatType(to):
+					walk(n.Output(0), true, arith, depth+1)
+				default:
+					walk(n.Output(0), float, arith, depth+1)
+				}
+			case n.OpType == "Mul" && w.constScalarIs(n.Input(1-i), func(f float64) bool { return math.Abs(f) >= 1e4 }):
+				u.mask = "mask times a large number"
+			case float && (n.OpType == "MatMul" || n.OpType == "Mul" || n.OpType == "Einsum" || n.OpType == "Sin" || n.OpType == "Cos" || n.OpType == "Div"):
+				// Angles (positions times frequencies), or a float
+				// mask multiplied: weaker than a mask's own uses.
+				if u.number == "" {
+					u.number = "cast to float and multiplied (angles)"
+				}
+			case (n.OpType == "Gather" || n.OpType == "GatherElements") && i == 1 && !float:
+				t := w.Shape(n.Input(0))
+				switch {
+				case n.OpType == "Gather" && t.Rank() == 2 && t.Dims[0].Known() && isFloatType(w.ElemType(n.Input(0))):
+					if arith {
+						pos("a table gathered at computed indices", true)
+					} else {
+						u.rows = max(u.rows, int64(t.Dims[0]))
+						u.rotates = u.rotates || w.rowsMultiply(n.Output(0))
+					}
+				case t.Rank() >= 2:
+					pos("gathers from a cos/sin cache or a table of unknown size", arith)
+				}
+			case indexPreserving[n.OpType] && i == 0:
+				walk(n.Output(0), float, arith, depth+1)
+			case n.OpType == "Not" || n.OpType == "And" || n.OpType == "Or" || n.OpType == "Xor" || n.OpType == "Where" && i == 0:
+				u.mask = n.OpType
+			case n.OpType == "Sub" && i == 1 && w.constScalarIs(n.Input(0), func(f float64) bool { return f == 1 }):
+				u.mask = "1 - mask"
+			case arith:
+				// After arithmetic only the uses above say mask (a
+				// mask combined with a causal one, then 1 - m).
+				if isArith(n.OpType) {
+					walk(n.Output(0), float, true, depth+1)
+				}
+			case n.OpType == "CumSum" || n.OpType == "ReduceSum":
+				u.mask = n.OpType
+			case n.OpType == "Equal" || n.OpType == "Less" || n.OpType == "Greater" || n.OpType == "LessOrEqual" || n.OpType == "GreaterOrEqual":
+				if w.IsConst(n.Input(1 - i)) {
+					u.mask = "compared with a constant"
+				} else {
+					u.number = n.OpType
+				}
+			case n.OpType == "Range" || n.OpType == "ReduceMax" || n.OpType == "ReduceMin" || n.OpType == "ArgMax" || n.OpType == "ArgMin":
+				u.number = n.OpType
+			case isArith(n.OpType):
+				// Offsets by constants keep indices (OPT's +2); by
+				// computed values (a past length) they make counts.
+				if len(n.Inputs()) == 2 && !w.IsConst(n.Input(1-i)) {
+					u.number = n.OpType
+				}
+				walk(n.Output(0), float, true, depth+1)
 			}
 		}
 	}
-	walk(v, 0)
+	walk(v, false, false, 0)
+	return u
+}
+
+// boolOrder sorts true first.
+func boolOrder(first bool) int {
+	if first {
+		return -1
+	}
+	return 1
+}
+
+func isArith(op string) bool {
+	switch op {
+	case "Add", "Sub", "Mul", "Div", "Mod", "Max", "Min", "Clip", "Neg", "Abs":
+		return true
+	}
+	return false
+}
+
+// constScalarIs reports whether v is a one-element constant satisfying f.
+func (w *Work) constScalarIs(v *graph.Value, f func(float64) bool) bool {
+	t := w.Const(v)
+	if t == nil || t.Len() != 1 {
+		return false
+	}
+	return f(t.Float64s()[0])
+}
+
+// rowsMultiply reports whether rows gathered into g multiply, through
+// layout ops, slices and negation, a value that is neither constant nor
+// computed from g within a few steps (a norm of the rows is): the rows
+// are rotation factors (cos or sin).
+func (w *Work) rowsMultiply(g *graph.Value) bool {
+	near := map[*graph.Value]bool{g: true}
+	front := []*graph.Value{g}
+	for step := 0; step < 16 && len(front) > 0; step++ {
+		var next []*graph.Value
+		for _, x := range front {
+			for _, n := range x.Consumers() {
+				for _, o := range n.Outputs() {
+					if !near[o] {
+						near[o] = true
+						next = append(next, o)
+					}
+				}
+			}
+		}
+		front = next
+	}
+	seen := map[*graph.Value]bool{}
+	var walk func(x *graph.Value, depth int) bool
+	walk = func(x *graph.Value, depth int) bool {
+		if seen[x] || depth > 8 {
+			return false
+		}
+		seen[x] = true
+		for _, use := range x.Uses() {
+			n := use.Node
+			switch {
+			case !isONNX(n):
+			case n.OpType == "Mul" && len(n.Inputs()) == 2:
+				if o := n.Input(1 - use.Index); !w.IsConst(o) && !near[o] {
+					return true
+				}
+			case layoutOps[n.OpType] || n.OpType == "Slice" || n.OpType == "Split" || n.OpType == "Neg" || n.OpType == "Concat":
+				for _, out := range n.Outputs() {
+					if walk(out, depth+1) {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	return walk(g, 0)
 }
 
 func (w *Work) findRoles() *roles {
 	r := &roles{of: map[*graph.Value]Role{}, act: map[*graph.Value]bool{}}
 	ins := w.Inputs()
-	// Tables gathered by each integer input.
-	rows := map[*graph.Value]int64{}
-	angle := map[*graph.Value]bool{}
+	uses := map[*graph.Value]*inputUses{}
 	var batchSym Dim = unknownDim
 	for _, v := range ins {
 		dt := w.ElemType(v)
 		s := w.Shape(v)
-		if isIntType(dt) {
+		if isIntType(dt) || dt == graph.Bool {
 			if s.Ranked && len(s.Dims) >= 2 && s.Dims[0].IsSym() && batchSym == unknownDim {
 				batchSym = s.Dims[0]
 			}
-			reachUses(v, func(n *graph.Node, i int) {
-				switch {
-				case n.OpType == "ATen" && n.AttrString("operator", "") == "embedding" && i == 1:
-					// PyTorch's embedding kept as an ATen op (ORTModule).
-					if t := w.Shape(n.Input(0)); t.Rank() == 2 && t.Dims[0].Known() {
-						rows[v] = max(rows[v], int64(t.Dims[0]))
-					}
-				case n.OpType == "Gather" && i == 1:
-					t := w.Shape(n.Input(0))
-					if t.Rank() == 2 && t.Dims[0].Known() && isFloatType(w.ElemType(n.Input(0))) {
-						rows[v] = max(rows[v], int64(t.Dims[0]))
-					} else if t.Rank() >= 2 {
-						angle[v] = true // a cos/sin cache or a table of unknown size
-					}
-				case n.OpType == "GatherElements" && i == 1:
-					angle[v] = true
-				case n.OpType == "RotaryEmbedding" && (n.Domain == "com.microsoft" && i == 1 || isONNX(n) && i == 3):
-					angle[v] = true // the position_ids of the fused rotation
-				case n.OpType == "EmbedLayerNormalization":
-					switch i {
-					case 0:
-						rows[v] = 1 << 40
-					case 1:
-						rows[v] = max(rows[v], 1)
-					default:
-						angle[v] = true
-					}
-				}
-			})
+			uses[v] = w.readUses(v)
 		}
 	}
-	// The token ids gather the table as wide as the logits the model
-	// predicts (the vocabulary); without such an output, the largest.
-	var tokens *graph.Value
+	// Inputs that read tables and nothing says more about: the token ids
+	// read the table whose rows are the vocabulary of the logits, else the
+	// largest (rows that rotate another value are a cos/sin cache, not
+	// tokens; equal tables: the first input); the others read positions,
+	// or token types when the graph computes its positions itself or
+	// their table is as small as a segment table.
+	firmPos := func(u *inputUses) bool { return u.position != "" && u.direct || u.eln == 8 }
 	vocab := w.logitWidths()
-	for v, n := range rows {
-		if vocab[n] && (tokens == nil || !vocab[rows[tokens]] || w.inputIndex(v) < w.inputIndex(tokens)) {
-			tokens = v
+	var readers []*graph.Value
+	for _, v := range ins {
+		if u := uses[v]; u != nil && u.rows > 0 && u.eln < 0 && !firmPos(u) {
+			readers = append(readers, v)
 		}
 	}
-	if tokens == nil {
-		for v, n := range rows {
-			if tokens == nil || n > rows[tokens] || n == rows[tokens] && w.inputIndex(v) < w.inputIndex(tokens) {
-				tokens = v
-			}
+	slices.SortStableFunc(readers, func(a, b *graph.Value) int {
+		ua, ub := uses[a], uses[b]
+		if va, vb := vocab[ua.rows], vocab[ub.rows]; va != vb {
+			return boolOrder(va)
 		}
+		if ua.rotates != ub.rotates {
+			return boolOrder(ub.rotates)
+		}
+		return cmp.Compare(ub.rows, ua.rows)
+	})
+	tokens := map[*graph.Value]bool{}
+	if len(readers) > 0 && !slices.ContainsFunc(ins, func(v *graph.Value) bool { return uses[v] != nil && uses[v].eln == 0 }) {
+		tokens[readers[0]] = true
 	}
-	// A table gathered by positions the graph computes itself leaves the
-	// other gathered inputs the role of token types.
 	inGraphPositions := w.gathersComputedPositions()
 	for _, v := range ins {
 		dt := w.ElemType(v)
 		s := w.Shape(v)
+		u := uses[v]
 		switch {
-		case v == tokens:
-			r.of[v] = RoleTokens
-		case isIntType(dt) && rows[v] > 0 && (rows[v] < 8 || inGraphPositions && !angle[v] && !w.feedsAngles(v)):
-			r.of[v] = RoleTokenType
-		case isIntType(dt) && (rows[v] >= 8 || angle[v] || w.feedsAngles(v)):
+		case u == nil:
+		case firmPos(u) || u.rotates && !tokens[v]:
 			r.of[v] = RolePositions
-		case isIntType(dt) || dt == graph.Bool:
+		case u.eln == 0 || tokens[v]:
+			r.of[v] = RoleTokens
+		case u.eln == 1:
+			r.of[v] = RoleTokenType
+		case u.eln == 7:
 			r.of[v] = RoleMask
+		case u.rows > 0 && u.number == "" && (inGraphPositions || u.rows <= maxSegmentRows):
+			r.of[v] = RoleTokenType
+		case u.rows > 0:
+			r.of[v] = RolePositions
+		case u.mask != "":
+			r.of[v] = RoleMask
+		case u.number != "" || u.position != "":
+			r.of[v] = RolePositions
+		case u.valued:
+			r.of[v] = RoleOther
+		default:
+			r.of[v] = RoleUnused
+		}
+		if u != nil {
+			continue
+		}
+		switch {
 		case isFloatType(dt) && s.Rank() >= 3:
 			r.of[v] = RoleContent
 		case isFloatType(dt) && s.Rank() == 2 && s.Dims[0] == batchSym && batchSym != unknownDim:
@@ -178,35 +398,6 @@ func (w *Work) inputIndex(v *graph.Value) int {
 		}
 	}
 	return -1
-}
-
-// feedsAngles reports whether integer input v is cast to a float type and
-// multiplied (positions times frequencies), through layout changes.
-func (w *Work) feedsAngles(v *graph.Value) bool {
-	found := false
-	seen := map[*graph.Value]bool{}
-	var walk func(v *graph.Value, float bool, depth int)
-	walk = func(v *graph.Value, float bool, depth int) {
-		if seen[v] || depth > 12 || found {
-			return
-		}
-		seen[v] = true
-		for _, u := range v.Uses() {
-			n := u.Node
-			switch {
-			case n.OpType == "Cast":
-				walk(n.Output(0), isFloatType(graph.DataType(n.AttrInt("to", 0))), depth+1)
-			case layoutOps[n.OpType] || n.OpType == "Slice" || n.OpType == "Gather" && u.Index == 0:
-				if u.Index == 0 {
-					walk(n.Output(0), float, depth+1)
-				}
-			case float && (n.OpType == "MatMul" || n.OpType == "Mul" || n.OpType == "Einsum" || n.OpType == "Sin" || n.OpType == "Cos" || n.OpType == "Div"):
-				found = true
-			}
-		}
-	}
-	walk(v, false, 0)
-	return found
 }
 
 func isFloatType(dt graph.DataType) bool {
