@@ -34,6 +34,11 @@ func benchRun(b *testing.B, m *graph.Model, in map[string]*kernels.Tensor, threa
 			b.Fatal(err)
 		}
 	}
+	// The memory of a run (Session.LastRunStats): peak intermediate
+	// storage held, and the live set the plan requires.
+	st := s.LastRunStats()
+	b.ReportMetric(float64(st.PeakLiveBytes)/1e6, "peak-MB")
+	b.ReportMetric(float64(st.RequiredBytes)/1e6, "required-MB")
 }
 
 // BenchmarkGPT2Block runs one GPT-2-small block (d=768, 12 heads) on

@@ -26,7 +26,10 @@ type RunStats struct {
 	// RequiredBytes is the largest simultaneous live set the topological
 	// order requires: the maximum over steps of the bytes of the storage
 	// that must exist at that step (the step's inputs and outputs, and
-	// values produced earlier and read later), each at its used size.
+	// values produced earlier and read later), each at its used size. A
+	// value's life ends at its last use in the plan (the step the session
+	// compiled to drop it), whatever the run actually freed, so that
+	// PeakLiveBytes/RequiredBytes measures how well the run frees.
 	RequiredBytes int64
 	// ConstBytes and InputBytes are the constants' and the fed inputs'
 	// storage, which neither figure above includes.
@@ -96,10 +99,14 @@ type storage struct {
 	key            uintptr
 	capBytes, need int64 // allocated bytes; largest extent a view used
 	refs           int   // values of the run's envs that hold it
-	born, last     int   // steps of its first and last use
-	buf            *Tensor
-	pooled         bool // handed out by the pool: returned to it when freed
-	escaped        bool // seen outside the env that made it: never pooled
+	born, last     int   // steps of its first use and of its release
+	// prefs counts the values holding it that the plan has not dropped
+	// yet; pend is the step at which the last of them was dropped by the
+	// plan (-1 while one lives): RequiredBytes uses [born, pend].
+	prefs, pend int
+	buf         *Tensor
+	pooled      bool // handed out by the pool: returned to it when freed
+	escaped     bool // seen outside the env that made it: never pooled
 }
 
 // tracker follows the storage of one run.
@@ -116,6 +123,9 @@ type tracker struct {
 	inBytes   int64
 	slab      []*storage // records reused across runs
 	used      int
+	// pending are the storage records whose planned references all
+	// ended during the current step (see planDrop).
+	pending []*storage
 }
 
 func newTracker(pool *bufPool, consts map[uintptr]bool) *tracker {
@@ -131,6 +141,7 @@ func (tr *tracker) reset() {
 	tr.orphans = tr.orphans[:0]
 	tr.used = 0
 	tr.step, tr.liveBytes, tr.peak, tr.inBytes = 0, 0, 0, 0
+	tr.pending = tr.pending[:0]
 }
 
 // record returns a zeroed storage record from tr's slab.
@@ -186,11 +197,12 @@ func (tr *tracker) hold(t *Tensor, c *Call) {
 	}
 	if st := tr.live[k]; st != nil {
 		st.refs++
+		st.prefs++
 		st.need = max(st.need, lb)
 		return
 	}
 	st := tr.record()
-	*st = storage{key: k, capBytes: cb, need: lb, refs: 1, born: tr.step, last: -1}
+	*st = storage{key: k, capBytes: cb, need: lb, refs: 1, born: tr.step, last: -1, prefs: 1, pend: -1}
 	if c != nil {
 		for i, b := range c.allocs {
 			if bk, _, _ := storageKey(b); bk == k {
@@ -204,6 +216,24 @@ func (tr *tracker) hold(t *Tensor, c *Call) {
 	tr.all = append(tr.all, st)
 	tr.liveBytes += st.capBytes
 	tr.peak = max(tr.peak, tr.liveBytes)
+}
+
+// planDrop records that the plan drops a value holding t's storage at
+// this step (its last use, or the end of the subgraph env that made it):
+// when no value the plan keeps holds the storage at the end of the step,
+// its required life ends there. It is independent of release, which
+// frees the storage: RequiredBytes comes from planDrop, PeakLiveBytes
+// from release.
+func (tr *tracker) planDrop(t *Tensor) {
+	k, _, _ := storageKey(t)
+	st := tr.live[k]
+	if k == 0 || st == nil {
+		return
+	}
+	st.prefs--
+	if st.prefs == 0 {
+		tr.pending = append(tr.pending, st)
+	}
 }
 
 // release drops one reference to t's storage; the last one frees it (into
@@ -246,8 +276,15 @@ func (tr *tracker) leave(t *Tensor) {
 	}
 }
 
-// endStep retires the orphans no env took back.
+// endStep retires the orphans no env took back, and ends the required
+// life of the storage the plan no longer holds.
 func (tr *tracker) endStep() {
+	for _, st := range tr.pending {
+		if st.prefs == 0 && st.pend < 0 {
+			st.pend = tr.step
+		}
+	}
+	tr.pending = tr.pending[:0]
 	for _, st := range tr.orphans {
 		if st.refs == 0 && st.last < 0 {
 			tr.retire(st)
@@ -260,7 +297,7 @@ func (tr *tracker) endStep() {
 func (tr *tracker) required() int64 {
 	delta := make([]int64, tr.step+2)
 	for _, st := range tr.all {
-		last := st.last
+		last := st.pend
 		if last < 0 {
 			last = tr.step
 		}

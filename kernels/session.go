@@ -858,6 +858,7 @@ func (s *Session) exec(p *plan, e *env) error {
 		for _, sl := range st.free {
 			if tr != nil {
 				if t := e.vals[sl]; t != nil && !t.frozen {
+					tr.planDrop(t)
 					tr.release(t)
 				}
 			}
@@ -928,6 +929,7 @@ func (s *Session) leave(p *plan, e *env, outs []*graph.Value) {
 		}
 		if t := e.vals[sl]; t != nil {
 			if !t.frozen {
+				s.tr.planDrop(t)
 				s.tr.leave(t)
 			}
 			e.vals[sl] = nil
