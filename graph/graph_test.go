@@ -65,9 +65,15 @@ func TestBuildSaveLoad(t *testing.T) {
 	if s := m2.Graph.Inputs[0].Type.String(); s != "float32[n,64]" {
 		t.Fatalf("input type %s", s)
 	}
-	b1, _ := m.Marshal()
-	b2, _ := m2.Marshal()
-	if string(b1) != string(b2) {
+	b1, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, err := m2.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b1) == 0 || string(b1) != string(b2) {
 		t.Fatal("saving the reloaded model changed its bytes")
 	}
 }
@@ -285,9 +291,15 @@ func TestExternalConversions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	orig, _ := m.Marshal()
-	back, _ := mi.Marshal()
-	if string(orig) != string(back) {
+	orig, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := mi.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(orig) == 0 || string(orig) != string(back) {
 		t.Fatal("inline -> external -> copy -> inline did not give the original bytes")
 	}
 	// No temporary files are left behind.

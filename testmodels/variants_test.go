@@ -39,6 +39,9 @@ func TestLlamaVariantsAgree(t *testing.T) {
 			ref, refName = got, s.Name
 			continue
 		}
+		if got.String() != ref.String() {
+			t.Fatalf("%s gives %v, %s %v", s.Name, got, refName, ref)
+		}
 		a, b := ref.Float64s(), got.Float64s()
 		worst := 0.0
 		for i := range a {
@@ -75,7 +78,7 @@ func TestExternalDataModelRuns(t *testing.T) {
 	}
 	ids := kernels.FromSlice([]int{1, 4}, []int64{3, 1, 4, 1})
 	pos := kernels.FromSlice([]int{1, 4}, []int64{0, 1, 2, 3})
-	run := func(m *graph.Model) []float64 {
+	run := func(m *graph.Model) *kernels.Tensor {
 		s, err := kernels.NewSession(m, kernels.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -84,9 +87,13 @@ func TestExternalDataModelRuns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return out[m.Graph.Outputs[0].Name].Float64s()
+		return out[m.Graph.Outputs[0].Name]
 	}
-	a, b := run(m), run(testmodels.Llama(testmodels.DefaultLlama))
+	ta, tb := run(m), run(testmodels.Llama(testmodels.DefaultLlama))
+	if ta.String() != tb.String() || ta.Len() == 0 {
+		t.Fatalf("logits %v from external data, %v inline", ta, tb)
+	}
+	a, b := ta.Float64s(), tb.Float64s()
 	for i := range a {
 		if a[i] != b[i] {
 			t.Fatalf("logit %d: %v from external data, %v inline", i, a[i], b[i])
