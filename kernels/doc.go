@@ -31,10 +31,10 @@
 // optional, which may be sequences), and a kernel handed an element type
 // it is not written for (Data[T] of another type) fails with
 // ErrUnsupportedType. FuzzRun feeds the executor random graphs of every
-// registered op to keep it so. Sizes a model
-// computes are bounded: every tensor a kernel allocates passes one check
-// of Options.MaxTensorBytes (Call.alloc and the helpers built on it), and
-// Loop iterations are bounded by Options.MaxLoopIterations.
+// registered op to keep it so. Sizes a model computes are bounded: every
+// tensor a kernel allocates passes one check of Options.MaxTensorBytes
+// (Call.alloc and the helpers built on it), and Loop iterations are
+// bounded by Options.MaxLoopIterations.
 //
 // A Session packs the constant weights of its matrix products once,
 // recycles freed intermediates through a per-session buffer pool, counts
