@@ -232,18 +232,11 @@ func (g *gen) rotationOf(b passes.RoPEBlock) (*rotation, error) {
 			if v == "" {
 				continue
 			}
+			// No past (BoundShape binds the cache empty): the keys at
+			// positions 0..n-1 are all new.
 			shape, dt, err := g.ctx.BoundShape(v, n)
 			if err != nil {
 				return nil, err
-			}
-			if i == 3 || i == 4 {
-				// No past: the keys at positions 0..n-1 are all new.
-				for a := len(shape) - 2; a >= 0; a-- {
-					if shape[a] == n {
-						shape[a] = 0
-						break
-					}
-				}
 			}
 			size := 1
 			for _, x := range shape {

@@ -38,8 +38,7 @@ func (w *Work) sampleRows(x *graph.Value, rows0 [][]float64) [][]float64 {
 // measured frequencies (not when they depend on the length, as dynamic
 // NTK's do, or a stored cache is shorter), else the measurement's length.
 // start is the position of the first row, read from the angles (-1 when
-// they fit neither 0 nor the probe's cache length). Nothing when the
-// frequencies are graph inputs.
+// they do not fit 0). Nothing when the frequencies are graph inputs.
 func (w *Work) cosSinRows(s *side, r *rotation) (start int, cos, sin [][]float64) {
 	if r.synthetic {
 		return -1, nil, nil // the probe's made-up frequencies say nothing
@@ -50,6 +49,7 @@ func (w *Work) cosSinRows(s *side, r *rotation) (start int, cos, sin [][]float64
 	}
 	for _, n := range lengths {
 		p := w.NewProbe(1, n, 0)
+		p.Past = 0 // positions counted from a KV cache start at 0 too
 		shape, ok := p.BindShape(w.Shape(s.In))
 		if !ok || r.posAxis >= len(shape)-1 || shape[r.posAxis] != n || shape[len(shape)-1] != r.headDim {
 			continue
@@ -87,11 +87,8 @@ func (w *Work) cosSinRows(s *side, r *rotation) (start int, cos, sin [][]float64
 			}
 		}
 		start = -1
-		for _, s0 := range []int{0, n} {
-			if r.startsAt(s0, cos[0], sin[0]) {
-				start = s0
-				break
-			}
+		if r.startsAt(0, cos[0], sin[0]) {
+			start = 0
 		}
 		if n != r.seq && (start < 0 || !r.rowsAgree(start, cos, sin)) {
 			continue

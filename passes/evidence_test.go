@@ -49,10 +49,10 @@ func TestRoPEEvidenceCosSin(t *testing.T) {
 	}{
 		{"rope_llama", 64, 0, 1, 1e-5, 0},
 		{"rope_yarn", 64, 0, 1 + 0.1*math.Log(4), 1e-5, 0},
-		{"rope_gptj", 64, 0, 1, 1e-5, 0},   // a stored [64, 8] table
-		{"rope_linear", 64, 0, 1, 1e-5, 0}, // a stored [128, 16] cache sliced to the length
-		{"rope_ntk", 16, 0, 1, 1e-5, 0},    // dynamic: 64 positions scale the frequencies; the measurement's length
-		{"rope_kvcache", 64, 64, 1, 1e-4, 0},
+		{"rope_gptj", 64, 0, 1, 1e-5, 0},    // a stored [64, 8] table
+		{"rope_linear", 64, 0, 1, 1e-5, 0},  // a stored [128, 16] cache sliced to the length
+		{"rope_ntk", 16, 0, 1, 1e-5, 0},     // dynamic: 64 positions scale the frequencies; the measurement's length
+		{"rope_kvcache", 64, 0, 1, 1e-4, 0}, // positions from the cache length, sampled with an empty cache
 		{"rope_llama_fp16", 64, 0, 1, 2e-3, 0},
 	} {
 		t.Run(tc.model, func(t *testing.T) {

@@ -17,7 +17,7 @@ type ExtractSpec struct {
 	// extracted model, in this order.
 	Values []string
 	// Seq is the sequence length: every size of the model that is not the
-	// batch's takes it (the batch takes 1), as in the detectors' probes.
+	// batch's or a KV cache's takes it (the batch takes 1, the cache 0).
 	Seq int
 	// Cuts are values given instead of computed (q at the input of a
 	// rotation): each becomes an input of the extracted model. A cut of
@@ -81,14 +81,17 @@ func (w *Work) lookup(name string) *graph.Value {
 }
 
 // BoundShape is the shape and element type of an original value of the
-// main graph when the sequence length is seq and the batch 1.
+// main graph when the sequence length is seq, the batch 1 and a KV cache
+// given as input empty.
 func (c *Context) BoundShape(value string, seq int) ([]int, graph.DataType, error) {
 	w := c.Work()
 	v := w.lookup(value)
 	if v == nil {
 		return nil, 0, fmt.Errorf("no value %q in the main graph", value)
 	}
-	shape, ok := w.NewProbe(1, seq, 0).BindShape(w.Shape(v))
+	p := w.NewProbe(1, seq, 0)
+	p.Past = 0
+	shape, ok := p.BindShape(w.Shape(v))
 	if !ok {
 		return nil, 0, fmt.Errorf("the shape %s of %q is not decided by the sequence length", w.shapeString(w.Shape(v)), value)
 	}
@@ -106,6 +109,7 @@ func (c *Context) Extract(spec ExtractSpec) (*Extracted, error) {
 		return nil, fmt.Errorf("extract: sequence length %d", spec.Seq)
 	}
 	p := w.NewProbe(1, spec.Seq, spec.Start)
+	p.Past = 0
 	cuts := map[*graph.Value]*kernels.Tensor{}
 	cutName := map[*graph.Value]string{}
 	for name, t := range spec.Cuts {

@@ -389,6 +389,7 @@ func (w *Work) checkDynamic(s *side, r *rotation) {
 	hasPosInput := w.readsPositions(w.cone(s.Pos...))
 	measure := func(start, seq int) (dynPoint, bool) {
 		p := w.NewProbe(1, seq, int64(start))
+		p.Past = 0 // the largest position is start+seq-1 however positions are counted
 		shape, ok := p.BindShape(w.Shape(s.In))
 		if !ok || r.posAxis >= len(shape) {
 			return dynPoint{}, false

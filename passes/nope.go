@@ -51,6 +51,7 @@ func (w *Work) scaleAt(v *graph.Value, pos int64, posInput bool) (float64, bool)
 			return 0, false
 		}
 		p = w.NewProbe(1, int(pos)+1, 0)
+		p.Past = 0 // positions counted from a KV cache start at 0 too
 	}
 	t, err := p.Value(v)
 	if err != nil || t.Len() < 1 || p.Synthetic(v) {

@@ -44,6 +44,7 @@ type Work struct {
 	byName    map[string]*graph.Value // main-graph values by original name (extract.go)
 
 	roles  *roles // input roles and activation flags (roles.go)
+	sizes  *sizes // what the symbols of the inputs' shapes count (sizes.go)
 	weight map[*graph.Value]bool
 }
 

@@ -11,11 +11,13 @@ import (
 )
 
 // Probe evaluates values of the working copy with the kernels for one
-// choice of the model's free sizes: batch symbols take Batch, every other
-// symbol takes Seq, and the inputs get values that respect their roles
-// (positions Start..Start+Seq-1, masks of ones, token ids, zeros for
-// content, pseudo-random values for parameters given as inputs). Cut
-// values replace what the graph would compute (a probe of q, say).
+// choice of the model's free sizes: batch symbols take Batch, the sizes
+// of a KV cache given as input Past, masks over cached and new tokens
+// Past+Seq, every other symbol Seq; the inputs get values that respect
+// their roles (positions Start..Start+Seq-1, masks of ones, token ids,
+// zeros for content, pseudo-random values for parameters given as
+// inputs). Cut values replace what the graph would compute (a probe of
+// q, say).
 //
 // It evaluates only the cone of what is asked, node by node; Shape of a
 // value whose size the binding decides is answered without computing the
@@ -25,6 +27,10 @@ type Probe struct {
 	w     *Work
 	Batch int
 	Seq   int
+	// Past is the length of the KV cache given as input (its sizes bind
+	// to it, masks over past and new tokens to Past+Seq); NewProbe sets
+	// it to a length other than Seq when the model has a cache.
+	Past  int
 	Start int64
 
 	cuts   map[*graph.Value]*kernels.Tensor
@@ -52,7 +58,7 @@ var ErrBudget = errors.New("probe budget exceeded")
 
 // NewProbe makes a probe of w with the given sizes and first position.
 func (w *Work) NewProbe(batch, seq int, start int64) *Probe {
-	return &Probe{w: w, Batch: batch, Seq: seq, Start: start, cuts: map[*graph.Value]*kernels.Tensor{},
+	return &Probe{w: w, Batch: batch, Seq: seq, Past: w.defaultPast(seq), Start: start, cuts: map[*graph.Value]*kernels.Tensor{},
 		base: &frame{g: w.M.Graph, vals: map[*graph.Value]*kernels.Tensor{}}, synth: map[*graph.Value]bool{},
 		dep: map[*graph.Value]bool{}, inputs: map[*graph.Value]*kernels.Tensor{}}
 }
@@ -129,8 +135,13 @@ func (p *Probe) Bind(d Dim) (int, bool) {
 	if info.name == "" {
 		return 0, false
 	}
-	if p.w.isBatchSym(d) {
+	switch p.w.symKindOf(d) {
+	case symBatch:
 		return p.Batch, true
+	case symPast:
+		return p.Past, true
+	case symTotal:
+		return p.Past + p.Seq, true
 	}
 	return p.Seq, true
 }
@@ -149,18 +160,6 @@ func (p *Probe) BindShape(s Shape) ([]int, bool) {
 		out[i] = x
 	}
 	return out, true
-}
-
-// isBatchSym reports whether d is the leading symbol of an input of rank
-// two or more (the batch).
-func (w *Work) isBatchSym(d Dim) bool {
-	for _, v := range w.Inputs() {
-		s := w.Shape(v)
-		if s.Rank() >= 2 && s.Dims[0] == d {
-			return true
-		}
-	}
-	return false
 }
 
 // Value evaluates v.

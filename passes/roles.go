@@ -388,6 +388,7 @@ func (w *Work) findRoles() *roles {
 	}
 	w.roles = r
 	w.markAct(w.M.Graph)
+	w.sizes = w.findSizes()
 	return r
 }
 
