@@ -778,7 +778,13 @@ func (w *Work) customRotation(c *Context, b *Block, bs *BlockSides, qc, kc *grap
 	hd := int(qs.Last())
 	op := qc.Domain + "." + qc.OpType
 	p := &RoPEParams{HeadDim: hd, RotaryDim: hd}
-	notes := []string{fmt.Sprintf("layout: q and k are rotated with the op %s, whose semantics onnxpe does not know; the pairing of dimensions is not read from it", op)}
+	var notes []string
+	if why := w.rotatesHalves(qc, bs.Q, hd); why != "" {
+		p.Layout = "half_split"
+		notes = append(notes, "layout: "+why)
+	} else {
+		notes = append(notes, fmt.Sprintf("layout: q and k are rotated with the op %s, whose semantics onnxpe does not know; the pairing of dimensions is not read from it", op))
+	}
 	width := 0
 	for _, v := range bs.Q.Pos {
 		if l := w.Shape(v).Last(); l.Known() {
@@ -816,6 +822,58 @@ func (w *Work) customRotation(c *Context, b *Block, bs *BlockSides, qc, kc *grap
 	ev := &RoPEEvidence{Amplitude: math.NaN(), Synthetic: true, Table: name, Blocks: []RoPEBlock{rb}, CosSinNodes: w.origNames(cone)}
 	_ = kc
 	return &Finding{Scheme: RoPEScheme, Layers: []int{b.Index}, Params: p, Notes: notes, Evidence: ev, Nodes: w.origNames(nodes)}
+}
+
+// rotateHalfOps are ops of other domains whose contract is rotate_half.
+// onnx-extended's Rotary (its reference implementation,
+// onnx_extended/reference/c_custom_ops): X and two equal split sizes
+// covering X's last axis; side "right" gives concat(-X[..., h:], X[..., :h]),
+// "left" concat(X[..., h:], -X[..., :h]): either way dimension i is
+// combined with i+h only.
+var rotateHalfOps = map[string]bool{"onnx_extended.ortops.optim.cuda.Rotary": true}
+
+// rotatesHalves says why custom op n rotates the halves of the side's q
+// (the op's contract, its split sizes, and the side's structure: q times
+// the position-dependent values plus n's output times others), or "".
+func (w *Work) rotatesHalves(n *graph.Node, s *side, hd int) string {
+	key := n.Domain + "." + n.OpType
+	if !rotateHalfOps[key] || len(n.Inputs()) < 2 || n.Input(0) != s.In || hd%2 != 0 {
+		return ""
+	}
+	side := n.AttrString("side", "")
+	if side != "left" && side != "right" {
+		return ""
+	}
+	t := w.Const(n.Input(1))
+	if t == nil || t.Len() != 2 {
+		return ""
+	}
+	sp := t.Float64s()
+	if sp[0] != sp[1] || int(sp[0]+sp[1]) != hd {
+		return ""
+	}
+	// q and the op's output are each multiplied by a position-dependent
+	// value and added: q·cos + rotate_half(q)·sin.
+	mulByPos := func(v *graph.Value) *graph.Node {
+		for _, u := range v.Uses() {
+			m := u.Node
+			if m.OpType == "Mul" && isONNX(m) && len(m.Inputs()) == 2 && slices.Contains(s.Nodes, m) && !w.IsAct(m.Input(1-u.Index)) {
+				return m
+			}
+		}
+		return nil
+	}
+	a, b := mulByPos(s.In), mulByPos(n.Output(0))
+	if a == nil || b == nil {
+		return ""
+	}
+	for _, u := range a.Output(0).Uses() {
+		if add := u.Node; add.OpType == "Add" && isONNX(add) && slices.Contains(add.Inputs(), b.Output(0)) {
+			return fmt.Sprintf("half_split by the contract of %s: equal splits [%d, %d], side %q, make rotate_half; its output times the position-dependent values is added to q times them, so dimension i pairs with i+%d",
+				key, int(sp[0]), int(sp[1]), side, hd/2)
+		}
+	}
+	return ""
 }
 
 // headAxisCount is the number of heads of a side's q: the axis (not the

@@ -49,9 +49,8 @@ var realInformational = map[string]string{
 // realNotHeld are certain params of a truth that the file does not hold
 // by the rules of the audit, with the reason: the audit must report them
 // null with a note naming them (a disagreement with the truth, printed).
+// (testdata/realmodels/README.md gives the reasoning.)
 var realNotHeld = map[string]string{
-	"ee_llama_dort_rotary_customop/rope/layout": "the truth reads the pairing from the custom op's name and split input; " +
-		"the op's semantics are not known, so the audit does not guess it",
 	"onnx_rotary_embedding_3d_input/rope/scaling": "the cos/sin caches are graph inputs (random in the generator): " +
 		"no scaling rule is in the file",
 }
