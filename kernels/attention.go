@@ -324,7 +324,9 @@ func tensorScatter(c *Call, in []*Tensor) ([]*Tensor, error) {
 		copy(starts, idxT.Int64s())
 	}
 	for b, s := range starts {
-		if s < 0 || (!circular && s+int64(U) > int64(M)) || (circular && s >= int64(M)) {
+		// Circular mode takes the index modulo the axis (ONNX's
+		// definition; ONNX Runtime does the same).
+		if s < 0 || (!circular && s+int64(U) > int64(M)) {
 			return nil, fmt.Errorf("write_indices[%d] = %d: %d positions do not fit the %d of axis %d", b, s, U, M, ax)
 		}
 	}
@@ -335,7 +337,7 @@ func tensorScatter(c *Call, in []*Tensor) ([]*Tensor, error) {
 	for b := range B {
 		for o := range outer {
 			for u := range U {
-				p := (int(starts[b]) + u) % M
+				p := (int(starts[b]%int64(M)) + u) % M
 				dst := ((b*outer+o)*M + p) * inner
 				src := ((b*outer+o)*U + u) * inner
 				copyAny(out, dst, upd, src, inner)

@@ -1095,6 +1095,9 @@ func TestDifferentialRMSNormalizationTensorScatter(t *testing.T) {
 	t.Run("tensorscatter_circular", func(t *testing.T) {
 		diffCase(t, opCase{op: "TensorScatter", opset: 24, attrs: attrsOf("mode", "circular"), ins: []*kernels.Tensor{cache, rnd(rng, 1, 2, 2, 3, 4), i64s([]int{2}, 6, 2)}})
 	})
+	t.Run("tensorscatter_circular_beyond", func(t *testing.T) { // write indices past the cache wrap
+		diffCase(t, opCase{op: "TensorScatter", opset: 24, attrs: attrsOf("mode", "circular"), ins: []*kernels.Tensor{cache, rnd(rng, 1, 2, 2, 3, 4), i64s([]int{2}, 9, 22)}})
+	})
 	t.Run("tensorscatter_3d_axis1", func(t *testing.T) {
 		diffCase(t, opCase{op: "TensorScatter", opset: 24, attrs: attrsOf("axis", 1), ins: []*kernels.Tensor{rnd(rng, 1, 2, 6, 8), rnd(rng, 1, 2, 1, 8), i64s([]int{2}, 0, 4)}})
 	})
