@@ -33,6 +33,18 @@ const (
 	RolePastKV Role = "past_kv"
 	// RolePastLength is a scalar count of cached tokens.
 	RolePastLength Role = "past_length"
+	// RoleStaticCache is a preallocated key or value cache that the model
+	// writes the new keys or values into (TensorScatter's past_cache):
+	// its cache axis is longer than the tokens it holds.
+	RoleStaticCache Role = "static_cache"
+	// RoleWriteIndex is where each row's new tokens are written into a
+	// static cache (TensorScatter's write_indices): the number of tokens
+	// the row already holds.
+	RoleWriteIndex Role = "write_index"
+	// RoleKVLength is the number of valid keys of each row after this
+	// call (opset-24 Attention's nonpad_kv_seqlen): the tokens held plus
+	// the new ones.
+	RoleKVLength Role = "kv_length"
 	// RoleFeatures is float data (embeddings, image or audio features):
 	// standard normal values.
 	RoleFeatures Role = "features"
@@ -53,6 +65,10 @@ const (
 	// DimTotal counts past and current tokens (masks and presents of
 	// models with a cache).
 	DimTotal DimKind = "total"
+	// DimCapacity is the length of a static cache's cache axis: longer
+	// than past and current tokens together (the slots after them hold
+	// values the model must not read).
+	DimCapacity DimKind = "capacity"
 	// DimOther is any other symbolic dimension: it is bound to the
 	// sequence length.
 	DimOther DimKind = "other"
@@ -166,7 +182,11 @@ type inputEvents struct {
 	position []string      // position-like uses (arithmetic, comparisons with ranges)
 	concat   []*graph.Node // float: concatenated with non-constant values
 	concatAx []int
-	rng      bool // an operand of Range
+	scatter  []*graph.Node // float: the cache TensorScatter writes into
+	scatterA []int         // its cache axis (as the op's attribute says)
+	writeIdx []*graph.Node // TensorScatter's write_indices
+	kvLen    []*graph.Node // opset-24 Attention's nonpad_kv_seqlen
+	rng      bool          // an operand of Range
 	other    []string
 }
 
@@ -206,6 +226,15 @@ func walkUses(g *graph.Graph, v *graph.Value, isFloat bool) *inputEvents {
 				continue
 			}
 			switch {
+			case onnx && n.OpType == "TensorScatter" && u.Index == 0 && isFloat:
+				e.scatter = append(e.scatter, n)
+				e.scatterA = append(e.scatterA, int(n.AttrInt("axis", -2)))
+			case onnx && n.OpType == "TensorScatter" && u.Index == 2 && !float:
+				e.writeIdx = append(e.writeIdx, n)
+			case onnx && n.OpType == "Attention" && u.Index == 6 && !float:
+				e.kvLen = append(e.kvLen, n)
+			case fusedMask(n, u.Index) && !arith && !(onnx && (float || isFloat)):
+				e.add(&e.mask, n) // a mask by the op's contract
 			case !onnx && n.OpType == "RotaryEmbedding" && n.Domain == "com.microsoft" && u.Index == 1,
 				onnx && n.OpType == "RotaryEmbedding" && u.Index == 3:
 				e.rotary = append(e.rotary, n)
@@ -316,6 +345,25 @@ func fusedPast(n *graph.Node, i int) (int, bool) {
 	return 0, false
 }
 
+// fusedMask reports whether input i of n is a mask by the op's contract
+// (ContribOperators.md; ONNX's Attention, whose float masks are additive
+// and so are only masks when they are bool).
+func fusedMask(n *graph.Node, i int) bool {
+	if isONNX(n.Domain) {
+		return n.OpType == "Attention" && i == 3
+	}
+	if n.Domain != "com.microsoft" {
+		return false
+	}
+	switch n.OpType {
+	case "Attention", "DecoderMaskedMultiHeadAttention", "DecoderMaskedSelfAttention":
+		return i == 3
+	case "MultiHeadAttention":
+		return i == 4
+	}
+	return false
+}
+
 // keepsValues reports whether input i of n passes its values through
 // unchanged (moved, reshaped, repeated, cut).
 func keepsValues(n *graph.Node, i int) bool {
@@ -391,6 +439,11 @@ func classify(in *InputInfo) {
 	scalar := rank == 0 || (rank == 1 && in.Dims[0].Kind == DimFixed && in.Dims[0].Size == 1)
 	switch {
 	case in.dt.IsFloat():
+		if len(e.scatter) > 0 && rank >= 2 && len(e.concat) == 0 {
+			in.Role = RoleStaticCache
+			in.Evidence = fmt.Sprintf("the cache %s writes into (axis %d)", e.scatter[0], e.scatterA[0])
+			return
+		}
 		if len(e.mask) > 0 && len(e.concat) == 0 && rank >= 2 {
 			in.Role = RoleAttentionMask
 			in.Evidence = "float mask arithmetic: " + strings.Join(e.mask, ", ")
@@ -409,6 +462,12 @@ func classify(in *InputInfo) {
 		return
 	}
 	switch {
+	case len(e.writeIdx) > 0:
+		in.Role = RoleWriteIndex
+		in.Evidence = "write_indices of " + e.writeIdx[0].String()
+	case len(e.kvLen) > 0:
+		in.Role = RoleKVLength
+		in.Evidence = "nonpad_kv_seqlen of " + e.kvLen[0].String()
 	case scalar && (e.rng || len(e.position) > 0):
 		in.Role = RolePastLength
 		in.Evidence = "integer scalar used in " + strings.Join(e.position, ", ")
@@ -779,6 +838,28 @@ func (a *Analysis) assignDims() {
 		if ax >= 0 && ax < len(in.Dims) {
 			a.setDim(in, ax, DimPast)
 			setParam(in.Dims[ax].Param, DimPast)
+		}
+		if len(in.Dims) > 0 {
+			a.setDim(in, 0, DimBatch)
+			setParam(in.Dims[0].Param, DimBatch)
+		}
+	}
+	for i := range a.Inputs {
+		in := &a.Inputs[i]
+		switch in.Role {
+		case RoleStaticCache:
+			a.HasCache = true
+			ax := in.ev.scatterA[0]
+			if ax < 0 {
+				ax += len(in.Dims)
+			}
+			if ax > 0 && ax < len(in.Dims) {
+				a.setDim(in, ax, DimCapacity)
+				setParam(in.Dims[ax].Param, DimCapacity)
+			}
+		case RoleWriteIndex, RoleKVLength:
+		default:
+			continue
 		}
 		if len(in.Dims) > 0 {
 			a.setDim(in, 0, DimBatch)

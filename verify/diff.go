@@ -129,12 +129,19 @@ func (m *positionMap) position(i int, shape, strides []int) (int, bool) {
 }
 
 // padding reports whether the element at flat index i belongs to a
-// padding token.
+// padding token of the current ones (on an axis of past and current
+// tokens too: a present key at a padding token is computed from the
+// previous layer's unspecified output there).
 func (m *positionMap) padding(i int, shape, strides []int) bool {
-	if m == nil || m.pad == nil || m.seqAxis < 0 || m.total || m.seqAxis >= len(shape) {
+	if m == nil || m.pad == nil || m.seqAxis < 0 || m.seqAxis >= len(shape) {
 		return false
 	}
 	j := (i / strides[m.seqAxis]) % shape[m.seqAxis]
+	if m.total {
+		if j -= m.past; j < 0 {
+			return false
+		}
+	}
 	b := 0
 	if m.batchAxis >= 0 && m.batchAxis < len(shape) {
 		b = (i / strides[m.batchAxis]) % shape[m.batchAxis]

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/onnxpe/onnxpe/internal/ortpeer"
+	"github.com/onnxpe/onnxpe/testmodels"
 	"github.com/onnxpe/onnxpe/verify"
 )
 
@@ -52,5 +53,33 @@ func TestRuntimeORTWithoutPaths(t *testing.T) {
 	}
 	if r.Equal {
 		t.Fatalf("interleaved vs half-split reported equal in ONNX Runtime: %s", r.Summary)
+	}
+}
+
+// TestDeployFormsORT verifies each deployment-form model against itself
+// in both runtimes: the sweep's inputs (the static cache's write indices
+// and valid-key counts among them) run in ONNX Runtime too, and the four
+// pairings agree.
+func TestDeployFormsORT(t *testing.T) {
+	if err := ortpeer.Init(""); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range testmodels.DeployForms {
+		a, b := testmodels.BuildDeploy(f, testmodels.DefaultDeploy), testmodels.BuildDeploy(f, testmodels.DefaultDeploy)
+		r, err := verify.Compare(context.Background(), a, b, verify.Options{Seed: 1, Runtime: verify.RuntimeBoth, Threads: 1})
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		pairings := map[string]int{}
+		for _, s := range r.Sets {
+			pairings[s.Pairing]++
+		}
+		if !r.Equal || len(pairings) != 4 {
+			t.Errorf("%s: %s (pairings %v)", f, r.Summary, pairings)
+		}
+		for _, s := range r.Skipped {
+			t.Logf("%s: skipped %s: %s", f, s.Name, s.Reason)
+		}
 	}
 }

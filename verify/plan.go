@@ -360,13 +360,23 @@ func (a *Analysis) readsBySequence(in *InputInfo) bool {
 func (p *planner) specs() []SetSpec {
 	a, o := p.a, p.opts
 	mask := a.hasRole(RoleAttentionMask)
+	ragged := !mask && a.ragged()
 	padded := func(s SetSpec) SetSpec {
-		if mask && s.Batch >= 2 && !s.unpadded {
+		switch {
+		case mask && s.Batch >= 2 && !s.unpadded:
 			s.Padding = []string{"none", "left", "right"}[:min(s.Batch, 3)]
 			for len(s.Padding) < s.Batch {
 				s.Padding = append(s.Padding, "none")
 			}
 			s.Pads = min(2, s.Past+s.Seq-1)
+		case ragged && s.Batch >= 2 && !s.unpadded && s.Past > 0:
+			// Static caches without a mask: a padded row holds fewer
+			// cached tokens (the start of its history is missing).
+			s.Padding = make([]string, s.Batch)
+			for b := range s.Padding {
+				s.Padding[b] = []string{"none", "left"}[b%2]
+			}
+			s.Pads, s.history = min(2, s.Past), true
 		}
 		return s
 	}

@@ -26,6 +26,9 @@ const (
 	DefaultFarPosition = 4095
 	shortSeq           = 7
 	decodePast         = 7
+	// capacitySlack is how many slots of a static cache lie beyond the
+	// tokens of a set: the model must leave them unread.
+	capacitySlack = 3
 )
 
 // SetSpec describes one synthesised input set.
@@ -48,6 +51,9 @@ type SetSpec struct {
 	required bool
 	// unpadded sets keep every row whole (they reach the last position).
 	unpadded bool
+	// history: the padding is the start of the rows' cached tokens
+	// (static caches without a mask: padded rows hold fewer).
+	history bool
 }
 
 func (s SetSpec) key() string {
@@ -70,7 +76,10 @@ func (s SetSpec) describe() string {
 			pads = append(pads, p)
 		}
 	}
-	if len(pads) > 0 {
+	switch {
+	case len(pads) > 0 && s.history:
+		fmt.Fprintf(&b, ", padded rows hold %d fewer", s.Pads)
+	case len(pads) > 0:
 		fmt.Fprintf(&b, ", %s padding", strings.Join(pads, "+"))
 	}
 	return b.String()
@@ -104,6 +113,8 @@ func shapeOf(in *InputInfo, s SetSpec) []int {
 			shape[i] = s.Past
 		case DimTotal:
 			shape[i] = s.Past + s.Seq
+		case DimCapacity:
+			shape[i] = s.Past + s.Seq + capacitySlack
 		default: // sequence and other symbolic dimensions
 			shape[i] = s.Seq
 		}
@@ -119,6 +130,11 @@ func (a *Analysis) synthesize(s SetSpec, seed uint64) (*inputSet, error) {
 	rng := rand.New(rand.NewPCG(seed, h.Sum64()))
 	set := &inputSet{name: s.Name, spec: &s, inputs: map[string]*kernels.Tensor{}, past: s.Past, seq: s.Seq}
 	total := s.Past + s.Seq
+	hasMask := a.hasRole(RoleAttentionMask)
+	// Without a mask, rows of a model with static caches differ by the
+	// tokens their caches hold: a padded row holds Pads fewer (its
+	// padding is the start of its history, never a current token).
+	ragged := !hasMask && a.ragged()
 	// mask[b][t] over past and current tokens.
 	mask := make([][]bool, s.Batch)
 	for b := range mask {
@@ -131,17 +147,27 @@ func (a *Analysis) synthesize(s SetSpec, seed uint64) (*inputSet, error) {
 			pad = s.Padding[b]
 		}
 		n := min(s.Pads, total-1)
+		if ragged {
+			n = min(s.Pads, s.Past)
+		}
 		for j := 0; j < n && pad != "none"; j++ {
-			if pad == "left" {
+			if pad == "left" || ragged {
 				mask[b][j] = false
 			} else {
 				mask[b][total-1-j] = false
 			}
 		}
 	}
-	hasMask := false
-	for _, in := range a.Inputs {
-		hasMask = hasMask || in.Role == RoleAttentionMask
+	// held[b] is the number of tokens row b's static cache holds: its
+	// real past tokens, written from slot 0 (all past slots when a mask
+	// says which are real).
+	held := make([]int64, s.Batch)
+	for b := range held {
+		for t := range s.Past {
+			if !ragged || mask[b][t] {
+				held[b]++
+			}
+		}
 	}
 	if hasMask && s.Pads > 0 {
 		set.pad = make([][]bool, s.Batch)
@@ -159,7 +185,7 @@ func (a *Analysis) synthesize(s SetSpec, seed uint64) (*inputSet, error) {
 		set.pos[b] = make([]int64, s.Seq)
 		p := int64(0)
 		for t := 0; t < total; t++ {
-			real := !hasMask || mask[b][t]
+			real := !(hasMask || ragged) || mask[b][t]
 			if t >= s.Past {
 				j := t - s.Past
 				if real {
@@ -234,7 +260,19 @@ func (a *Analysis) synthesize(s SetSpec, seed uint64) (*inputSet, error) {
 			for k := range vals {
 				vals[k] = float64(s.Past)
 			}
-		case RolePastKV, RoleFeatures:
+		case RoleWriteIndex, RoleKVLength:
+			vals = make([]float64, n)
+			for k := range vals {
+				b := 0
+				if len(shape) > 0 && in.Dims[0].Kind == DimBatch && shape[0] > 0 {
+					b = (k / (n / shape[0])) % max(s.Batch, 1)
+				}
+				vals[k] = float64(held[b])
+				if in.Role == RoleKVLength {
+					vals[k] += float64(s.Seq)
+				}
+			}
+		case RolePastKV, RoleFeatures, RoleStaticCache:
 			vals = make([]float64, n)
 			for k := range vals {
 				vals[k] = rng.NormFloat64()
@@ -333,6 +371,12 @@ func (a *Analysis) hasDim(k DimKind) bool {
 		}
 	}
 	return false
+}
+
+// ragged reports whether the rows' lengths are given by the write
+// indices or valid key counts of static caches.
+func (a *Analysis) ragged() bool {
+	return a.hasRole(RoleWriteIndex) || a.hasRole(RoleKVLength)
 }
 
 func (a *Analysis) hasRole(r Role) bool {

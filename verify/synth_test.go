@@ -137,3 +137,30 @@ func TestOutputsMatchedByPositionWhenNamesDiffer(t *testing.T) {
 		t.Fatalf("outputs %+v", o)
 	}
 }
+
+// TestDeployFormsAgainstThemselves verifies each deployment-form model
+// (testmodels.BuildDeploy: GenAI's GroupQueryAttention, RotaryEmbedding +
+// MultiHeadAttention with a key padding mask, EmbedLayerNormalization +
+// Attention, the opset-24 static cache through TensorScatter) against a
+// second copy: the sweep's inputs must be ones the model accepts (the
+// analysis reads the masks, caches and write indices these ops take by
+// their contracts). Sets the model refuses are counted and printed.
+func TestDeployFormsAgainstThemselves(t *testing.T) {
+	skipped := 0
+	for _, f := range testmodels.DeployForms {
+		a, b := testmodels.BuildDeploy(f, testmodels.DefaultDeploy), testmodels.BuildDeploy(f, testmodels.DefaultDeploy)
+		r, err := verify.Compare(context.Background(), a, b, verify.Options{Seed: 1})
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if !r.Equal {
+			t.Errorf("%s: %s", f, r.Summary)
+		}
+		for _, s := range r.Skipped {
+			skipped++
+			t.Logf("%s: skipped %s: %s", f, s.Name, s.Reason)
+		}
+	}
+	t.Logf("%d deployment forms, %d sets skipped", len(testmodels.DeployForms), skipped)
+}
