@@ -97,3 +97,53 @@ func maxDiff(got, want *kernels.Tensor) (float64, float64) {
 	}
 	return d, s
 }
+
+// TestGQAChunkAfterCacheContract holds onnxpe's GroupQueryAttention to
+// ONNX Runtime's contract for several new tokens after a cache: ONNX
+// Runtime 1.30 (group_query_attention_helper.h, "batch_size must be 1
+// when sequence_length > 1 and past context is given") runs such a
+// chunk for one sequence only, so both refuse a batch of two and both
+// run, equally, the same chunk for one sequence.
+func TestGQAChunkAfterCacheContract(t *testing.T) {
+	if err := ortpeer.Init(""); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testmodels.DefaultDeploy
+	m := testmodels.BuildDeploy(testmodels.FormGenAIGQA, cfg)
+	path := filepath.Join(t.TempDir(), "model.onnx")
+	if err := m.Save(path, graph.SaveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := kernels.NewSession(m, kernels.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := ortpeer.NewSession(path, m, ortpeer.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	for _, st := range []testmodels.DeployStep{{Batch: 2, Seq: 4, Past: 5}, {Batch: 2, Seq: 4, Past: 5, Lens: []int{9, 7}}} {
+		in := testmodels.DeployInputs(testmodels.FormGenAIGQA, cfg, st, 3)
+		_, errGo := sess.Run(in)
+		_, errORT := peer.Run(in, nil)
+		t.Logf("batch %d, 4 tokens after 5, lengths %v: onnxpe: %v; ONNX Runtime: %v", st.Batch, st.Lens, errGo, errORT)
+		if errGo == nil || errORT == nil {
+			t.Errorf("batch %d, lengths %v: onnxpe refuses: %v; ONNX Runtime refuses: %v", st.Batch, st.Lens, errGo != nil, errORT != nil)
+		}
+	}
+	in := testmodels.DeployInputs(testmodels.FormGenAIGQA, cfg, testmodels.DeployStep{Batch: 1, Seq: 4, Past: 5}, 3)
+	got, err := sess.Run(in)
+	if err != nil {
+		t.Fatalf("onnxpe: %v", err)
+	}
+	want, err := peer.Run(in, nil)
+	if err != nil {
+		t.Fatalf("ONNX Runtime: %v", err)
+	}
+	for _, o := range m.Graph.Outputs {
+		if d, scale := maxDiff(got[o.Name], want[o.Name]); d < 0 || d > 1e-5*math.Max(1, scale) {
+			t.Errorf("batch 1, 4 tokens after 5: output %s: max difference %.3g", o.Name, d)
+		}
+	}
+}

@@ -143,6 +143,10 @@ type Analysis struct {
 	MaxLengthFrom string `json:"max_length_from"`
 	// MaxPosition is the largest position id the sweep feeds.
 	MaxPosition int `json:"max_position,omitempty"`
+	// OneRowChunks, when set, says why several tokens after a cache run
+	// for one sequence only (the sweep's sets of that shape have batch
+	// 1): an op's contract refuses more.
+	OneRowChunks string `json:"one_row_chunks,omitempty"`
 	// Notes are things the analysis could not settle.
 	Notes []string `json:"notes,omitempty"`
 
@@ -427,6 +431,14 @@ func analyzeGraph(m *graph.Model) *Analysis {
 	}
 	a.findReads()
 	a.findSubgraphReads()
+	for _, n := range g.Nodes() {
+		if n.Domain == "com.microsoft" && n.OpType == "GroupQueryAttention" && n.Input(3) != nil {
+			// group_query_attention_helper.h: "batch_size must be 1 when
+			// sequence_length > 1 and past context is given".
+			a.OneRowChunks = fmt.Sprintf("%s runs several new tokens after a cache for one sequence only (ONNX Runtime's contract)", n)
+			break
+		}
+	}
 	return a
 }
 

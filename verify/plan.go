@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
@@ -382,6 +383,11 @@ func (p *planner) specs() []SetSpec {
 	}
 	var out []SetSpec
 	add := func(s SetSpec) {
+		if a.OneRowChunks != "" && s.Past > 0 && s.Seq > 1 {
+			s.Batch, s.Purpose = 1, strings.TrimSuffix(s.Purpose, ", padded rows")+", one sequence ("+a.OneRowChunks+")"
+			out = append(out, s)
+			return
+		}
 		if len(o.Batches) > 0 {
 			for _, b := range o.Batches {
 				t := s
