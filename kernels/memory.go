@@ -324,11 +324,12 @@ type bufPool struct {
 const poolSlack = 8
 
 // get returns a tensor of dt and shape whose elements are not zeroed, from
-// the pool when a buffer of a close size is free (the smallest that fits).
-func (p *bufPool) get(dt graph.DataType, shape []int) *Tensor {
+// the pool when a buffer of a close size is free (the smallest that fits;
+// reused then says so), else a new zeroed one.
+func (p *bufPool) get(dt graph.DataType, shape []int) (t *Tensor, reused bool) {
 	n := shapeSize(shape)
 	if n == 0 {
-		return New(dt, shape...)
+		return New(dt, shape...), false
 	}
 	list := p.free[dt]
 	best := -1
@@ -340,7 +341,7 @@ func (p *bufPool) get(dt graph.DataType, shape []int) *Tensor {
 		}
 	}
 	if best < 0 {
-		return New(dt, shape...)
+		return New(dt, shape...), false
 	}
 	b := list[best]
 	list[best] = list[len(list)-1]
@@ -352,7 +353,7 @@ func (p *bufPool) get(dt graph.DataType, shape []int) *Tensor {
 	if lenAny(d) != n {
 		d = resliceAny(d, n)
 	}
-	return newTensor(dt, shape, d)
+	return newTensor(dt, shape, d), true
 }
 
 // trim drops free buffers (the largest first) until the pool holds at most
@@ -463,24 +464,31 @@ func resliceAny(d any, n int) any {
 // alloc (and zeros and clone, built on it) is how kernels allocate
 // tensors: its size passes reserve, the bound check of Options.MaxTensorBytes.
 func (c *Call) alloc(dt graph.DataType, shape ...int) *Tensor {
+	t, _ := c.allocDirty(dt, shape)
+	return t
+}
+
+// allocDirty is alloc, and reports whether the elements may be other than
+// zeros (a pooled or poisoned buffer).
+func (c *Call) allocDirty(dt graph.DataType, shape []int) (t *Tensor, dirty bool) {
 	c.reserve(dt, shape)
-	var t *Tensor
 	if c == nil || c.tr == nil {
 		t = New(dt, shape...)
 	} else {
-		t = c.tr.pool.get(dt, shape)
+		t, dirty = c.tr.pool.get(dt, shape)
 		c.allocs = append(c.allocs, t)
 	}
 	if c != nil && c.opts != nil && c.opts.poison {
 		poison(t)
+		dirty = true
 	}
-	return t
+	return t, dirty
 }
 
-// zeros is alloc of a tensor of zeros.
+// zeros is alloc of a tensor of zeros (a new buffer is zero already).
 func (c *Call) zeros(dt graph.DataType, shape ...int) *Tensor {
-	t := c.alloc(dt, shape...)
-	if c != nil && (c.tr != nil || c.opts != nil && c.opts.poison) {
+	t, dirty := c.allocDirty(dt, shape)
+	if dirty {
 		clearAny(t.data)
 	}
 	return t

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -434,3 +435,58 @@ func fromORT(v ort.Value) (*kernels.Tensor, error) {
 	}
 	return nil, fmt.Errorf("unsupported ONNX Runtime value %T", v)
 }
+
+// Values are the ONNX Runtime values of one run (inputs, and outputs for
+// ONNX Runtime to write into), built once by PrepareValues so that
+// RunValues times ONNX Runtime alone, without converting tensors (for
+// benchmarks).
+type Values struct {
+	in, out []ort.Value
+}
+
+// PrepareValues converts inputs and makes output values of the shapes of
+// like (onnxpe's outputs) for s's model.
+func (s *Session) PrepareValues(inputs, like map[string]*kernels.Tensor) (*Values, error) {
+	v := &Values{in: make([]ort.Value, len(s.inputs)), out: make([]ort.Value, len(s.outputs))}
+	for i, name := range s.inputs {
+		t, ok := inputs[name]
+		if !ok {
+			v.Close()
+			return nil, fmt.Errorf("ortpeer: no value for input %q", name)
+		}
+		x, err := toORT(t)
+		if err != nil {
+			v.Close()
+			return nil, fmt.Errorf("ortpeer: input %q: %w", name, err)
+		}
+		v.in[i] = x
+	}
+	for i, name := range s.outputs {
+		l, ok := like[name]
+		if !ok {
+			v.Close()
+			return nil, fmt.Errorf("ortpeer: no shape for output %q", name)
+		}
+		x, err := toORT(kernels.New(l.DType, l.Shape...))
+		if err != nil {
+			v.Close()
+			return nil, fmt.Errorf("ortpeer: output %q: %w", name, err)
+		}
+		v.out[i] = x
+	}
+	return v, nil
+}
+
+// RunValues runs the model on prepared values: one DynamicAdvancedSession
+// call, nothing converted.
+func (s *Session) RunValues(v *Values) error { return s.s.Run(v.in, v.out) }
+
+// Close releases the values.
+func (v *Values) Close() {
+	for _, x := range slices.Concat(v.in, v.out) {
+		destroy(x)
+	}
+}
+
+// Output reads output i of the last RunValues.
+func (v *Values) Output(i int) (*kernels.Tensor, error) { return fromORT(v.out[i]) }

@@ -180,3 +180,51 @@ func againstORT(t *testing.T, s *ortpeer.Session, m *graph.Model, in map[string]
 	}
 	return worst
 }
+
+// TestPreparedValues: running on values built once (what bench/vsort
+// times) gives what Run gives, run after run.
+func TestPreparedValues(t *testing.T) {
+	requireORT(t)
+	man, err := testmodels.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range man.Models[:3] {
+		m, err := graph.Load(e.ModelPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := kernels.ReadInputs(e.TestDataDir(), m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := ortpeer.NewSession(e.ModelPath(), m, ortpeer.Options{Threads: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := s.Run(in, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := s.PrepareValues(in, want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for run := range 2 {
+			if err := s.RunValues(v); err != nil {
+				t.Fatal(err)
+			}
+			for i, o := range m.Graph.Outputs {
+				got, err := v.Output(i)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprint(got.Shape) != fmt.Sprint(want[o.Name].Shape) || fmt.Sprint(got.Float64s()) != fmt.Sprint(want[o.Name].Float64s()) {
+					t.Fatalf("%s run %d: output %s differs from Run's", e.Name, run, o.Name)
+				}
+			}
+		}
+		v.Close()
+		s.Close()
+	}
+}

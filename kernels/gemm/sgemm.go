@@ -200,6 +200,10 @@ func (p *problem) run(nt int) {
 		return
 	}
 	if p.inPlace() {
+		if nt > 1 && m*n*k >= minParallelWork {
+			p.smallParallel(nt)
+			return
+		}
 		p.small()
 		return
 	}

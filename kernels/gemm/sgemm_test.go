@@ -445,7 +445,9 @@ func TestSmall(t *testing.T) {
 					t.Errorf("product above smallWork did not use the packed kernels")
 				}
 			}()
-			smallWork = 0
+			prevRows := smallRows
+			defer func() { smallRows = prevRows }()
+			smallWork, smallRows = 0, 0
 			a := make([]float32, 9)
 			Sgemm(false, false, 3, 3, 3, 1, a, 3, a, 3, 0, make([]float32, 9), 3)
 		}()
@@ -467,9 +469,10 @@ func TestSmallCoversShapes(t *testing.T) {
 			}
 			p := problem{ar: ar, m: s.m, n: s.n, k: s.k, transA: s.transA, transB: s.transB}
 			work := s.m * s.n * s.k
-			want := work <= smallWork
+			few := ar.small != nil && s.m <= smallRows
+			want := work <= smallWork || few
 			if ar.small != nil && s.transB {
-				want = want && !s.transA && work <= smallDotWork && s.k >= smallDotVecs*ar.small.lanes
+				want = want && !s.transA && (work <= smallDotWork || few) && s.k >= smallDotVecs*ar.small.lanes
 			}
 			if got := p.inPlace(); got != want {
 				t.Errorf("%s %v: in place %t, want %t", ar.name, s, got, want)
@@ -493,7 +496,7 @@ func TestSmallCoversShapes(t *testing.T) {
 
 func BenchmarkSgemmSmall(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 5))
-	for _, sz := range []struct{ m, n, k int }{{17, 17, 16}, {17, 16, 17}, {12, 12, 64}, {32, 32, 32}, {48, 48, 32}, {64, 64, 32}, {64, 64, 64}, {128, 64, 64}} {
+	for _, sz := range []struct{ m, n, k int }{{17, 17, 16}, {17, 16, 17}, {12, 12, 64}, {32, 32, 32}, {48, 48, 32}, {64, 64, 32}, {64, 64, 64}, {128, 64, 64}, {1, 2048, 128}, {4, 2048, 128}, {1, 128, 2048}, {4, 128, 2048}, {8, 2048, 128}, {16, 2048, 128}, {8, 128, 2048}, {16, 128, 2048}, {8, 768, 768}, {16, 768, 768}} {
 		a, bm, c := randSlice(r, sz.m*sz.k), randSlice(r, sz.k*sz.n), randSlice(r, sz.m*sz.n)
 		for _, tb := range []bool{false, true} {
 			for _, small := range []bool{false, true} {
@@ -562,4 +565,34 @@ func TestEmptyOperands(t *testing.T) {
 	Sgemm(false, false, m, 0, 4, 1, make([]float32, 4*m), 4, nil, 0, 0, nil, 0)
 	Dgemm(false, false, m, 0, 4, 1, make([]float64, 4*m), 4, nil, 0, 0, nil, 0)
 	SgemmStrided(0, false, false, m, n, 4, 1, nil, 4, 0, nil, n, 0, 0, nil, n, 0)
+}
+
+// TestFewRowsInPlace: products of up to smallRows rows are multiplied in
+// place whatever their size, on one goroutine or split by columns over
+// several, on every path, against the float64 reference.
+func TestFewRowsInPlace(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 1))
+	for _, ar := range archs {
+		prev := active
+		active = ar
+		for _, m := range []int{1, 3, 8} {
+			for _, n := range []int{33, 1000, 2049} {
+				for _, k := range []int{64, 300} {
+					for _, tB := range []bool{false, true} {
+						for _, threads := range []int{1, 2} {
+							s := shape{false, tB, m, n, k, 0, 1, 0.5}
+							ldb := map[bool]int{false: n, true: k}[tB]
+							a, b := randSlice(r, m*k), randSlice(r, k*n)
+							c := randSlice(r, m*n)
+							orig := append([]float32(nil), c...)
+							want, mag := ref(false, tB, m, n, k, 1, a, k, b, ldb, 0.5, c, n)
+							Exec{Threads: threads}.Sgemm(false, tB, m, n, k, 1, a, k, b, ldb, 0.5, c, n)
+							checkC(t, s, c, n, want, mag, orig)
+						}
+					}
+				}
+			}
+		}
+		active = prev
+	}
 }

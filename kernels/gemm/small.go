@@ -20,6 +20,16 @@ var (
 	smallDotVecs = 2
 )
 
+// smallRows is the number of rows of C up to which the native paths
+// multiply in place whatever the size: with a few rows (a decoding step's
+// attention: 4 query heads of one token against 2048 keys) packing B
+// costs more than the product, which reads B once in place. Measured on
+// AVX-512 (BenchmarkSgemmSmall, one thread, packing included): 4x2048x128
+// 41 us in place against 92 packed, 219 against 44 with B transposed;
+// 8x768x768 116 against 233 (transposed 355 against 513); at 16 rows the
+// two are even.
+var smallRows = 8
+
 // smallBcastFunc sets an r x w tile of C (r and the vector count fixed per
 // function, the last vector masked by mask):
 //
@@ -48,14 +58,39 @@ var laneMask = [32]int32{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
 // (B not packed already).
 func (p *problem) inPlace() bool {
 	work := p.m * p.n * p.k
-	if p.pb != nil || work > smallWork {
+	sk := p.ar.small
+	few := sk != nil && p.m <= smallRows
+	if p.pb != nil || work > smallWork && !few {
 		return false
 	}
-	sk := p.ar.small
 	if sk == nil || !p.transB {
 		return true
 	}
-	return !p.transA && work <= smallDotWork && p.k >= smallDotVecs*sk.lanes
+	return !p.transA && (work <= smallDotWork || few) && p.k >= smallDotVecs*sk.lanes
+}
+
+// smallParallel is small over nt goroutines, each taking a block of the
+// columns of C (for products with few rows and much work).
+func (p *problem) smallParallel(nt int) {
+	n := p.n
+	nt = min(nt, ceilDiv(n, 16))
+	parallel(nt, func(t int) {
+		j0, j1 := t*n/nt/16*16, (t+1)*n/nt/16*16
+		if t == nt-1 {
+			j1 = n
+		}
+		if j0 >= j1 {
+			return
+		}
+		q := *p
+		q.n, q.c = j1-j0, p.c[j0:]
+		if p.transB {
+			q.b = p.b[j0*p.ldb:]
+		} else {
+			q.b = p.b[j0:]
+		}
+		q.small()
+	})
 }
 
 // small computes the whole of p in place (p.pb == nil, m, n, k > 0).
