@@ -98,13 +98,13 @@ func maxDiff(got, want *kernels.Tensor) (float64, float64) {
 	return d, s
 }
 
-// TestGQAChunkAfterCacheContract holds onnxpe's GroupQueryAttention to
+// TestDifferentialGQAChunkAfterCache holds onnxpe's GroupQueryAttention to
 // ONNX Runtime's contract for several new tokens after a cache: ONNX
 // Runtime 1.30 (group_query_attention_helper.h, "batch_size must be 1
 // when sequence_length > 1 and past context is given") runs such a
 // chunk for one sequence only, so both refuse a batch of two and both
 // run, equally, the same chunk for one sequence.
-func TestGQAChunkAfterCacheContract(t *testing.T) {
+func TestDifferentialGQAChunkAfterCache(t *testing.T) {
 	if err := ortpeer.Init(""); err != nil {
 		t.Fatal(err)
 	}

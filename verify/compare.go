@@ -92,11 +92,14 @@ type Report struct {
 type SetResult struct {
 	Name string `json:"name"`
 	// Pairing is "A go / B go", "A go / A ort", ...
-	Pairing string       `json:"pairing"`
-	Spec    *SetSpec     `json:"spec,omitempty"`
-	Inputs  []InputDesc  `json:"inputs"`
-	Outputs []OutputDiff `json:"outputs"`
-	Equal   bool         `json:"equal"`
+	Pairing string `json:"pairing"`
+	// AcrossRuntimes is true when the pairing is one model in two
+	// runtimes (compared at Tolerance.AcrossRuntimes).
+	AcrossRuntimes bool         `json:"across_runtimes,omitempty"`
+	Spec           *SetSpec     `json:"spec,omitempty"`
+	Inputs         []InputDesc  `json:"inputs"`
+	Outputs        []OutputDiff `json:"outputs"`
+	Equal          bool         `json:"equal"`
 	// Error is set when one side could not run the set.
 	Error   string  `json:"error,omitempty"`
 	Seconds float64 `json:"seconds"`
@@ -588,8 +591,9 @@ func (c *comparison) compareSides(x, y *side, pairs [][2]string) {
 	if c.rep.Reference {
 		pairing = fmt.Sprintf("%s / reference", y.label())
 	}
+	across := x.model == y.model && x.rt != y.rt && !c.rep.Reference
 	for i, set := range c.sets {
-		r := SetResult{Name: set.name, Pairing: pairing, Spec: set.spec, Inputs: c.describeInputs(set)}
+		r := SetResult{Name: set.name, Pairing: pairing, AcrossRuntimes: across, Spec: set.spec, Inputs: c.describeInputs(set)}
 		if i < len(y.seconds) {
 			r.Seconds = y.seconds[i]
 		}
@@ -623,7 +627,11 @@ func (c *comparison) compareSides(x, y *side, pairs [][2]string) {
 				if v != nil {
 					pm = c.an.positionMapFor(v, set, ta.Shape)
 				}
-				d = diffTensors(p[0], ta, tb, c.opts.Policy.For(ta.DType), pm)
+				tol := c.opts.Policy.For(ta.DType)
+				if across {
+					tol = tol.AcrossRuntimes()
+				}
+				d = diffTensors(p[0], ta, tb, tol, pm)
 			}
 			if p[1] != p[0] && !c.rep.Reference {
 				d.NameB = p[1]
@@ -663,7 +671,10 @@ func (c *comparison) finish(start time.Time) {
 	rep.Tolerances = map[string]Tolerance{}
 	for _, s := range rep.Sets {
 		for _, o := range s.Outputs {
-			if o.DType != "" {
+			switch {
+			case o.DType != "" && s.AcrossRuntimes:
+				rep.Tolerances[o.DType+" across runtimes"] = o.Tolerance
+			case o.DType != "":
 				rep.Tolerances[o.DType] = o.Tolerance
 			}
 		}
