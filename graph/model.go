@@ -178,6 +178,10 @@ func (m *Model) Walk(f func(*Node)) {
 type nameSet struct {
 	used map[string]bool
 	next map[string]int
+	// of is the set of the model this one's model was cloned from, read
+	// only: its names count as used, without copying them (a copy of 100k
+	// names costs more than the clone of the graph).
+	of *nameSet
 }
 
 func (s *nameSet) add(name string) {
@@ -187,25 +191,46 @@ func (s *nameSet) add(name string) {
 	s.used[name] = true
 }
 
+func (s *nameSet) isUsed(name string) bool {
+	for ; s != nil; s = s.of {
+		if s.used[name] {
+			return true
+		}
+	}
+	return false
+}
+
+// counter is the last suffix handed out for base here or in the sets this
+// one was cloned from.
+func (s *nameSet) counter(base string) int {
+	for ; s != nil; s = s.of {
+		if k, ok := s.next[base]; ok {
+			return k
+		}
+	}
+	return 0
+}
+
 func (s *nameSet) fresh(base string) string {
 	if base == "" {
 		base = "v"
 	}
 	if s.used == nil {
 		s.used = map[string]bool{}
-		s.next = map[string]int{}
 	}
 	if s.next == nil {
 		s.next = map[string]int{}
 	}
-	if !s.used[base] {
+	if !s.isUsed(base) {
 		s.used[base] = true
 		return base
 	}
+	k := s.counter(base)
 	for {
-		s.next[base]++
-		c := base + "_" + strconv.Itoa(s.next[base])
-		if !s.used[c] {
+		k++
+		c := base + "_" + strconv.Itoa(k)
+		if !s.isUsed(c) {
+			s.next[base] = k
 			s.used[c] = true
 			return c
 		}

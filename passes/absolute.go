@@ -70,8 +70,8 @@ func runAbsolute(c *Context) (any, error) {
 		}
 	}
 	var out []*Finding
-	for _, g := range detectGraphs(w.M.Graph) {
-		for _, n := range g.Nodes() {
+	for _, g := range w.detectGraphs() {
+		for n := range g.All() {
 			if n.OpType != "Add" || !isONNX(n) || onScores[n] {
 				continue
 			}

@@ -116,9 +116,11 @@ func runScoreBias(c *Context) (any, error) {
 		}
 		out = append(out, f)
 	}
+	// One probe for every bias: layers sharing a mask compute it once.
+	p := w.NewProbe(1, 16, 0)
 	for _, b := range blocks {
 		for _, bt := range b.Bias {
-			if f := w.biasFinding(c, b, bt, readers); f != nil {
+			if f := w.biasFinding(c, p, b, bt, readers); f != nil {
 				add(f)
 			}
 		}
@@ -126,12 +128,11 @@ func runScoreBias(c *Context) (any, error) {
 	return out, nil
 }
 
-func (w *Work) biasFinding(c *Context, b *Block, bt BiasTerm, readers map[*graph.Value][]int) *Finding {
+func (w *Work) biasFinding(c *Context, p *Probe, b *Block, bt BiasTerm, readers map[*graph.Value][]int) *Finding {
 	at := w.OrigName(bt.Add)
 	if bt.Add == nil {
 		at = w.OrigName(b.node()) // a bias input of a fused attention op
 	}
-	p := w.NewProbe(1, 16, 0)
 	t, err := p.Value(bt.Value)
 	if err != nil {
 		c.Miss("score_bias", at, "the bias could not be evaluated: "+err.Error(), 0)

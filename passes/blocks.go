@@ -122,7 +122,7 @@ var GenerationOps = map[string]bool{
 // (every subgraph but those of generation ops).
 func detectGraphs(g *graph.Graph) []*graph.Graph {
 	out := []*graph.Graph{g}
-	for _, n := range g.Nodes() {
+	for n := range g.All() {
 		if GenerationOps[opKey(n)] {
 			continue
 		}
@@ -131,6 +131,15 @@ func detectGraphs(g *graph.Graph) []*graph.Graph {
 		}
 	}
 	return out
+}
+
+// detectGraphs is detectGraphs of the working copy's main graph, listed
+// once (detectors do not change the copy).
+func (w *Work) detectGraphs() []*graph.Graph {
+	if w.detect == nil {
+		w.detect = detectGraphs(w.M.Graph)
+	}
+	return w.detect
 }
 
 func opKey(n *graph.Node) string {
@@ -163,8 +172,8 @@ blocks take their numbers at the generation op's place.`,
 	Run: func(c *Context) (any, error) {
 		w := c.Work()
 		var out []*Block
-		for _, g := range detectGraphs(w.M.Graph) {
-			for _, n := range g.Nodes() {
+		for _, g := range w.detectGraphs() {
+			for n := range g.All() {
 				switch {
 				case FusedAttentionOps[opKey(n)]:
 					out = append(out, w.fusedBlock(n))

@@ -143,8 +143,8 @@ func (w *Work) fusedRotary(c *Context, blocks []*Block, sides map[*Block]*BlockS
 		}
 	}
 	// RotaryEmbedding ops that reach no block's scores.
-	for _, g := range detectGraphs(w.M.Graph) {
-		for _, n := range g.Nodes() {
+	for _, g := range w.detectGraphs() {
+		for n := range g.All() {
 			if isRotaryOp(n) && uses[n] == nil {
 				out = append(out, w.rotaryOpFinding(c, nil, n, nil))
 			}

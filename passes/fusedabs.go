@@ -12,9 +12,9 @@ import (
 // with positions 0..S-1 when the op has no position_ids input.
 func (w *Work) fusedAbsolute(c *Context, blocks []*Block) []*Finding {
 	var out []*Finding
-	for _, g := range detectGraphs(w.M.Graph) {
-		for _, n := range g.Nodes() {
-			if opKey(n) != "com.microsoft.EmbedLayerNormalization" {
+	for _, g := range w.detectGraphs() {
+		for n := range g.All() {
+			if n.OpType != "EmbedLayerNormalization" || n.Domain != "com.microsoft" {
 				continue
 			}
 			if f := w.embedLayerNorm(c, n, blocks); f != nil {

@@ -93,7 +93,7 @@ func (w *Work) fusedBias(c *Context, blocks []*Block) []*Finding {
 		// A gate over a bias computed in the graph: read that bias as an
 		// unfused one.
 		rel := g.gate.Input(2)
-		f := w.biasFinding(c, g.b, BiasTerm{Value: rel}, map[*graph.Value][]int{rel: {g.b.Index}})
+		f := w.biasFinding(c, w.NewProbe(1, 16, 0), g.b, BiasTerm{Value: rel}, map[*graph.Value][]int{rel: {g.b.Index}})
 		if f == nil {
 			continue
 		}

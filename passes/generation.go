@@ -57,8 +57,8 @@ func runGeneration(c *Context) (any, error) {
 	w := c.Work()
 	var out []*SubAudit
 	var gens []*graph.Node
-	for _, g := range detectGraphs(w.M.Graph) {
-		for _, n := range g.Nodes() {
+	for _, g := range w.detectGraphs() {
+		for n := range g.All() {
 			if GenerationOps[opKey(n)] {
 				gens = append(gens, n)
 			}

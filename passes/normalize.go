@@ -43,8 +43,9 @@ type Work struct {
 	byOrig    map[string]*graph.Value // workValue
 	byName    map[string]*graph.Value // main-graph values by original name (extract.go)
 
-	roles  *roles // input roles and activation flags (roles.go)
-	sizes  *sizes // what the symbols of the inputs' shapes count (sizes.go)
+	roles  *roles         // input roles and activation flags (roles.go)
+	sizes  *sizes         // what the symbols of the inputs' shapes count (sizes.go)
+	detect []*graph.Graph // detectGraphs of the main graph, once
 	weight map[*graph.Value]bool
 }
 
@@ -78,11 +79,16 @@ func NewWork(m *graph.Model) (*Work, error) {
 
 func newWork(m *graph.Model) (*Work, error) {
 	c := m.Clone()
+	// The maps over every node and value are made at their final size:
+	// growing them rehashes, which cost a fifth of a 100k-node audit.
+	nodes, values := 0, 0
+	m.Walk(func(n *graph.Node) { nodes++; values += len(n.Outputs()) })
+	values += len(m.Graph.Inputs) + len(m.Graph.Initializers)
 	w := &Work{Orig: m, M: c,
-		origNode: map[*graph.Node]*graph.Node{}, origValue: map[*graph.Value]*graph.Value{},
-		opset: map[*graph.Node]int64{}, shapes: map[*graph.Value]Shape{}, etypes: map[*graph.Value]graph.DataType{},
+		origNode: make(map[*graph.Node]*graph.Node, nodes), origValue: make(map[*graph.Value]*graph.Value, values),
+		opset: map[*graph.Node]int64{}, shapes: make(map[*graph.Value]Shape, values), etypes: make(map[*graph.Value]graph.DataType, values),
 		pv: map[*graph.Value][]Dim{}, consts: map[*graph.Value]*kernels.Tensor{}, constErr: map[*graph.Value]error{},
-		sums: map[string]Dim{}, exprs: map[Dim]symExpr{}, powBase: map[*graph.Value]float64{}, weight: map[*graph.Value]bool{}, folds: map[*graph.Value][]*graph.Value{}, pos: map[*graph.Node]int{}}
+		sums: map[string]Dim{}, exprs: map[Dim]symExpr{}, powBase: map[*graph.Value]float64{}, weight: map[*graph.Value]bool{}, folds: map[*graph.Value][]*graph.Value{}, pos: make(map[*graph.Node]int, nodes)}
 	w.pair(m.Graph, c.Graph)
 	for i, f := range m.Functions {
 		w.pair(f.Body, c.Functions[i].Body)
@@ -174,7 +180,7 @@ func (w *Work) Opset(n *graph.Node) int64 {
 func (w *Work) Pos(n *graph.Node) int { return w.pos[n] }
 
 func (w *Work) number(g *graph.Graph, k *int) {
-	for _, n := range g.Nodes() {
+	for n := range g.All() {
 		w.pos[n] = *k
 		*k++
 		for _, sg := range n.Subgraphs() {
@@ -187,7 +193,7 @@ func sortAll(g *graph.Graph) error {
 	if err := g.TopoSort(); err != nil {
 		return err
 	}
-	for _, n := range g.Nodes() {
+	for n := range g.All() {
 		for _, sg := range n.Subgraphs() {
 			if err := sortAll(sg); err != nil {
 				return err
@@ -200,7 +206,7 @@ func sortAll(g *graph.Graph) error {
 // graphs lists g and every subgraph inside it.
 func graphs(g *graph.Graph) []*graph.Graph {
 	out := []*graph.Graph{g}
-	for _, n := range g.Nodes() {
+	for n := range g.All() {
 		for _, sg := range n.Subgraphs() {
 			out = append(out, graphs(sg)...)
 		}

@@ -377,7 +377,7 @@ func (p *Probe) evalLoop(n *graph.Node, f *frame, ins []*kernels.Tensor, depth i
 		for k := range scans {
 			scans[k] = append(scans[k], outs[1+len(carried)+k])
 		}
-		p.steps += len(body.Nodes())
+		p.steps += body.Len()
 		if p.steps > p.budget() {
 			return nil, false, false, fmt.Errorf("%w: Loop %v", ErrBudget, n)
 		}

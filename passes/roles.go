@@ -418,7 +418,7 @@ func (w *Work) markAct(g *graph.Graph) {
 			r.act[v] = true
 		}
 	}
-	for _, n := range g.Nodes() {
+	for n := range g.All() {
 		if n.OpType == "Shape" || n.OpType == "Size" {
 			continue
 		}
