@@ -23,7 +23,9 @@ layout, head and rotary sizes and head counts are read from the
 attributes and shapes as the op contracts define them (num_heads = 0 and
 rotary_embedding_dim = 0 mean "infer from the shapes"); the base and the
 scaling rule are fitted from the values of the cos/sin caches exactly as
-for unfused RoPE, and are null with a note when the caches are graph
+for unfused RoPE (caches the graph computes are evaluated at several
+lengths, so frequencies that depend on it read as dynamic NTK or
+LongRoPE), and are null with a note when the caches are graph
 inputs or absent external data. A rotation made by an op of an unknown
 domain is reported with what the graph proves (sizes, heads, the rows of
 the tables read at positions) and nulls with notes for the rest.
@@ -480,7 +482,34 @@ func (w *Work) cacheParams(c *Context, p *RoPEParams, cosV, sinV *graph.Value, t
 		}
 		ev.Stored = st
 	}
-	notes = append(notes, setFit(p, r, r.fitFrequencies())...)
+	fit := r.fitFrequencies()
+	if cr.rows == 0 && sr.rows == 0 {
+		// Computed caches may depend on the length (dynamic NTK, an If
+		// choosing LongRoPE's frequencies inside the computation): they
+		// are measured again at other lengths, as unfused rotations are.
+		r.remeasure = func(L int) (dynPoint, bool) {
+			if L > 1<<14 {
+				return dynPoint{}, false
+			}
+			c, why := w.evalCache(cosV, L)
+			s, why2 := w.evalCache(sinV, L)
+			if why != "" || why2 != "" {
+				return dynPoint{}, false
+			}
+			rl, _ := cacheRotation(c, s, p.RotaryDim)
+			if rl == nil || rl.seq != L {
+				return dynPoint{}, false // rows that do not follow the length
+			}
+			return dynPoint{L: L, span: rl.seq, omega: rl.omega}, true
+		}
+		r.findDynamic([]int{4, 4 * r.seq, 16 * r.seq})
+		if r.dynamic != nil {
+			angErr := r.angErr()
+			fit = w.fitDynamic(r, angErr, max(1e-6, 2*angErr))
+			ev.InvFreqLong = r.omegaLong
+		}
+	}
+	notes = append(notes, setFit(p, r, fit)...)
 	return ev, notes
 }
 
@@ -702,7 +731,17 @@ func (w *Work) readCache(v *graph.Value, table bool) (cacheRead, string) {
 		return r, fmt.Sprintf("the cos/sin caches are graph inputs (%s), not in the file", w.name(t))
 	}
 	// Computed in the graph: evaluate it (rows at positions 0..15).
-	p := w.NewProbe(1, 16, 0)
+	c, why := w.evalCache(v, 16)
+	c.half = c.half || r.half
+	return c, why
+}
+
+// evalCache evaluates a cos or sin cache the graph computes on a probe of
+// one sequence of L tokens at positions 0..L-1: its rows at those
+// positions.
+func (w *Work) evalCache(v *graph.Value, L int) (cacheRead, string) {
+	r := cacheRead{half: isHalfType(w.ElemType(v))}
+	p := w.NewProbe(1, L, 0)
 	ct, err := p.Value(v)
 	if err != nil {
 		return r, "the cos/sin values could not be evaluated: " + err.Error()

@@ -422,6 +422,13 @@ func (w *Work) checkDynamic(s *side, r *rotation) {
 	} else {
 		probes = []int{4, 4 * r.seq, 16 * r.seq}
 	}
+	r.findDynamic(probes)
+}
+
+// findDynamic measures r again (r.remeasure) at each largest position + 1
+// of probes: when the frequencies change, r.dynamic holds every
+// measurement, in the order of their lengths.
+func (r *rotation) findDynamic(probes []int) {
 	points := []dynPoint{{L: r.seq, span: r.seq, omega: r.omega}}
 	changed := false
 	angErr := r.angErr()

@@ -356,7 +356,9 @@ var formParams = map[string][]string{
 // schemes in the same layers, the same params (but those saying how the
 // encoding is stored), and fused where the rewrite fused it.
 func TestRewriteAuditsTheSame(t *testing.T) {
-	known := 0
+	// rope_ntk's cos/sin stay computed beside the fused rotation: the
+	// fused detector measures them at several lengths (dynamic: true).
+	ntk := false
 	for _, cm := range rewriteCorpus(t) {
 		if rewriteWant[cm.name] == "" {
 			continue
@@ -374,6 +376,7 @@ func TestRewriteAuditsTheSame(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			ntk = ntk || cm.name == "rope_ntk"
 			if fmt.Sprint(before.Schemes, before.Layers) != fmt.Sprint(after.Schemes, after.Layers) {
 				t.Fatalf("schemes %v %v, rewritten %v %v", before.Schemes, before.Layers, after.Schemes, after.Layers)
 			}
@@ -396,18 +399,13 @@ func TestRewriteAuditsTheSame(t *testing.T) {
 					delete(pb, k)
 					delete(pa, k)
 				}
-				if cm.name == "rope_ntk" {
-					// The fused detector measures computed caches at one
-					// length: dynamic NTK reads as no scaling (counted).
-					known++
-					t.Logf("known gap: rewritten %v, original %v", pa, pb)
-					return
-				}
 				if b, a := fmt.Sprint(pb), fmt.Sprint(pa); b != a {
 					t.Errorf("%s params:\n  original  %s\n  rewritten %s", fb.Scheme, b, a)
 				}
 			}
 		})
 	}
-	t.Logf("%d model(s) with a known gap of the fused detector (rope_ntk)", known)
+	if !ntk {
+		t.Error("rope_ntk was not rewritten: its dynamic NTK, kept computed beside a fused rotation, is not checked")
+	}
 }
