@@ -39,7 +39,7 @@ func cases(t *testing.T) []goldenCase {
 		dir := filepath.Dir(e.ModelPath())
 		for _, v := range []struct{ suffix, file string }{{"", "model.onnx"}, {".ort_basic", "ort_basic.onnx"}, {".ort_extended", "ort_extended.onnx"}} {
 			p := filepath.Join(dir, v.file)
-			out = append(out, goldenCase{name: e.Name + v.suffix, path: func(*testing.T) string { return p }, truth: e.Truth})
+			out = append(out, goldenCase{name: e.Name + v.suffix, path: func(*testing.T) string { return p }, truth: e.TruthOf(v.file)})
 		}
 	}
 	for _, s := range testmodels.Synthetics() {

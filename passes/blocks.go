@@ -275,7 +275,9 @@ func isMatMulLike(n *graph.Node) bool {
 // the Softmax.
 var scoreOps = map[string]bool{"Add": true, "Sub": true, "Mul": true, "Div": true, "Where": true, "Cast": true,
 	"Reshape": true, "Transpose": true, "Unsqueeze": true, "Squeeze": true, "Expand": true, "Slice": true,
-	"Tanh": true, "Clip": true, "Max": true, "Min": true, "Identity": true, "Sum": true, "Neg": true}
+	"Tanh": true, "Clip": true, "Max": true, "Min": true, "Identity": true, "Sum": true, "Neg": true,
+	// The modulus of complex scores (complex-valued attention: |q·k*|).
+	"Sqrt": true}
 
 func (w *Work) unfusedBlock(c *Context, sm *graph.Node) *Block {
 	b := &Block{Softmax: sm}

@@ -166,6 +166,13 @@ type RoPEParams struct {
 	// QKNorm is "l2_after_rope" when q and k are normalised (without a
 	// weight) after the rotation.
 	QKNorm string
+	// MultimodalSections are the numbers of frequencies each position
+	// stream turns (M-RoPE's [t, h, w]), nil for one stream.
+	MultimodalSections []int
+	// Axes is 2 for a rotation over a patch grid (Grid [rows, cols]),
+	// 0 otherwise.
+	Axes int
+	Grid []int
 }
 
 func (*RoPEParams) Scheme() string { return RoPEScheme }
@@ -216,6 +223,12 @@ func (p *RoPEParams) Map() map[string]any {
 	}
 	if p.QKNorm != "" {
 		m["qk_norm"] = p.QKNorm
+	}
+	if p.MultimodalSections != nil {
+		m["multimodal_sections"] = p.MultimodalSections
+	}
+	if p.Axes == 2 {
+		m["axes"], m["grid"] = p.Axes, p.Grid
 	}
 	return m
 }

@@ -523,7 +523,11 @@ func (w *Work) infer(n *graph.Node) {
 		for j := 2; j < len(d); j++ {
 			d[j] = w.syms.fresh()
 		}
-		if n.OpType == "Conv" && s.AllKnown() {
+		spatial := true // the spatial sizes decide the output's (the batch may be a symbol)
+		for _, x := range s.Dims[min(2, len(s.Dims)):] {
+			spatial = spatial && x.Known()
+		}
+		if n.OpType == "Conv" && spatial {
 			if k := n.AttrInts("kernel_shape"); len(k) == len(d)-2 {
 				st := n.AttrInts("strides")
 				pads := n.AttrInts("pads")

@@ -38,6 +38,10 @@ type rotation struct {
 	// powBase is the base the graph raises to the frequency exponents, when
 	// the frequencies were computed from it (0 otherwise).
 	powBase float64
+	// axial is the grid of a 2-D rotation (rope_axes.go), sections the
+	// frequencies per stream of multi-stream positions (M-RoPE).
+	axial    *axialRot
+	sections []int
 }
 
 type dynPoint struct {
@@ -58,6 +62,7 @@ func (w *Work) measureRotation(s *side) (*rotation, string) {
 		r, why := w.measureAt(p, s)
 		if r != nil {
 			w.checkDynamic(s, r)
+			w.measureStreams(s, r)
 			return r, ""
 		}
 		last = why
@@ -213,11 +218,16 @@ func (w *Work) measureAt(p *Probe, s *side) (*rotation, string) {
 			stride *= x
 		}
 		for k := range r.pairs {
-			if math.Abs(theta[k][0]-theta[k][stride]) > 1e-6 {
-				if r.posAxis >= 0 && r.posAxis != a {
-					return nil, "the angles change along two axes of q"
+			// Anywhere along the axis: tokens before a patch grid (a class
+			// token) and the grid's first cell do not turn.
+			for i := 1; i < shape[a]; i++ {
+				if math.Abs(theta[k][0]-theta[k][i*stride]) > 1e-6 {
+					if r.posAxis >= 0 && r.posAxis != a {
+						return nil, "the angles change along two axes of q"
+					}
+					r.posAxis = a
+					break
 				}
-				r.posAxis = a
 			}
 		}
 	}
@@ -226,6 +236,12 @@ func (w *Work) measureAt(p *Probe, s *side) (*rotation, string) {
 	}
 	r.seq = shape[r.posAxis]
 	r.omega, r.amp, r.noise = omegas(theta, amp, shape, r.posAxis)
+	if slices.ContainsFunc(r.omega, math.IsNaN) && !p.Synthetic(s.Out) {
+		// Not linear in the token's index: a rotation over a patch grid?
+		if ax, om, res, ok := axialAngles(theta, shape, r.posAxis); ok {
+			r.axial, r.omega, r.noise = ax, om, res
+		}
+	}
 	if r.noise > 1e-5 {
 		r.half = true // the cos/sin went through a half type somewhere
 	}
@@ -383,7 +399,7 @@ func omegas(theta, amp [][]float64, shape []int, axis int) ([]float64, float64, 
 // checkDynamic measures the frequencies again at other positions: when
 // they change, the cos/sin depend on the length (dynamic rules).
 func (w *Work) checkDynamic(s *side, r *rotation) {
-	if r.synthetic || r.tableRows > 0 {
+	if r.synthetic || r.tableRows > 0 || r.axial != nil {
 		return
 	}
 	hasPosInput := w.readsPositions(w.cone(s.Pos...))

@@ -47,6 +47,11 @@ type Work struct {
 	sizes  *sizes         // what the symbols of the inputs' shapes count (sizes.go)
 	detect []*graph.Graph // detectGraphs of the main graph, once
 	weight map[*graph.Value]bool
+
+	// foldedFrom maps an initializer made by folding to the node it
+	// replaced (removed from the graph, its inputs the initializers of its
+	// folded inputs): the structure of what the copy computed once.
+	foldedFrom map[*graph.Value]*graph.Node
 }
 
 // Normalize makes the working copy every detector reads.
@@ -88,7 +93,8 @@ func newWork(m *graph.Model) (*Work, error) {
 		origNode: make(map[*graph.Node]*graph.Node, nodes), origValue: make(map[*graph.Value]*graph.Value, values),
 		opset: map[*graph.Node]int64{}, shapes: make(map[*graph.Value]Shape, values), etypes: make(map[*graph.Value]graph.DataType, values),
 		pv: map[*graph.Value][]Dim{}, consts: map[*graph.Value]*kernels.Tensor{}, constErr: map[*graph.Value]error{},
-		sums: map[string]Dim{}, exprs: map[Dim]symExpr{}, powBase: map[*graph.Value]float64{}, weight: map[*graph.Value]bool{}, folds: map[*graph.Value][]*graph.Value{}, pos: make(map[*graph.Node]int, nodes)}
+		sums: map[string]Dim{}, exprs: map[Dim]symExpr{}, powBase: map[*graph.Value]float64{}, weight: map[*graph.Value]bool{}, folds: map[*graph.Value][]*graph.Value{}, pos: make(map[*graph.Node]int, nodes),
+		foldedFrom: map[*graph.Value]*graph.Node{}}
 	w.pair(m.Graph, c.Graph)
 	for i, f := range m.Functions {
 		w.pair(f.Body, c.Functions[i].Body)
@@ -716,6 +722,9 @@ func (w *Work) replaceByConst(g *graph.Graph, n *graph.Node, outs []*kernels.Ten
 		w.consts[nv] = outs[i]
 		w.shapes[nv] = w.Shape(nv)
 		w.origValue[nv] = w.origValue[o]
+		if n.OpType != "Constant" {
+			w.foldedFrom[nv] = n
+		}
 		if p, ok := w.pv[o]; ok {
 			w.pv[nv] = p
 		}
@@ -791,3 +800,10 @@ func (w *Work) etype(n *graph.Node) {
 		}
 	}
 }
+
+// FoldedFrom is the node normalisation folded into the constant v (nil
+// when v is not the result of folding): a node no longer in the graph,
+// whose inputs are the constants it was computed from, themselves maybe
+// folded. Detectors read it to see how a constant was computed (a table
+// integrated by an unrolled solver, a projection of a relative embedding).
+func (w *Work) FoldedFrom(v *graph.Value) *graph.Node { return w.foldedFrom[v] }

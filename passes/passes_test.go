@@ -257,7 +257,8 @@ func compareTruth(t *testing.T, name string, truth testmodels.Truth, r *passes.R
 }
 
 // implemented are the schemes the detectors of this package find so far.
-var implemented = map[string]bool{"rope": true, "nope": true, "sinusoidal": true, "learned_absolute": true, "alibi": true, "t5_relative_bias": true, "relative_clipped": true}
+var implemented = map[string]bool{"rope": true, "nope": true, "sinusoidal": true, "learned_absolute": true, "alibi": true, "t5_relative_bias": true, "relative_clipped": true,
+	"relative_sinusoidal": true, "disentangled": true, "complex_order": true, "floater": true}
 
 // TestCorpusMatchesTheManifest audits every exported model (and its ONNX
 // Runtime optimised saves) and every Go-built model whose schemes are
@@ -302,7 +303,7 @@ func TestCorpusMatchesTheManifest(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				check(t, e.Name, m, e.Truth)
+				check(t, e.Name, m, e.TruthOf(file))
 			})
 		}
 	}

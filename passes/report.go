@@ -26,7 +26,7 @@ type LayerScheme struct {
 
 // Detectors are the passes whose results are findings ([]*Finding). The
 // report collects them; adding a detector is adding it here.
-var Detectors = []*Pass{RoPE, Absolute, ScoreBias, Shaw, Fused}
+var Detectors = []*Pass{RoPE, Absolute, ScoreBias, Shaw, Fused, RelativeSinusoidalPass, DisentangledPass, ComplexOrderPass, FloaterPass}
 
 // Audit assembles the report from the detectors' findings.
 var Audit = &Pass{
@@ -43,7 +43,8 @@ they live in named. The findings are ordered by their first layer.`,
 }
 
 // priority orders the schemes a layer may receive from two findings.
-var priority = map[string]int{RoPEScheme: 0, ALiBi: 1, T5RelativeBias: 2, RelativeClipped: 3, Sinusoidal: 4, LearnedAbsolute: 5, NoPE: 9}
+var priority = map[string]int{RoPEScheme: 0, ALiBi: 1, T5RelativeBias: 2, RelativeClipped: 3, Sinusoidal: 4, LearnedAbsolute: 5, NoPE: 9,
+	RelativeSinusoidal: 3, Disentangled: 3, ComplexOrder: 4, Floater: 4}
 
 func runAudit(c *Context) (any, error) {
 	blocks := c.ResultOf[Blocks].([]*Block)
@@ -53,6 +54,7 @@ func runAudit(c *Context) (any, error) {
 			all = append(all, fs...)
 		}
 	}
+	all = dropSubsumed(all)
 	// The graphs of generation ops, with their layers renumbered.
 	var subLayers []LayerScheme
 	subs, _ := c.ResultOf[Generation].([]*SubAudit)
@@ -170,3 +172,47 @@ func AuditModel(m *graph.Model, name string, opts Options) (*Report, *Context, e
 //
 //go:embed report.schema.json
 var ReportSchema []byte
+
+// dropSubsumed leaves out findings of one scheme whose every node belongs
+// to a finding of another scheme reaching the same layers: a part of that
+// scheme another detector read as an encoding of its own (Transformer-XL's
+// per-head biases u and v, constants added to q, look to the absolute
+// detector like a table with a row per head).
+func dropSubsumed(all []*Finding) []*Finding {
+	var out []*Finding
+	for _, f := range all {
+		if !subsumed(f, all) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func subsumed(f *Finding, all []*Finding) bool {
+	if len(f.Nodes) == 0 {
+		return false
+	}
+	for _, g := range all {
+		if g == f || g.Scheme == f.Scheme || g.Subgraph != f.Subgraph || len(g.Nodes) <= len(f.Nodes) {
+			continue
+		}
+		if !containsAll(g.Layers, f.Layers) || !containsAll(g.Nodes, f.Nodes) {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+func containsAll[T comparable](set, sub []T) bool {
+	in := make(map[T]bool, len(set))
+	for _, x := range set {
+		in[x] = true
+	}
+	for _, x := range sub {
+		if !in[x] {
+			return false
+		}
+	}
+	return true
+}

@@ -43,6 +43,11 @@ func runRewriteRoPE(c *Context) (any, error) {
 		if f.Fused {
 			continue
 		}
+		if p, ok := f.Params.(*RoPEParams); ok && (p.MultimodalSections != nil || p.Axes == 2) {
+			// RotaryEmbedding turns every pair by one position per token.
+			ch.skip(f, "RotaryEmbedding turns every pair with one position: the position streams of M-RoPE or the axes of 2-D RoPE do not fit it")
+			continue
+		}
 		if err := r.rope(w, f, ch); err != nil {
 			if errors.Is(err, ErrRewrite) {
 				ch.skip(f, "%s", reason(err))

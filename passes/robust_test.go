@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/onnxpe/onnxpe/graph"
@@ -124,9 +125,24 @@ func wrapLayers(t *testing.T, m *graph.Model) (*graph.Model, bool) {
 	g := m.Graph
 	groups := map[string][]*graph.Node{}
 	var order []string
+	// A layer is named by the path up to its index; only the outermost
+	// layers are wrapped (FLOATER's dynamics have layers of their own).
+	key := func(n *graph.Node) string {
+		loc := layerKey.FindStringIndex(n.Name)
+		if loc == nil {
+			return ""
+		}
+		return n.Name[:loc[1]]
+	}
+	depth := -1
 	for _, n := range g.Nodes() {
-		k := layerKey.FindString(n.Name)
-		if k == "" || n.OpType == "Constant" {
+		if k := key(n); k != "" && (depth < 0 || strings.Count(k, "/") < depth) {
+			depth = strings.Count(k, "/")
+		}
+	}
+	for _, n := range g.Nodes() {
+		k := key(n)
+		if k == "" || n.OpType == "Constant" || strings.Count(k, "/") != depth {
 			continue
 		}
 		if len(n.Subgraphs()) > 0 {

@@ -83,7 +83,7 @@ func (w *Work) Inputs() []*graph.Value {
 // indexPreserving are the ops through which an index tensor is still the
 // same indices (at their input 0).
 var indexPreserving = map[string]bool{"Reshape": true, "Unsqueeze": true, "Squeeze": true, "Cast": true,
-	"Flatten": true, "Expand": true, "Identity": true, "Tile": true, "Slice": true, "Gather": true}
+	"Flatten": true, "Expand": true, "Identity": true, "Tile": true, "Slice": true, "Gather": true, "Transpose": true}
 
 // maxSegmentRows is the most rows a token-type (segment) table has: BERT's
 // has 2, ONNX Runtime's BERT test models 16. A second table read by an

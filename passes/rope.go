@@ -283,7 +283,9 @@ func (w *Work) measureCached(cache map[string]*ropeMeasure, s *side) (*ropeMeasu
 		return nil, why
 	}
 	m := &ropeMeasure{rot: rot}
-	if !rot.synthetic {
+	if rot.axial != nil {
+		m.fit = rot.fitAxial()
+	} else if !rot.synthetic {
 		m.fit = rot.fitFrequencies()
 		if rot.dynamic != nil {
 			angErr := rot.angErr()
@@ -321,6 +323,10 @@ func (w *Work) ropeParams(b *Block, bs *BlockSides, mq, mk *ropeMeasure) (*RoPEP
 	}
 	if r.pastLength {
 		p.PositionSource = "past_length"
+	}
+	p.MultimodalSections = r.sections
+	if r.axial != nil {
+		p.Axes, p.Grid = 2, []int{r.axial.Rows, r.axial.Cols}
 	}
 	if r.synthetic {
 		notes = append(notes, "base, scaling and factor: the frequencies (or the cos/sin caches) are not in the file (graph inputs, or an absent external-data file)")

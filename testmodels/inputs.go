@@ -125,16 +125,22 @@ func (e *Entry) RandomInputs(rng *rand.Rand, s Sizes) (map[string]*kernels.Tenso
 			}
 			out[in.Name] = kernels.FromSlice(shape, v)
 		case "position_ids":
+			// [batch, seq], or [streams, batch, seq] (M-RoPE: text tokens
+			// count on every stream alike).
 			v := make([]int64, n)
-			for b := 0; b < shape[0]; b++ {
-				p := int64(s.Past)
-				for j := 0; j < shape[1]; j++ {
-					if masked(b, j) {
-						v[b*shape[1]+j] = 1 // Hugging Face fills padding positions with 1
-						continue
+			bs := shape[len(shape)-2:]
+			for k := 0; bs[0]*bs[1] > 0 && k < n/(bs[0]*bs[1]); k++ {
+				w := v[k*bs[0]*bs[1] : (k+1)*bs[0]*bs[1]]
+				for b := 0; b < bs[0]; b++ {
+					p := int64(s.Past)
+					for j := 0; j < bs[1]; j++ {
+						if masked(b, j) {
+							w[b*bs[1]+j] = 1 // Hugging Face fills padding positions with 1
+							continue
+						}
+						w[b*bs[1]+j] = p
+						p++
 					}
-					v[b*shape[1]+j] = p
-					p++
 				}
 			}
 			out[in.Name] = kernels.FromSlice(shape, v)

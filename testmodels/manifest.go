@@ -32,7 +32,21 @@ type Entry struct {
 	Inputs    []Input  `json:"inputs"`
 	Outputs   []Output `json:"outputs"`
 	Truth
-	SHA256 string `json:"sha256"`
+	// ORTTruth is what an audit of ONNX Runtime's saves (ort_basic.onnx,
+	// ort_extended.onnx) must report when it differs from the export's:
+	// ONNX Runtime folds what the export computes from weights only (an
+	// unrolled integration becomes a stored table). Nil: the same truth.
+	ORTTruth *Truth `json:"ort_truth,omitempty"`
+	SHA256   string `json:"sha256"`
+}
+
+// TruthOf is the truth of the entry's file: model.onnx, or one of ONNX
+// Runtime's saves.
+func (e *Entry) TruthOf(file string) Truth {
+	if e.ORTTruth != nil && file != "model.onnx" {
+		return *e.ORTTruth
+	}
+	return e.Truth
 }
 
 // Truth is what an audit of the model must report.

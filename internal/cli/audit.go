@@ -44,8 +44,10 @@ func NewCmdAudit(ios *IOStreams) *cobra.Command {
 		Use:   "audit MODEL...",
 		Short: "Find the positional encodings of models: schemes, layers, parameters",
 		Long: `Audit reads a model and reports which positional-encoding schemes it uses
-(sinusoidal, learned_absolute, rope, alibi, t5_relative_bias,
-relative_clipped, nope), in which attention layers, with which
+(sinusoidal, learned_absolute, rope with its multimodal and 2-D forms,
+alibi, t5_relative_bias, relative_clipped, relative_sinusoidal of
+Transformer-XL and XLNet, disentangled of DeBERTa, complex_order,
+floater, nope), in which attention layers, with which
 parameters — from the graph alone: names, producer strings and metadata
 are never evidence. Candidate subgraphs are evaluated with onnxpe's
 kernels on probe positions and the parameters fitted from the values
@@ -93,7 +95,8 @@ fails). A violated policy prints the reason and exits 1.
 }
 
 var schemeNames = []string{passes.Sinusoidal, passes.LearnedAbsolute, passes.RoPEScheme, passes.ALiBi,
-	passes.T5RelativeBias, passes.RelativeClipped, passes.NoPE}
+	passes.T5RelativeBias, passes.RelativeClipped, passes.NoPE,
+	passes.RelativeSinusoidal, passes.Disentangled, passes.ComplexOrder, passes.Floater}
 
 // auditResult is the audit of one model.
 type auditResult struct {

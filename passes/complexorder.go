@@ -1,0 +1,222 @@
+package passes
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/onnxpe/onnxpe/graph"
+)
+
+// ComplexOrderEvidence is what the complex-order detector read.
+type ComplexOrderEvidence struct {
+	// Phase names the value Sin and Cos read (position·frequency, plus a
+	// phase); Positions the position operand, Frequency the per-word
+	// frequencies and Amplitude the amplitude they multiply.
+	Phase, Positions, Frequency, Amplitude string
+	// FreqTable and PhaseTable name the tables the frequencies and phases
+	// are gathered from ("" when they are not gathered).
+	FreqTable, PhaseTable string
+	// Pos are the positions of tokens 0..S-1 at probe length S.
+	Pos []float64
+	// Omega are the first words' frequencies, [word][dim] (at most 16
+	// rows), for the report.
+	Omega [][]float64
+}
+
+// ComplexOrderPass finds complex-order embeddings (Wang et al. 2020).
+var ComplexOrderPass = &Pass{
+	Name: "complex_order",
+	Doc: `Find complex-order word embeddings: r(w)·exp(i(ω(w)·pos + θ(w))) as real and imaginary parts.
+
+A Sin and a Cos reading the same value whose angle is the product of a
+position-only value with a value that depends on the token (its
+frequencies), plus maybe another token-dependent value (an initial
+phase), each multiplied by a token-dependent amplitude: the real and
+imaginary parts of a complex embedding whose phase turns with the
+position. learned_frequency: the frequencies are a table gathered by the
+token ids; learned_phase: so is the phase; the position operand
+evaluated at probe lengths gives the order of the positions.`,
+	Requires: []*Pass{Normalize, Blocks},
+	Run:      runComplexOrder,
+}
+
+func runComplexOrder(c *Context) (any, error) {
+	w := c.Work()
+	blocks := c.ResultOf[Blocks].([]*Block)
+	var out []*Finding
+	seen := map[*graph.Value]bool{}
+	for _, g := range detectGraphs(w.M.Graph) {
+		for _, s := range g.Nodes() {
+			if s.OpType != "Sin" || !isONNX(s) || seen[s.Input(0)] {
+				continue
+			}
+			phase := s.Input(0)
+			seen[phase] = true
+			f, why := w.complexOrderAt(phase, s, blocks)
+			if f == nil {
+				if why != "" {
+					c.Miss("complex_order", w.OrigName(s), why, 1)
+				}
+				continue
+			}
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+func (w *Work) complexOrderAt(phase *graph.Value, sinN *graph.Node, blocks []*Block) (*Finding, string) {
+	if !w.IsAct(phase) {
+		return nil, "" // a position-only angle (sinusoidal, RoPE)
+	}
+	var cosN *graph.Node
+	for _, u := range phase.Uses() {
+		if u.Node.OpType == "Cos" {
+			cosN = u.Node
+		}
+	}
+	if cosN == nil {
+		return nil, "the angle has a Sin but no Cos"
+	}
+	// phase = pos·ω (+ θ)
+	var theta *graph.Value
+	prod := phase.Producer()
+	nodes := []*graph.Node{sinN, cosN}
+	if prod != nil && prod.OpType == "Add" && len(w.actInputs(prod)) == 2 {
+		for _, i := range []int{0, 1} {
+			if m := prod.Input(i).Producer(); m != nil && m.OpType == "Mul" {
+				theta = prod.Input(1 - i)
+				nodes = append(nodes, prod)
+				prod = m
+				break
+			}
+		}
+	}
+	if prod == nil || prod.OpType != "Mul" || len(prod.Inputs()) != 2 {
+		return nil, "the angle is not a product of positions and frequencies"
+	}
+	acts := w.actInputs(prod)
+	if len(acts) != 1 {
+		return nil, "the angle is not a product of positions and frequencies"
+	}
+	omega, pos := prod.Input(acts[0]), prod.Input(1-acts[0])
+	if w.IsConst(pos) {
+		return nil, "the angle's position operand is a constant"
+	}
+	nodes = append(nodes, prod)
+	// The amplitude: the Cos and Sin each multiply a token-dependent value.
+	var amp *graph.Value
+	var ampNodes []*graph.Node
+	for _, n := range []*graph.Node{cosN, sinN} {
+		for _, u := range n.Output(0).Uses() {
+			m := u.Node
+			if m.OpType == "Mul" && len(m.Inputs()) == 2 {
+				other := m.Input(1 - u.Index)
+				if w.IsAct(other) {
+					amp = other
+					ampNodes = append(ampNodes, m)
+				}
+			}
+		}
+	}
+	if len(ampNodes) < 2 {
+		return nil, "cos and sin of the phase are not both multiplied by an amplitude"
+	}
+	nodes = append(nodes, ampNodes...)
+	// The positions, as the model counts them. Batch and sequence both
+	// take S: a [sequence, batch] input (torchtext's layout) leads with the
+	// sequence, which the probe's binding would otherwise read as the batch.
+	const S = 8
+	pr := w.NewProbe(S, S, 0)
+	pt, err := pr.Value(pos)
+	if err != nil {
+		return nil, "the positions could not be evaluated: " + err.Error()
+	}
+	pv := pt.Float64s()
+	if len(pv) != S {
+		return nil, fmt.Sprintf("the position operand has %d values at length %d, not one per token", len(pv), S)
+	}
+	params := &ComplexOrderParams{}
+	switch {
+	case stepsBy(pv, 1):
+		params.PositionOrder = "ascending"
+	case stepsBy(pv, -1):
+		params.PositionOrder = "descending"
+	default:
+		return nil, fmt.Sprintf("the positions %v do not step by one", pv)
+	}
+	if d := w.Shape(omega).Last(); d.Known() {
+		params.Dim = int(d)
+	}
+	ev := &ComplexOrderEvidence{Phase: w.name(phase), Positions: w.name(pos), Frequency: w.name(omega), Amplitude: w.name(amp), Pos: pv}
+	if g := w.tokenTable(omega); g != nil {
+		params.LearnedFrequency = true
+		ev.FreqTable = w.name(g.Input(0))
+		ev.Omega = tableHead(w, g.Input(0), 16)
+		nodes = append(nodes, g)
+	}
+	if theta != nil {
+		if g := w.tokenTable(theta); g != nil {
+			params.LearnedPhase = true
+			ev.PhaseTable = w.name(g.Input(0))
+			nodes = append(nodes, g)
+		}
+	}
+	nodes = append(nodes, w.cone(pos)...)
+	reached := map[int]bool{}
+	for _, n := range ampNodes {
+		for _, l := range w.reachedBlocks(n.Output(0), blocks) {
+			reached[l] = true
+		}
+	}
+	var layers []int
+	for l := range reached {
+		layers = append(layers, l)
+	}
+	f := &Finding{Scheme: ComplexOrder, Layers: sortedUnique(layers), Params: params, Evidence: ev}
+	f.Nodes = w.origNames(nodes)
+	return f, ""
+}
+
+func stepsBy(v []float64, d float64) bool {
+	for i := 1; i < len(v); i++ {
+		if math.Abs(v[i]-v[i-1]-d) > 1e-6 {
+			return false
+		}
+	}
+	return len(v) > 1
+}
+
+// tokenTable is the Gather reading a constant table by token ids that v
+// comes from (through layout ops), or nil.
+func (w *Work) tokenTable(v *graph.Value) *graph.Node {
+	for steps := 0; steps < 8 && v != nil; steps++ {
+		n := v.Producer()
+		if n == nil {
+			return nil
+		}
+		if n.OpType == "Gather" && w.IsConst(n.Input(0)) && w.IsAct(n.Input(1)) {
+			return n
+		}
+		if !layoutOps[n.OpType] && n.OpType != "Transpose" {
+			return nil
+		}
+		v = n.Input(0)
+	}
+	return nil
+}
+
+// tableHead is the first rows of a constant 2-D table, [row][col].
+func tableHead(w *Work, v *graph.Value, rows int) [][]float64 {
+	t := w.Const(v)
+	if t == nil || t.Rank() != 2 {
+		return nil
+	}
+	d := t.Shape[1]
+	x := t.Float64s()
+	var out [][]float64
+	for r := 0; r < min(rows, t.Shape[0]); r++ {
+		out = append(out, append([]float64(nil), x[r*d:(r+1)*d]...))
+	}
+	return out
+}

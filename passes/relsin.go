@@ -1,0 +1,332 @@
+package passes
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/onnxpe/onnxpe/graph"
+)
+
+// RelSinEvidence is what the relative-sinusoid detector measured.
+type RelSinEvidence struct {
+	// Angles names the value holding distance·frequency (what Sin and Cos
+	// read); Table the sinusoid of the distances (the value the position
+	// projection reads), when one value holds it.
+	Angles, Table string
+	// S is the probe length of Distances and Sample.
+	S int
+	// Distances are the relative distances of the table's rows at probe
+	// length S (queries and keys S long).
+	Distances []float64
+	// Omega are the frequencies, per sin/cos column pair.
+	Omega []float64
+	// Sample is the sinusoid table at probe length S, [row][dim] (nil when
+	// no one value holds it), for the report's heat map.
+	Sample [][]float64
+	// Blocks are the layers' position terms.
+	Blocks []RelSinBlock
+}
+
+// RelSinBlock is one layer's position term.
+type RelSinBlock struct {
+	Layer int
+	// Prod is the product of the content with the projected sinusoid;
+	// Content and Pos its operands; U and V the global biases added to q
+	// for the content and the position scores ("" when absent).
+	Prod, Content, Pos string
+	U, V               string
+	// Shift are the nodes aligning the position scores to key - query.
+	Shift []string
+}
+
+// RelativeSinusoidalPass finds Transformer-XL's and XLNet's relative
+// attention.
+var RelativeSinusoidalPass = &Pass{
+	Name: "relative_sinusoidal",
+	Doc: `Find relative attention over a sinusoid of relative distances (Transformer-XL, XLNet).
+
+A block's scores hold, besides q·k, a term q'·R: q (plus a learned
+per-head bias v) times a projection of sin and cos of distance·frequency,
+aligned to key - query by a relative shift (pad, reshape and slice, or
+reshape, slice and gather). Evaluating the angles at probe lengths gives
+the distances of the rows (klen-1 .. 0 is Transformer-XL's, klen ..
+-qlen+1 XLNet's), the frequencies (dim and base, fitted as
+base^(-2i/dim)) and the distance where the rows stop growing (clamp_len).
+q plus a bias in both the content and the position scores are the global
+biases u and v.`,
+	Requires: []*Pass{Normalize, Blocks},
+	Run:      runRelSin,
+}
+
+func runRelSin(c *Context) (any, error) {
+	w := c.Work()
+	var out []*Finding
+	for _, b := range c.ResultOf[Blocks].([]*Block) {
+		for _, t := range w.scoreTerms(b) {
+			f, why := w.relSinAt(b, t)
+			if f == nil {
+				if why != "" {
+					c.Miss("relative_sinusoidal", w.OrigName(t.Prod), why, 1)
+				}
+				continue
+			}
+			merged := false
+			for _, g := range out {
+				if sameParams(g.Params, f.Params) {
+					g.Layers = sortedUnique(append(g.Layers, f.Layers...))
+					g.Nodes = w.sortOrig(append(g.Nodes, f.Nodes...))
+					ge := g.Evidence.(*RelSinEvidence)
+					ge.Blocks = append(ge.Blocks, f.Evidence.(*RelSinEvidence).Blocks...)
+					merged = true
+				}
+			}
+			if !merged {
+				out = append(out, f)
+			}
+		}
+	}
+	return out, nil
+}
+
+// sinCosOf finds, in a cone, a Sin and a Cos reading the same value.
+func sinCosOf(cone []*graph.Node) (angles *graph.Value, sin, cos *graph.Node) {
+	for _, s := range cone {
+		if s.OpType != "Sin" {
+			continue
+		}
+		for _, k := range cone {
+			if k.OpType == "Cos" && k.Input(0) == s.Input(0) {
+				return s.Input(0), s, k
+			}
+		}
+	}
+	return nil, nil, nil
+}
+
+// distanceAngles evaluates angles at probe length S as [row][frequency]
+// and reads the distance of every row and the frequencies, assuming
+// consecutive rows one distance apart (before any clamp).
+func (w *Work) distanceAngles(angles *graph.Value, S int) (pos, omega []float64, rows [][]float64, why string) {
+	p := w.NewProbe(1, S, 0)
+	t, err := p.Value(angles)
+	if err != nil {
+		return nil, nil, nil, "the angles could not be evaluated: " + err.Error()
+	}
+	if p.Synthetic(angles) {
+		return nil, nil, nil, "the angles come from parameters given as inputs"
+	}
+	if t.Rank() < 2 {
+		return nil, nil, nil, "the angles are not a table"
+	}
+	k := t.Shape[t.Rank()-1]
+	v := t.Float64s()
+	n := len(v) / k
+	if n < 2 || k < 1 {
+		return nil, nil, nil, "the angles have fewer than 2 rows"
+	}
+	rows = make([][]float64, n)
+	for r := range rows {
+		rows[r] = v[r*k : (r+1)*k]
+	}
+	omega = make([]float64, k)
+	for j := range omega {
+		omega[j] = math.Abs(rows[0][j] - rows[1][j])
+		if omega[j] == 0 {
+			return nil, nil, nil, "the angles do not change from row to row"
+		}
+	}
+	jm := 0
+	for j := range omega {
+		if omega[j] > omega[jm] {
+			jm = j
+		}
+	}
+	pos = make([]float64, n)
+	for r := range rows {
+		x := rows[r][jm] / omega[jm]
+		pos[r] = math.Round(x)
+		if math.Abs(x-pos[r]) > 1e-3 {
+			return nil, nil, nil, fmt.Sprintf("row %d is not at a whole distance (%g)", r, x)
+		}
+		for j := range omega {
+			if math.Abs(rows[r][j]-pos[r]*omega[j]) > 1e-5*math.Max(1, math.Abs(rows[r][j])) {
+				return nil, nil, nil, fmt.Sprintf("the angles of row %d are not distance·frequency", r)
+			}
+		}
+	}
+	return pos, omega, rows, ""
+}
+
+func (w *Work) relSinAt(b *Block, t scoreTerm) (*Finding, string) {
+	cone := w.cone(t.Pos)
+	angles, sinN, cosN := sinCosOf(cone)
+	if angles == nil {
+		return nil, "" // not a sinusoid (DeBERTa's terms, say)
+	}
+	const S = 4
+	pos, omega, _, why := w.distanceAngles(angles, S)
+	if pos == nil {
+		return nil, why
+	}
+	// Refine the frequencies over a longer span (still below any clamp the
+	// distances show).
+	if p8, _, rows8, _ := w.distanceAngles(angles, 8); p8 != nil && len(rows8[0]) == len(omega) {
+		steady := true
+		for r := 1; r < len(p8); r++ {
+			if math.Abs(p8[r]-p8[r-1]) != 1 {
+				steady = false
+			}
+		}
+		if steady {
+			n := float64(len(p8) - 1)
+			for j := range omega {
+				omega[j] = math.Abs(rows8[0][j]-rows8[len(rows8)-1][j]) / n
+			}
+		}
+	}
+	params := &RelSinParams{Dim: 2 * len(omega)}
+	var notes []string
+	first, last := pos[0], pos[len(pos)-1]
+	expect := func(S int) (float64, float64) { return float64(S - 1), 0 }
+	switch {
+	case len(pos) == S && first == S-1 && last == 0:
+		params.Variant = "transfo_xl"
+	case len(pos) == 2*S && first == S && last == -(S-1):
+		params.Variant = "xlnet"
+		expect = func(S int) (float64, float64) { return float64(S), float64(-(S - 1)) }
+	default:
+		notes = append(notes, fmt.Sprintf("variant: at length %d the rows hold distances %g .. %g, neither klen-1 .. 0 nor klen .. -qlen+1", S, first, last))
+	}
+	sigma := omegaSigma(omega, 2e-7, 8, 8, 6e-8)
+	if base, f, resid := plainFit(omega, sigma, params.Dim); resid < 8 && math.Abs(f-1) < 1e-4 {
+		params.Base = ptr(snap(base, 1e-5))
+	} else {
+		notes = append(notes, "base: the frequencies are not base^(-2i/dim)")
+	}
+	// clamp_len: the longest distance the rows reach when longer sequences
+	// would need more.
+	if params.Variant != "" {
+		for L := 16; L <= 1<<14; L *= 4 {
+			p := w.distancesAt(angles, L, omega)
+			if p == nil {
+				break
+			}
+			hi, lo := expect(L)
+			gotHi, gotLo := slices.Max(p), slices.Min(p)
+			if gotHi < hi || gotLo > lo {
+				c := int(math.Max(math.Abs(gotHi), math.Abs(gotLo)))
+				params.ClampLen = &c
+				break
+			}
+		}
+	}
+	// The global biases: q plus a constant in both the position term and
+	// the content scores.
+	ev := RelSinBlock{Layer: b.Index, Prod: w.OrigName(t.Prod), Content: w.name(t.Content), Pos: w.name(t.Pos)}
+	nodes := append([]*graph.Node{t.Prod}, t.Path...)
+	nodes = append(nodes, cone...)
+	qv, vAdd := w.biasedQ(t.Content)
+	if vAdd != nil {
+		for _, qk := range []*graph.Value{b.QK.Input(0), b.QK.Input(1)} {
+			if qu, uAdd := w.biasedQ(qk); uAdd != nil && w.opRoot(qu) == w.opRoot(qv) {
+				params.GlobalBiases = true
+				ev.U, ev.V = w.name(uAdd.Input(1-w.actInputs(uAdd)[0])), w.name(vAdd.Input(1-w.actInputs(vAdd)[0]))
+				nodes = append(nodes, uAdd, vAdd)
+			}
+		}
+	}
+	// The relative shift.
+	ops := map[string]bool{}
+	for _, n := range t.Path {
+		ops[n.OpType] = true
+		if n.OpType != "Add" && n.OpType != "Mul" && n.OpType != "Div" {
+			ev.Shift = append(ev.Shift, w.OrigName(n))
+		}
+	}
+	switch {
+	case ops["Concat"] && ops["Reshape"] && ops["Slice"]:
+		params.RelShift = "pad_reshape_slice"
+	case ops["Reshape"] && ops["Slice"]:
+		// XLNet's rel_shift_bnij: the columns kept by index_select of
+		// 0..klen-1, or by a slice (ONNX Runtime rewrites one into the other).
+		params.RelShift = "reshape_slice"
+	default:
+		notes = append(notes, "rel_shift: the position scores reach the scores without a pad/reshape/slice shift")
+	}
+	rev := &RelSinEvidence{Angles: w.name(angles), S: 32, Omega: omega, Blocks: []RelSinBlock{ev}}
+	rev.Distances = w.distancesAt(angles, 32, omega)
+	if tab := w.sinCosTable(cone, sinN, cosN); tab != nil {
+		rev.Table = w.name(tab)
+		if rows, _ := w.tableRows(w.NewProbe(1, 32, 0), tab); rows != nil {
+			rev.Sample = rows
+		}
+	}
+	f := &Finding{Scheme: RelativeSinusoidal, Layers: []int{b.Index}, Params: params, Notes: notes, Evidence: rev}
+	f.Nodes = w.origNames(nodes)
+	return f, ""
+}
+
+// distancesAt evaluates angles at probe length L and divides them by the
+// frequencies: the distance of every row (nil when not evaluated).
+func (w *Work) distancesAt(angles *graph.Value, L int, omega []float64) []float64 {
+	t, err := w.NewProbe(1, L, 0).Value(angles)
+	if err != nil || t.Rank() < 2 || t.Shape[t.Rank()-1] != len(omega) {
+		return nil
+	}
+	jm := 0
+	for j := range omega {
+		if omega[j] > omega[jm] {
+			jm = j
+		}
+	}
+	v := t.Float64s()
+	k := len(omega)
+	out := make([]float64, len(v)/k)
+	for r := range out {
+		out[r] = math.Round(v[r*k+jm] / omega[jm])
+	}
+	return out
+}
+
+// biasedQ matches v (through layout ops) as an activation plus a constant:
+// it returns the activation and the Add.
+func (w *Work) biasedQ(v *graph.Value) (*graph.Value, *graph.Node) {
+	v = w.opRoot(v)
+	n := v.Producer()
+	if n == nil || n.OpType != "Add" || len(n.Inputs()) != 2 {
+		return nil, nil
+	}
+	acts := w.actInputs(n)
+	if len(acts) != 1 || !w.IsConst(n.Input(1-acts[0])) {
+		return nil, nil
+	}
+	return n.Input(acts[0]), n
+}
+
+// sinCosTable is the value joining sin and cos into the sinusoid (a
+// Concat of the two, through layout ops), or nil.
+func (w *Work) sinCosTable(cone []*graph.Node, sinN, cosN *graph.Node) *graph.Value {
+	from := func(v *graph.Value, n *graph.Node) bool {
+		for steps := 0; steps < 6 && v != nil; steps++ {
+			if v.Producer() == n {
+				return true
+			}
+			p := v.Producer()
+			if p == nil || !layoutOps[p.OpType] {
+				return false
+			}
+			v = p.Input(0)
+		}
+		return false
+	}
+	for _, n := range cone {
+		if n.OpType != "Concat" || len(n.Inputs()) != 2 {
+			continue
+		}
+		if from(n.Input(0), sinN) && from(n.Input(1), cosN) || from(n.Input(0), cosN) && from(n.Input(1), sinN) {
+			return n.Output(0)
+		}
+	}
+	return nil
+}
