@@ -27,6 +27,8 @@ var rewriteWant = map[string]string{
 	"alibi_bloom": "alibi", "alibi_mpt": "alibi",
 	"t5_encoder": "t5", "t5_decoder": "t5",
 	"relative_bert_key": "", "relative_shaw": "", "nope_causal": "",
+	"relative_transfo_xl": "", "relative_xlnet": "", "disentangled_deberta": "", "disentangled_deberta_unshared": "",
+	"rope_mrope": "", "rope_axial_vit": "", "complex_order": "", "floater_unrolled": "", "floater_loop": "",
 	// Go-built models.
 	"llama_opset18": "rope", "llama_cache_shared": "rope", "llama_local_function": "rope",
 	"llama_fused_ms": "", "llama_fused_onnx": "",

@@ -1,7 +1,7 @@
 """Shared pieces of the onnxpe export corpus: the model spec, input helpers, export.
 
 Every model module (sinusoidal.py, learned.py, rope.py, alibi.py, relative.py,
-nope.py) defines a list SPECS of Spec values. export.py builds, exports and
+nope.py, family.py) defines a list SPECS of Spec values. export.py builds, exports and
 checks each of them and writes the manifest.
 """
 
@@ -44,6 +44,10 @@ class Spec:
     opset: int = DEFAULT_OPSET
     dtype: str = "float32"
     notes: Optional[str] = None
+    constant_folding: bool = True  # torch.onnx.export's do_constant_folding
+    # The findings of ONNX Runtime's saves when they differ from the export's (ORT folds what the
+    # export computes from weights only), None when they are the same.
+    ort_findings: Optional[List[dict]] = None
 
 
 def seed_for(name: str) -> int:

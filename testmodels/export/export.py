@@ -30,6 +30,7 @@ from onnx import numpy_helper  # noqa: E402
 
 import alibi  # noqa: E402
 import common  # noqa: E402
+import family  # noqa: E402
 import learned  # noqa: E402
 import nope  # noqa: E402
 import relative  # noqa: E402
@@ -40,7 +41,7 @@ ROOT = os.path.dirname(HERE)  # testmodels/
 MODELS_DIR = os.path.join(ROOT, "models")
 MANIFEST = os.path.join(ROOT, "manifest.json")
 
-ALL_SPECS = sinusoidal.SPECS + learned.SPECS + rope.SPECS + alibi.SPECS + relative.SPECS + nope.SPECS
+ALL_SPECS = sinusoidal.SPECS + learned.SPECS + rope.SPECS + alibi.SPECS + relative.SPECS + nope.SPECS + family.SPECS
 
 ELEM_NAMES = {
     onnx.TensorProto.FLOAT: "float32",
@@ -162,6 +163,7 @@ def export_one(spec):
             output_names=spec.outputs,
             dynamic_axes=dynamic_axes,
             opset_version=spec.opset,
+            do_constant_folding=spec.constant_folding,
         )
     m = onnx.load(path)
     if spec.dtype == "float16":
@@ -204,6 +206,20 @@ def shape_of(vi):
     return dims
 
 
+def truth_of(findings):
+    """schemes, layers and findings of a list of findings (the manifest's truth of an audit)."""
+    layers = []
+    for f in findings:
+        for l in f["layers"]:
+            layers.append({"index": l, "scheme": f["scheme"]})
+    layers.sort(key=lambda e: (e["index"], e["scheme"]))
+    return {
+        "schemes": sorted({f["scheme"] for f in findings}),
+        "layers": layers,
+        "findings": [{"scheme": f["scheme"], "layers": list(f["layers"]), "params": f["params"]} for f in findings],
+    }
+
+
 def manifest_entry(spec, m, inputs):
     layers = []
     for f in spec.findings:
@@ -241,6 +257,10 @@ def manifest_entry(spec, m, inputs):
     }
     if spec.notes:
         entry["notes"] = spec.notes
+    if not spec.constant_folding:
+        entry["do_constant_folding"] = False
+    if spec.ort_findings is not None:
+        entry["ort_truth"] = truth_of(spec.ort_findings)
     return entry
 
 
