@@ -95,6 +95,11 @@ type RoPEEvidence struct {
 	Angles   *Angles
 	Stored   *StoredCosSin
 	ExactWhy string
+	// PairAxis is, for a 2-D rotation over a patch grid, the axis turning
+	// each pair (0: the column, 1: the row); GridOffset the tokens before
+	// the grid (not rotated).
+	PairAxis   []int
+	GridOffset int
 }
 
 // RoPEBlock is one block's rotations of q and k.
@@ -204,6 +209,9 @@ func runRoPE(c *Context) (any, error) {
 				Pairs: h.m.rot.pairs, InvFreq: h.m.rot.omega, InvFreqLong: h.m.rot.omegaLong, Amplitude: h.m.rot.amp,
 				Synthetic: h.m.rot.synthetic, Table: h.m.rot.table, Axis: h.m.rot.posAxis}}
 			ev := f.Evidence.(*RoPEEvidence)
+			if ax := h.m.rot.axial; ax != nil {
+				ev.PairAxis, ev.GridOffset = ax.Axis, ax.Offset
+			}
 			ev.Start, ev.Cos, ev.Sin = w.cosSinRows(sides[h.b].Q, h.m.rot)
 			ev.Positions, ev.PositionsWhy = w.ropePositions(sides[h.b].Q, h.m.rot)
 			ev.Angles, ev.Stored, ev.ExactWhy = w.ropeExact(sides[h.b].Q, h.m.rot, ev)

@@ -62,7 +62,9 @@ tables for documents; --format html writes one self-contained page (no
 external requests) with plots of what was measured: the encoding or the
 RoPE cos/sin as heat maps, RoPE frequencies against the plain base (the
 scaling rule), ALiBi slopes, T5 bucket maps and bias tables, Shaw
-clipping, and the scheme of every layer.
+clipping, relative sinusoid tables, DeBERTa's bucket map, M-RoPE sections
+and 2-D RoPE axes, complex-order frequencies, FLOATER's states, and the
+scheme of every layer.
 
 Policies for CI: --require and --forbid a scheme, and
 --max-positions-at-least N (a learned table or stored cache shorter than N

@@ -99,11 +99,17 @@ func TestReportInBrowser(t *testing.T) {
 	for _, n := range []string{"rope_yarn", "sinusoidal_interleaved", "learned_bert", "t5_decoder", "relative_shaw", "llama4_nope"} {
 		all = append(all, auditCorpus(t, n))
 	}
+	var family []*passes.Report
+	for _, n := range []string{"relative_transfo_xl", "disentangled_deberta", "rope_mrope", "rope_axial_vit", "complex_order", "floater_loop"} {
+		family = append(family, auditCorpus(t, n))
+	}
 	pages := []pageCheck{
 		{"rope", []*passes.Report{auditCorpus(t, "rope_llama3")}, []string{"layer_map", "rope_cos_sin", "rope_frequencies"}},
 		{"alibi", []*passes.Report{auditCorpus(t, "alibi_bloom")}, []string{"layer_map", "alibi_slopes"}},
 		{"schemes", all, []string{"layer_map", "rope_cos_sin", "rope_frequencies", "table_heatmap", "sinusoidal_frequencies",
 			"position_similarity", "t5_bucket_map", "t5_bias", "t5_table", "shaw_clipping"}},
+		{"family", family, []string{"layer_map", "relative_table", "relative_distances", "disentangled_buckets", "rope_cos_sin",
+			"rope_frequencies", "rope_sections", "rope_axes", "complex_frequencies", "floater_states"}},
 	}
 	for _, pc := range pages {
 		t.Run(pc.name, func(t *testing.T) { checkInBrowser(t, ctx, pc) })

@@ -125,7 +125,7 @@ func findingFigures(ids *idGen, fd *passes.Finding) []*figure {
 		p, _ := fd.Params.(*passes.ShawParams)
 		add(shawClipping(ids, ev, p))
 	}
-	return out
+	return append(out, familyFigures(ids, fd)...)
 }
 
 // heatmapFigure draws heat maps side by side with one colour bar.
@@ -175,8 +175,8 @@ func ropeCosSin(ids *idGen, ev *passes.RoPEEvidence, p *passes.RoPEParams) *figu
 // ropeFrequencies plots the measured frequencies against those of the
 // plain base, and their ratio (the scaling rule's factor per frequency).
 func ropeFrequencies(ids *idGen, ev *passes.RoPEEvidence, p *passes.RoPEParams) *figure {
-	if len(ev.InvFreq) == 0 || ev.Synthetic {
-		return nil
+	if len(ev.InvFreq) == 0 || ev.Synthetic || p != nil && p.Axes == 2 {
+		return nil // 2-D RoPE: each axis has a base of its own (rope_axes)
 	}
 	n := len(ev.InvFreq)
 	ks := make([]float64, n)

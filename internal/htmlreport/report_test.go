@@ -73,6 +73,15 @@ var schemePlots = []struct {
 	{"relative_bert_key", []string{"layer_map", "shaw_clipping"}},
 	{"llama4_nope", []string{"layer_map", "rope_cos_sin", "rope_frequencies"}},
 	{"nope_causal", []string{"layer_map"}},
+	{"relative_transfo_xl", []string{"layer_map", "relative_table", "relative_distances"}},
+	{"relative_xlnet", []string{"layer_map", "relative_table", "relative_distances"}},
+	{"disentangled_deberta", []string{"layer_map", "disentangled_buckets"}},
+	{"disentangled_deberta_unshared", []string{"layer_map", "disentangled_buckets"}},
+	{"rope_mrope", []string{"layer_map", "rope_cos_sin", "rope_frequencies", "rope_sections"}},
+	{"rope_axial_vit", []string{"layer_map", "rope_cos_sin", "rope_axes"}},
+	{"complex_order", []string{"layer_map", "complex_frequencies"}},
+	{"floater_unrolled", []string{"layer_map", "floater_states"}},
+	{"floater_loop", []string{"layer_map", "floater_states"}},
 }
 
 var figKind = regexp.MustCompile(`<figure class="fig-([a-z_0-9]+)">`)
