@@ -481,6 +481,7 @@ func (w *Work) cacheParams(c *Context, p *RoPEParams, cosV, sinV *graph.Value, t
 			st.Sin = append(st.Sin, TableColumn{Table: sr.name, Col: k})
 		}
 		ev.Stored = st
+		r.tableRows = st.Rows
 	}
 	fit := r.fitFrequencies()
 	if cr.rows == 0 && sr.rows == 0 {

@@ -433,9 +433,13 @@ func (w *Work) checkDynamic(s *side, r *rotation) {
 		return measure(0, L)
 	}
 	var probes []int // largest position + 1
-	if hasPosInput {
+	switch {
+	case hasPosInput && r.half:
+		// Half types hold integers exactly up to 2048 only.
+		probes = []int{4, 64 + r.seq, 256 + r.seq}
+	case hasPosInput:
 		probes = []int{4, 1000 + r.seq, 100000 + r.seq}
-	} else {
+	default:
 		probes = []int{4, 4 * r.seq, 16 * r.seq}
 	}
 	r.findDynamic(probes)
@@ -506,7 +510,7 @@ func (w *Work) fitDynamic(r *rotation, angErr, tol float64) ropeFit {
 	var xs, ys []float64
 	for i, pt := range r.dynamic {
 		rr := math.Pow(bases[i]/base, (rd-2)/rd)
-		if rr > 1+1e-4 {
+		if rr > 1+1e-4 && (!r.half || rr > 1.02) { // half types: noise of 1e-3
 			xs = append(xs, float64(pt.L))
 			ys = append(ys, rr)
 		}
@@ -544,8 +548,12 @@ func (w *Work) fitDynamic(r *rotation, angErr, tol float64) ropeFit {
 			}
 		}
 	}
-	factor = snap(factor, 1e-3)
-	return ropeFit{Base: snap(base, 5*tol), Scaling: "ntk", Factor: factor, Orig: ptr(int(math.Round(orig)))}
+	if r.half {
+		factor = snap(factor, 2e-2) // half types measure it to a few 1e-3
+	} else {
+		factor = snap(factor, 1e-3)
+	}
+	return ropeFit{Base: snap(base, 5*tol), Scaling: "ntk", Factor: factor, Orig: ptr(int(math.Round(orig))), Dynamic: true}
 }
 
 // positionTable finds a stored table indexed by positions in the nodes of

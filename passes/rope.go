@@ -310,7 +310,7 @@ func (w *Work) measureCached(cache map[string]*ropeMeasure, s *side) (*ropeMeasu
 func (r *rotation) fitFrequencies() ropeFit {
 	angErr := r.angErr()
 	tol := max(1e-6, 2*angErr)
-	return fitRoPE(r.omega, omegaSigma(r.omega, angErr, r.seq, r.seq, relEps(r.half)), r.rotaryDim, r.amp, tol)
+	return fitRoPE(r.omega, omegaSigma(r.omega, angErr, r.seq, r.seq, relEps(r.half)), r.rotaryDim, r.amp, tol, r.tableRows)
 }
 
 // ropeParams assembles the params of one block.
@@ -379,7 +379,7 @@ func setFit(p *RoPEParams, r *rotation, f ropeFit) []string {
 	p.AttentionFactor = f.AttnF
 	p.CorrectionRange = f.Range
 	if f.Scaling == "ntk" {
-		p.Dynamic = ptr(true)
+		p.Dynamic = ptr(f.Dynamic)
 	}
 	notes = append(notes, f.Notes...)
 	return notes
