@@ -183,6 +183,7 @@ func CompareReference(ctx context.Context, a *graph.Model, ref string, opts Opti
 		return nil, err
 	}
 	refSide := &side{model: "reference", rt: "stored"}
+	c.stored = refSide
 	for _, s := range opts.Inputs {
 		refSide.outs = append(refSide.outs, s.Outputs)
 		refSide.errs = append(refSide.errs, nil)
@@ -308,6 +309,9 @@ type comparison struct {
 	goA    *goRunner
 	done   int
 	total  int
+	// stored are the reference outputs of CompareReference: ONNX
+	// Runtime's half-precision outputs are allocated like them.
+	stored *side
 }
 
 // buildSets makes the input sets: the given ones, or the sweep planned
@@ -566,6 +570,9 @@ func (c *comparison) like(done []*side, i int) map[string]*kernels.Tensor {
 		if i < len(s.outs) && s.outs[i] != nil {
 			return s.outs[i]
 		}
+	}
+	if s := c.stored; s != nil && i < len(s.outs) && s.outs[i] != nil {
+		return s.outs[i]
 	}
 	return nil
 }

@@ -446,3 +446,27 @@ func (a *Analysis) positionMapFor(v *graph.Value, set *inputSet, shape []int) *p
 	}
 	return pm
 }
+
+// Synthesize makes input sets of the given shapes for model m, with the
+// values the sweep would give them (roles from m's analysis under hints):
+// for callers that run a model at lengths of their choosing (onnxpe
+// extend runs the extended model at its new maximum). Padding and offsets
+// are as the specs say; seed seeds the values.
+func Synthesize(m *graph.Model, hints Hints, specs []SetSpec, seed uint64, threads int) ([]NamedInputs, *Analysis, error) {
+	a, err := Analyze(m, hints, threads)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []NamedInputs
+	for _, s := range specs {
+		if s.Past > 0 && !a.HasCache {
+			continue
+		}
+		set, err := a.synthesize(s, seed)
+		if err != nil {
+			return nil, a, fmt.Errorf("set %s: %w", s.Name, err)
+		}
+		out = append(out, NamedInputs{Name: s.Name, Inputs: set.inputs})
+	}
+	return out, a, nil
+}
