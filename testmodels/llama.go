@@ -29,6 +29,12 @@ type LlamaConfig struct {
 	// (domain onnxpe.test) whose split point is an attribute reference,
 	// as function-based exporters do.
 	RotateHalfFunction bool
+	// InvFreq, when set, replaces the frequencies base^(-2i/head_dim)
+	// (head_dim/2 of them; a scaled RoPE), and RopeScale, when not 0,
+	// multiplies cos and sin (YaRN's attention factor): a model built with
+	// a scaling rule, the reference onnxpe extend's tests compare with.
+	InvFreq   []float64
+	RopeScale float64
 }
 
 // RopeForm is how a Llama build expresses its rotary embedding.
@@ -156,6 +162,16 @@ func Llama(cfg LlamaConfig) *graph.Model {
 	for i := range inv {
 		inv[i] = 1 / math.Pow(cfg.RopeBase, float64(2*i)/float64(hd))
 	}
+	if cfg.InvFreq != nil {
+		if len(cfg.InvFreq) != len(inv) {
+			panic("testmodels: InvFreq needs head_dim/2 frequencies")
+		}
+		inv = cfg.InvFreq
+	}
+	scale := float32(1)
+	if cfg.RopeScale != 0 {
+		scale = float32(cfg.RopeScale)
+	}
 	// table stores f(p * inv_freq[i]) for p < MaxPositions; dup repeats the
 	// half so that a row has head_dim entries (the cat((freqs, freqs)) form).
 	table := func(name string, f func(float64) float64, dup bool) *graph.Value {
@@ -166,7 +182,7 @@ func Llama(cfg LlamaConfig) *graph.Model {
 		v := make([]float32, cfg.MaxPositions*w)
 		for p := 0; p < cfg.MaxPositions; p++ {
 			for i := 0; i < w; i++ {
-				v[p*w+i] = float32(f(float64(float32(p) * float32(inv[i%len(inv)]))))
+				v[p*w+i] = scale * float32(f(float64(float32(p)*float32(inv[i%len(inv)]))))
 			}
 		}
 		t, _ := graph.NewTensor(name, graph.Float, []int64{int64(cfg.MaxPositions), int64(w)}, v)
@@ -186,8 +202,14 @@ func Llama(cfg LlamaConfig) *graph.Model {
 		freqs := b.op("MatMul", nil, invFreq, posF)                                                // [B,hd/2,S]
 		freqs = b.op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 2, 1)}, freqs)           // [B,S,hd/2]
 		embAng := b.op("Concat", []*graph.Attr{graph.IntAttr("axis", -1)}, freqs, freqs)           // [B,S,hd]
-		cos = unsq(b.op("Cos", nil, embAng), 1)                                                    // [B,1,S,hd]
-		sin = unsq(b.op("Sin", nil, embAng), 1)
+		scaled := func(v *graph.Value, name string) *graph.Value {
+			if scale == 1 {
+				return v
+			}
+			return b.op("Mul", nil, v, b.scalar(name, scale))
+		}
+		cos = unsq(scaled(b.op("Cos", nil, embAng), "rotary_emb.attention_factor_cos"), 1) // [B,1,S,hd]
+		sin = unsq(scaled(b.op("Sin", nil, embAng), "rotary_emb.attention_factor_sin"), 1)
 	case RopeCacheTable:
 		cos = unsq(b.op("Gather", nil, table("cos_cached", math.Cos, true), pos), 1)
 		sin = unsq(b.op("Gather", nil, table("sin_cached", math.Sin, true), pos), 1)
