@@ -86,10 +86,27 @@ type ropeTarget struct {
 }
 
 func (r *Rewrite) rope(w *Work, f *Finding, ch *Change) error {
+	return r.ropeWith(w, f, ch, nil, nil)
+}
+
+// ropeCaches computes cos/sin caches [n, half] for a fusion, the columns
+// given by col (extend's reference computes them from a formula).
+type ropeCaches func(n, half int, col func([2]int) int) (cos, sin []float64, err error)
+
+// ropeWith fuses the rotations of f; pos, when set, says where the
+// positions are read when the finding does not (its cos/sin depend on
+// more than the positions), and caches, when set, replaces the model's
+// own cos/sin.
+func (r *Rewrite) ropeWith(w *Work, f *Finding, ch *Change, pos *Positions, caches ropeCaches) error {
 	ev, ok := f.Evidence.(*RoPEEvidence)
 	p, ok2 := f.Params.(*RoPEParams)
 	if !ok || !ok2 || len(ev.Blocks) == 0 {
 		return fmt.Errorf("%w: the finding has no RoPE evidence", ErrRewrite)
+	}
+	if pos != nil && ev.Positions == nil {
+		e := *ev
+		e.Positions = pos
+		ev = &e
 	}
 	var targets []ropeTarget
 	for _, b := range ev.Blocks {
@@ -133,7 +150,13 @@ func (r *Rewrite) rope(w *Work, f *Finding, ch *Change) error {
 				n = *p.MaxPositions
 			}
 		}
-		cs, sn, err := w.ropeCache(targets[0].work, ev, p, n, col)
+		var cs, sn []float64
+		var err error
+		if caches != nil {
+			cs, sn, err = caches(n, half, col)
+		} else {
+			cs, sn, err = w.ropeCache(targets[0].work, ev, p, n, col)
+		}
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrRewrite, err)
 		}
