@@ -1,0 +1,288 @@
+package passes
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/testmodels"
+)
+
+func plainFreqs(base float64, d int) []float64 {
+	out := make([]float64, d/2)
+	for k := range out {
+		out[k] = math.Pow(base, -2*float64(k)/float64(d))
+	}
+	return out
+}
+
+// TestRoPERulesAgainstReference: the rules the extension applies to a
+// model's frequencies give, on the plain frequencies of a base, what the
+// separate transcription of Hugging Face's functions gives.
+func TestRoPERulesAgainstReference(t *testing.T) {
+	rules := []RoPERule{
+		{Method: MethodLinear, Factor: 4},
+		{Method: MethodLinear, Factor: 2.5},
+		{Method: MethodNTK, Factor: 4},
+		{Method: MethodNTK, Factor: 8},
+		{Method: MethodDynamicNTK, Factor: 4, Orig: 32},
+		{Method: MethodDynamicNTK, Factor: 2, Orig: 2048},
+		{Method: MethodYaRN, Factor: 4, Orig: 32, BetaFast: 32, BetaSlow: 1},
+		{Method: MethodYaRN, Factor: 4, Orig: 4096, BetaFast: 32, BetaSlow: 1},
+		{Method: MethodYaRN, Factor: 16, Orig: 2048, BetaFast: 16, BetaSlow: 2},
+		{Method: MethodLlama3, Factor: 8, Orig: 8192, Low: 1, High: 4},
+		{Method: MethodLlama3, Factor: 4, Orig: 32, Low: 1, High: 4},
+		{Method: MethodLlama3, Factor: 4, Orig: 64, Low: 2, High: 8},
+	}
+	for _, cfg := range []struct {
+		base float64
+		d    int
+	}{{10000, 16}, {500000, 128}, {10000, 8}} {
+		omega := plainFreqs(cfg.base, cfg.d)
+		for _, u := range rules {
+			u.Base, u.RotaryDim = cfg.base, cfg.d
+			if u.Method == MethodYaRN {
+				u.AttentionFactor = 0.1*math.Log(u.Factor) + 1
+			}
+			for _, L := range []int{1, u.Orig, 2 * u.Orig, 3*u.Orig + 5} {
+				got := u.Frequencies(omega, L)
+				want, amp := ReferenceRoPE(u, cfg.base, cfg.d, L)
+				for k := range want {
+					if math.Abs(got[k]/want[k]-1) > 1e-12 {
+						t.Fatalf("%s base %g d %d L %d: pair %d: %.17g, reference %.17g", u.String(), cfg.base, cfg.d, L, k, got[k], want[k])
+					}
+				}
+				if amp != u.Amplitude() {
+					t.Fatalf("%s: amplitude %g, reference %g", u.String(), u.Amplitude(), amp)
+				}
+			}
+		}
+	}
+	// Dynamic NTK at the original length and below is plain RoPE.
+	u := RoPERule{Method: MethodDynamicNTK, Factor: 4, Orig: 32, RotaryDim: 16}
+	if !slices.Equal(u.Frequencies(plainFreqs(1e4, 16), 32), plainFreqs(1e4, 16)) {
+		t.Fatal("dynamic NTK changes the frequencies at the original length")
+	}
+}
+
+// TestReferenceRoPEMatchesHF: the reference formulas reproduce the
+// frequencies Hugging Face transformers exported into the corpus models
+// (rope_llama3: llama3 factor 8 of base 500000; rope_yarn: yarn factor 4
+// from 4096; rope_linear: linear 2, read from its cos/sin tables).
+func TestReferenceRoPEMatchesHF(t *testing.T) {
+	man, err := testmodels.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		u    RoPERule
+		base float64
+		tol  float64
+	}{
+		"rope_llama3": {RoPERule{Method: MethodLlama3, Factor: 8, Orig: 8192, Low: 1, High: 4}, 500000, 1e-6},
+		"rope_yarn":   {RoPERule{Method: MethodYaRN, Factor: 4, Orig: 4096, BetaFast: 32, BetaSlow: 1}, 10000, 1e-6},
+		"rope_linear": {RoPERule{Method: MethodLinear, Factor: 2}, 10000, 1e-5},
+	}
+	done := 0
+	for _, e := range man.Models {
+		c, ok := cases[e.Name]
+		if !ok {
+			continue
+		}
+		done++
+		m, err := graph.Load(e.ModelPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, _, err := AuditModel(m, e.Name, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := rep.Findings[0].Evidence.(*RoPEEvidence)
+		got := ev.InvFreq
+		if ev.Angles != nil && ev.Angles.Freq != nil {
+			got = ev.Angles.Freq
+		}
+		want, amp := ReferenceRoPE(c.u, c.base, 16, 0)
+		for k := range want {
+			if math.Abs(got[k]/want[k]-1) > c.tol {
+				t.Errorf("%s: pair %d: the model has %.9g, the reference %.9g", e.Name, k, got[k], want[k])
+			}
+		}
+		if math.Abs(ev.Amplitude-amp) > 1e-6 {
+			t.Errorf("%s: amplitude %.9g, the reference %.9g", e.Name, ev.Amplitude, amp)
+		}
+	}
+	if done != len(cases) {
+		t.Fatalf("%d of %d corpus models found", done, len(cases))
+	}
+}
+
+// TestHierarchical checks the decomposition against Su's formula written
+// with 1-based positions: q_{(i-1)·n+j} = α·u_i + (1-α)·u_j,
+// u_i = (p_i - α·p_1)/(1-α).
+func TestHierarchical(t *testing.T) {
+	const n, width, off, alpha = 3, 2, 1, 0.4
+	src := []float64{
+		-7, -7, // a padding row before position 0
+		1, 2, // p_1
+		3, 5, // p_2
+		-4, 0.5, // p_3
+	}
+	N := n * n
+	dst := make([]float64, (off+N)*width)
+	copy(dst, src)
+	hierarchical(dst, src, off, n, N, width, alpha)
+	p := func(i, c int) float64 { return src[(off+i-1)*width+c] } // 1-based
+	u := func(i, c int) float64 { return (p(i, c) - alpha*p(1, c)) / (1 - alpha) }
+	for i := 1; i <= n; i++ {
+		for j := 1; j <= n; j++ {
+			pos := (i-1)*n + j // 1-based
+			for c := 0; c < width; c++ {
+				want := alpha*u(i, c) + (1-alpha)*u(j, c)
+				got := dst[(off+pos-1)*width+c]
+				if i == 1 {
+					want = p(j, c) // the trained rows, exactly
+				}
+				if math.Abs(got-want) > 1e-12 {
+					t.Fatalf("position %d (i %d, j %d) column %d: %g, want %g", pos, i, j, c, got, want)
+				}
+			}
+		}
+	}
+	if !slices.Equal(dst[:len(src)], src) {
+		t.Fatal("the trained rows changed")
+	}
+}
+
+func tensorOf(t *testing.T, dt graph.DataType, dims []int64, data any) *graph.Tensor {
+	t.Helper()
+	x, err := graph.NewTensor("c", dt, dims, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// TestContinueConst: causal masks, 0, 1, 2, ... buffers and linear
+// constants are continued with their rule; others are refused.
+func TestContinueConst(t *testing.T) {
+	tril := func(n int) []bool {
+		v := make([]bool, n*n)
+		for i := 0; i < n; i++ {
+			for j := 0; j <= i; j++ {
+				v[i*n+j] = true
+			}
+		}
+		return v
+	}
+	got, what, err := continueConst(tensorOf(t, graph.Bool, []int64{1, 1, 4, 4}, tril(4)), []int{2, 3}, 4, 6, false)
+	if err != nil || !strings.Contains(what, "i - j") {
+		t.Fatalf("%v %s", err, what)
+	}
+	b, _ := got.Data()
+	if !slices.Equal(b.([]bool), tril(6)) || !slices.Equal(got.Dims(), []int64{1, 1, 6, 6}) {
+		t.Fatalf("mask %v %v", got.Dims(), b)
+	}
+	got, what, err = continueConst(tensorOf(t, graph.Int64, []int64{1, 4}, []int64{0, 1, 2, 3}), []int{1}, 4, 7, false)
+	if err != nil || !strings.Contains(what, "0, 1, 2") {
+		t.Fatalf("%v %s", err, what)
+	}
+	ints, _ := got.Int64s()
+	if !slices.Equal(ints, []int64{0, 1, 2, 3, 4, 5, 6}) {
+		t.Fatalf("arange %v", ints)
+	}
+	// MPT's ALiBi: slope·(j - (n-1)) per head, read from the end.
+	got, _, err = continueConst(tensorOf(t, graph.Float, []int64{2, 1, 4}, []float32{-1.5, -1, -0.5, 0, -0.75, -0.5, -0.25, 0}), []int{2}, 4, 6, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := got.Float64s()
+	if !slices.Equal(f, []float64{-2.5, -2, -1.5, -1, -0.5, 0, -1.25, -1, -0.75, -0.5, -0.25, 0}) {
+		t.Fatalf("linear %v", f)
+	}
+	if _, _, err := continueConst(tensorOf(t, graph.Float, []int64{4}, []float32{1, 5, 2, 0}), []int{0}, 4, 6, false); err == nil {
+		t.Fatal("continued a constant that follows no rule")
+	}
+}
+
+func loadEntry(t *testing.T, name string) *graph.Model {
+	t.Helper()
+	man, err := testmodels.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range man.Models {
+		if e.Name == name {
+			m, err := graph.Load(e.ModelPath())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+	}
+	for _, s := range testmodels.Synthetics() {
+		if s.Name == name {
+			return s.Build()
+		}
+	}
+	t.Fatalf("no model %s", name)
+	return nil
+}
+
+// TestExtendRefusals: requests the model does not allow are ErrExtend,
+// with the reason.
+func TestExtendRefusals(t *testing.T) {
+	cases := []struct {
+		model string
+		opts  ExtendOptions
+		want  string
+	}{
+		{"learned_gpt2", ExtendOptions{To: 64}, "not longer than"},
+		{"learned_gpt2", ExtendOptions{To: 32}, "not longer than"},
+		{"learned_gpt2", ExtendOptions{To: 64*64 + 1}, "at most n²"},
+		{"learned_gpt2", ExtendOptions{To: 256, Method: MethodYaRN}, "has no RoPE"},
+		{"learned_gpt2", ExtendOptions{To: 256, Alpha: 0.5}, "differ from 0.5"},
+		{"rope_llama", ExtendOptions{To: 256, Method: MethodHierarchical}, "does not fit RoPE"},
+		{"rope_llama", ExtendOptions{To: 256}, "give --method"},
+		{"rope_llama", ExtendOptions{To: 256, Method: MethodLinear}, "give --original-max-positions"},
+		{"rope_llama", ExtendOptions{To: 256, Method: MethodLinear, OriginalMax: 64, Factor: 1}, "larger than 1"},
+		{"rope_llama", ExtendOptions{To: 256, Method: MethodLinear, OriginalMax: 64, Factor: 0.5}, "larger than 1"},
+		{"rope_llama", ExtendOptions{To: 64, Method: MethodLinear, OriginalMax: 64}, "not longer than"},
+		{"rope_llama", ExtendOptions{To: 256, Method: MethodLinear, OriginalMax: 64, BetaFast: 16}, "parameters of --method yarn"},
+		{"rope_yarn", ExtendOptions{To: 65536, Method: MethodLinear}, "already has scaling yarn"},
+		{"rope_gptj", ExtendOptions{To: 256, Method: MethodDynamicNTK}, "does not fit"},
+		{"llama_fused_ms", ExtendOptions{To: 512, Method: MethodDynamicNTK}, "does not fit"},
+		{"sinusoidal_marian", ExtendOptions{To: 256, Method: MethodHierarchical}, "learned position tables"},
+		{"alibi_mpt", ExtendOptions{To: 16}, "not longer than"},
+	}
+	for _, c := range cases {
+		_, err := ExtendModel(loadEntry(t, c.model), c.opts)
+		if !errors.Is(err, ErrExtend) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %+v: %v, want ErrExtend saying %q", c.model, c.opts, err, c.want)
+		}
+	}
+}
+
+// TestExtendLeavesTheModelAlone: the caller's model is not changed.
+func TestExtendLeavesTheModelAlone(t *testing.T) {
+	m := loadEntry(t, "learned_gpt2")
+	before, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := ExtendModel(m, ExtendOptions{To: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := m.Marshal()
+	if string(before) != string(after) {
+		t.Fatal("ExtendModel changed its input")
+	}
+	if !x.Report.Changed() || *x.Report.OldMax != 64 || x.Report.NewMax != 256 {
+		t.Fatalf("report %+v", x.Report)
+	}
+}
