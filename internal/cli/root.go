@@ -48,6 +48,7 @@ or C source with its own tests) are built on these.
 		NewCmdConvert(ios),
 		NewCmdCodegen(ios),
 		NewCmdRewrite(ios),
+		NewCmdExtend(ios),
 		NewCmdRun(ios),
 		NewCmdVerify(ios),
 		NewCmdVersion(ios),

@@ -1,0 +1,657 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
+	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/verify"
+)
+
+type extendOptions struct {
+	IO      *IOStreams
+	In, Out string
+	Ext     passes.ExtendOptions
+	DryRun  bool
+	JSON    bool
+	Seed    uint64
+	Threads int
+	ctx     context.Context
+
+	// tamper, set by tests, changes the extended model before it is
+	// checked (to check that an extension that breaks a check is not
+	// written).
+	tamper func(*graph.Model)
+	// noORT, set by tests, runs the checks as a build without ONNX
+	// Runtime would.
+	noORT bool
+}
+
+// NewCmdExtend builds `onnxpe extend`.
+func NewCmdExtend(ios *IOStreams) *cobra.Command {
+	opts := &extendOptions{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "extend IN -o OUT --to N [flags]",
+		Short: "Give a model a longer context by rewriting its positional encoding, checked before writing",
+		Long: `Extend rewrites the positional encoding the audit finds so that the model
+accepts N positions (--to), checks the result, and writes it to OUT.
+
+RoPE (--method, required):
+  linear       frequencies divided by the factor (position interpolation)
+  ntk          NTK-aware: base · factor^(d/(d-2)), d the rotary dim
+  dynamic-ntk  the NTK base follows the largest position L + 1 of every
+               call: max(1, factor·L/orig - (factor-1))^(d/(d-2))
+               (computed RoPE only: stored tables and fused caches are
+               constants)
+  yarn         YaRN: the frequencies ramped between kept and divided by
+               factor from floor(c(--beta-fast 32)) to ceil(c(--beta-slow 1)),
+               c(b) = d·ln(orig/(2π·b))/(2·ln base); cos and sin times
+               --attention-factor (default 0.1·ln(factor) + 1)
+  llama3       Llama 3.1's bands: wavelengths below orig/--high-freq-factor
+               (4) kept, above orig/--low-freq-factor (1) divided by the
+               factor, smoothed between
+  The formulas and defaults are Hugging Face transformers'
+  (modeling_rope_utils). --factor defaults to N / orig; orig is
+  --original-max-positions, else the rows of the model's cos/sin tables,
+  else (with --replace-scaling replace) the original length of the rule the
+  model has; a model whose RoPE is computed in the graph must be told.
+  The frequencies the graph multiplies positions by are rewritten (a
+  constant of the same shape, or their computation for dynamic-ntk), and
+  the stored cos/sin tables and the caches of fused RotaryEmbedding and
+  GroupQueryAttention are recomputed in float64 for positions 0..N-1. A
+  model that already has a scaling rule is refused unless
+  --replace-scaling says how: replace (drop it: the rule applies to the
+  plain frequencies of the fitted base) or compose (apply it on top).
+Learned absolute tables: --method hierarchical (the default) with
+  --alpha A (0.4): position i·n + j (0-based) gets A·u_i + (1-A)·u_j with
+  u_i = (p_i - A·p_0)/(1 - A) (Su, 2020: kexue.fm/archives/7947), for N up
+  to n²; the first n rows stay the trained table bit for bit.
+Sinusoidal tables, ALiBi bias constants: continued to N with the
+  model's own formula (measured from it). Encodings computed for any
+  position (sinusoids in the graph, T5 buckets, ALiBi from the mask) need
+  nothing. Other constants read at positions that hold n entries (causal
+  masks, 0, 1, 2, ... buffers) are continued too, and the bounds fixed at
+  export (a Slice start computed from n) widened.
+
+Checks, always run before writing (nothing is written when one fails):
+  unchanged   learned and stored tables, masks: the extended model gives
+              exactly the original's outputs on every input the original
+              accepts (verify's sweep up to the original maximum)
+  reference   RoPE rules: the extended model equals a reference built from
+              the original (the same weights) whose rotations read cos/sin
+              computed from the rule's published formula (verify's sweep
+              up to N; for dynamic-ntk at lengths orig and N)
+  audit       RoPE rules: onnxpe audit of the output reports the new
+              scaling and its parameters
+  runs at N   the extended model runs at N positions in onnxpe's executor
+              and in ONNX Runtime (builds with the ort tag; other builds
+              say the check was not run)
+--dry-run prints the plan and writes nothing; --json prints the report.
+
+Exit codes:
+  0  extended, checked and written (or nothing needed to change)
+  1  a check failed: nothing was written
+  2  usage error, unreadable input, a request the model does not allow
+     (N not above its maximum, a method that does not fit its encoding, a
+     factor of 1 or less, a scaling rule already there)
+  3  internal error (a bug: please report it)`,
+		Example: `  onnxpe extend llama.onnx -o llama_8k.onnx --to 8192 --method yarn --original-max-positions 2048
+  onnxpe extend llama.onnx -o llama_8k.onnx --to 8192 --method llama3 --original-max-positions 2048 --high-freq-factor 4
+  onnxpe extend llama31.onnx -o out.onnx --to 262144 --method yarn --replace-scaling replace
+  onnxpe extend gpt2.onnx -o gpt2_4k.onnx --to 4096 --method hierarchical --alpha 0.4
+  onnxpe extend marian.onnx -o marian_2k.onnx --to 2048 --dry-run --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.In = args[0]
+			opts.ctx = cmd.Context()
+			return extendRun(opts)
+		},
+	}
+	f := cmd.Flags()
+	e := &opts.Ext
+	f.StringVarP(&opts.Out, "output", "o", "", "write the extended model to `OUT`")
+	f.IntVar(&e.To, "to", 0, "the new maximum number of positions `N`")
+	f.StringVar(&e.Method, "method", "", "linear, ntk, dynamic-ntk, yarn, llama3 (RoPE) or hierarchical (learned tables)")
+	f.Float64Var(&e.Factor, "factor", 0, "the RoPE rule's factor (default: N / the original maximum)")
+	f.IntVar(&e.OriginalMax, "original-max-positions", 0, "the positions the model was trained for (default: its tables, or its rule's)")
+	f.Float64Var(&e.LowFreqFactor, "low-freq-factor", 0, "llama3: low_freq_factor (default 1)")
+	f.Float64Var(&e.HighFreqFactor, "high-freq-factor", 0, "llama3: high_freq_factor (default 4)")
+	f.Float64Var(&e.BetaFast, "beta-fast", 0, "yarn: beta_fast (default 32)")
+	f.Float64Var(&e.BetaSlow, "beta-slow", 0, "yarn: beta_slow (default 1)")
+	f.Float64Var(&e.AttentionFactor, "attention-factor", 0, "yarn: attention_factor (default 0.1·ln(factor) + 1)")
+	f.StringVar(&e.ReplaceScaling, "replace-scaling", "", "a model that has a scaling rule: replace (drop it) or compose (apply the new rule on top)")
+	f.Float64Var(&e.Alpha, "alpha", 0, "hierarchical: alpha (default 0.4)")
+	f.BoolVar(&opts.DryRun, "dry-run", false, "print the plan; check and write nothing")
+	f.BoolVar(&opts.JSON, "json", false, "print JSON")
+	f.Uint64Var(&opts.Seed, "seed", 1, "seed of the values the checks synthesise")
+	f.IntVar(&opts.Threads, "threads", 0, "goroutines of onnxpe's kernels and ONNX Runtime threads in the checks (0: all cores)")
+	return cmd
+}
+
+// Check statuses.
+const (
+	checkPass   = "pass"
+	checkFail   = "fail"
+	checkNotRun = "not_run"
+)
+
+// extendCheck is one check of an extension.
+type extendCheck struct {
+	Name    string `json:"name"`
+	Status  string `json:"status"`
+	Summary string `json:"summary"`
+	// Verify holds verify's reports of the comparisons the check ran.
+	Verify []*verify.Report `json:"verify,omitempty"`
+}
+
+// extendReport is what `onnxpe extend --json` prints.
+type extendReport struct {
+	Model     string               `json:"model"`
+	Output    string               `json:"output,omitempty"`
+	DryRun    bool                 `json:"dry_run"`
+	Changed   bool                 `json:"changed"`
+	Written   bool                 `json:"written"`
+	Extension *passes.ExtendReport `json:"extension"`
+	Checks    []*extendCheck       `json:"checks"`
+	Summary   string               `json:"summary"`
+}
+
+func extendRun(opts *extendOptions) error {
+	ctx := opts.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if opts.Out == "" && !opts.DryRun {
+		return badInput("extend: give -o OUT (or --dry-run)")
+	}
+	if opts.Ext.To <= 0 {
+		return badInput("extend: give --to N, the new maximum number of positions")
+	}
+	if opts.Out != "" {
+		if same, _ := samePath(opts.In, opts.Out); same {
+			return badInput("extend: -o %s is the input; write to another file", opts.Out)
+		}
+	}
+	m, err := loadModel(opts.IO.ErrOut, opts.In)
+	if err != nil {
+		return err
+	}
+	x, err := passes.ExtendModel(m, opts.Ext)
+	if err != nil {
+		if errors.Is(err, passes.ErrExtend) || errors.Is(err, passes.ErrRewrite) || errors.Is(err, passes.ErrModel) {
+			return badInput("extend %s: %s", opts.In, strings.TrimPrefix(err.Error(), passes.ErrExtend.Error()+": "))
+		}
+		return err
+	}
+	rep := &extendReport{Model: opts.In, Output: opts.Out, DryRun: opts.DryRun, Changed: x.Report.Changed(), Extension: x.Report, Checks: []*extendCheck{}}
+	if opts.DryRun {
+		rep.Summary = "plan only (--dry-run): nothing checked, nothing written"
+		return printExtend(opts, rep)
+	}
+	if opts.tamper != nil {
+		opts.tamper(x.M)
+	}
+	c := &extendChecker{opts: opts, ctx: ctx, orig: m, x: x, prog: newProgress(opts.IO)}
+	failed, err := c.run(rep)
+	c.prog.done()
+	if err != nil {
+		return err
+	}
+	if failed != nil {
+		rep.Summary = fmt.Sprintf("the %s check failed: %s; nothing written", failed.Name, failed.Summary)
+		if err := printExtend(opts, rep); err != nil {
+			return err
+		}
+		return &checkFailed{msg: rep.Summary}
+	}
+	if rep.Changed {
+		err = saveRewritten(m, x.M, opts.Out)
+	} else {
+		err = m.Save(opts.Out, graph.SaveOptions{})
+	}
+	if err != nil {
+		return badInput("%s: %v", opts.Out, err)
+	}
+	rep.Written = true
+	old := "unbounded"
+	if x.Report.OldMax != nil {
+		old = fmt.Sprint(*x.Report.OldMax)
+	}
+	if rep.Changed {
+		rep.Summary = fmt.Sprintf("extended %s from %s to %d positions; checks passed; wrote %s", opts.In, old, x.Report.NewMax, opts.Out)
+	} else {
+		rep.Summary = fmt.Sprintf("nothing to enlarge: %s runs at %d positions as it is (checked); wrote %s unchanged", opts.In, x.Report.NewMax, opts.Out)
+	}
+	return printExtend(opts, rep)
+}
+
+// extendChecker runs the checks of an extension.
+type extendChecker struct {
+	opts *extendOptions
+	ctx  context.Context
+	orig *graph.Model
+	x    *passes.Extended
+	prog *progress
+}
+
+func (c *extendChecker) verifyOptions(pathB string) verify.Options {
+	return verify.Options{Seed: c.opts.Seed, Threads: c.opts.Threads, PathA: c.opts.In, PathB: pathB, Progress: c.prog.update}
+}
+
+// run runs every check; the first that failed is returned (the others
+// still run and are reported). err is for errors that are not check
+// results (an internal error, a model verify cannot compare).
+func (c *extendChecker) run(rep *extendReport) (*extendCheck, error) {
+	var steps []func() (*extendCheck, error)
+	if len(c.x.RoPERules()) == 0 {
+		steps = append(steps, c.unchanged)
+	} else {
+		steps = append(steps, c.reference, c.audit)
+	}
+	steps = append(steps, c.runsAtN)
+	var failed *extendCheck
+	for _, step := range steps {
+		ch, err := step()
+		if err != nil {
+			return nil, err
+		}
+		rep.Checks = append(rep.Checks, ch)
+		if ch.Status == checkFail && failed == nil {
+			failed = ch
+		}
+	}
+	return failed, nil
+}
+
+// compareErr turns an error of verify.Compare into a check result (the
+// extended model does not run) or an error.
+func compareErr(ch *extendCheck, err error) (*extendCheck, error) {
+	if errors.Is(err, kernels.ErrInternal) {
+		return nil, err
+	}
+	ch.Status, ch.Summary = checkFail, oneLine(err.Error())
+	return ch, nil
+}
+
+// unchanged: on every input the original accepts (the sweep up to its
+// maximum), the extended model gives exactly its outputs.
+func (c *extendChecker) unchanged() (*extendCheck, error) {
+	ch := &extendCheck{Name: "unchanged"}
+	vo := c.verifyOptions("extended " + c.opts.In)
+	if h, err := verify.AuditHints(c.orig); err == nil {
+		vo.Hints = h
+	}
+	if om := c.x.Report.OldMax; om != nil {
+		vo.Hints.MaxPositions = *om
+	}
+	zero := 0.0
+	vo.Policy = verify.Policy{Rtol: &zero, Atol: &zero}
+	vr, err := verify.Compare(c.ctx, c.orig, c.x.M, vo)
+	if err != nil {
+		return compareErr(ch, err)
+	}
+	ch.Verify = []*verify.Report{vr}
+	upTo := "the default sweep"
+	if om := c.x.Report.OldMax; om != nil {
+		upTo = fmt.Sprintf("up to %d positions", *om)
+	}
+	if !vr.Equal {
+		ch.Status, ch.Summary = checkFail, fmt.Sprintf("the extended model differs from %s on inputs it accepts (%s): %s", c.opts.In, upTo, vr.Summary)
+		return ch, nil
+	}
+	ch.Status, ch.Summary = checkPass, fmt.Sprintf("outputs exactly equal to %s's on every input set of the sweep %s (%s)", c.opts.In, upTo, vr.Summary)
+	return ch, nil
+}
+
+// reference: the extended RoPE model equals the original with cos/sin
+// from the rule's published formula.
+func (c *extendChecker) reference() (*extendCheck, error) {
+	ch := &extendCheck{Name: "reference"}
+	n := c.x.Report.NewMax
+	dynamic := false
+	orig := 0
+	for _, it := range c.x.RoPERules() {
+		if it.Rule.Dynamic() {
+			dynamic, orig = true, it.Rule.Orig
+		}
+	}
+	var parts []string
+	if !dynamic {
+		ref, err := c.x.Reference(0)
+		if err != nil {
+			return c.noReference(ch, err)
+		}
+		vo := c.verifyOptions("reference (" + c.ruleNames() + ")")
+		vo.PathA = "extended " + c.opts.In
+		vo.Hints.MaxPositions = n
+		vr, err := verify.Compare(c.ctx, c.x.M, ref, vo)
+		if err != nil {
+			return compareErr(ch, err)
+		}
+		ch.Verify = append(ch.Verify, vr)
+		if !vr.Equal {
+			ch.Status, ch.Summary = checkFail, "the extended model differs from the reference built with the rule: "+vr.Summary
+			return ch, nil
+		}
+		parts = append(parts, vr.Summary)
+	} else {
+		for _, L := range slices.Compact([]int{orig, n}) {
+			ref, err := c.x.Reference(L)
+			if err != nil {
+				return c.noReference(ch, err)
+			}
+			sets, _, err := verify.Synthesize(c.x.M, verify.Hints{MaxPositions: L}, []verify.SetSpec{
+				{Name: fmt.Sprintf("seq%d", L), Batch: 1, Seq: L, Purpose: "positions 0..L-1"},
+				{Name: fmt.Sprintf("decode%d", L), Batch: 1, Seq: 1, Past: L - 1, Purpose: "position L-1 after a KV cache"},
+			}, c.opts.Seed, c.opts.Threads)
+			if err != nil {
+				return compareErr(ch, err)
+			}
+			vo := c.verifyOptions(fmt.Sprintf("reference (%s at length %d)", c.ruleNames(), L))
+			vo.PathA = "extended " + c.opts.In
+			vo.Inputs = sets
+			vr, err := verify.Compare(c.ctx, c.x.M, ref, vo)
+			if err != nil {
+				return compareErr(ch, err)
+			}
+			ch.Verify = append(ch.Verify, vr)
+			if !vr.Equal {
+				ch.Status, ch.Summary = checkFail, fmt.Sprintf("at length %d the extended model differs from the reference built with the rule: %s", L, vr.Summary)
+				return ch, nil
+			}
+			parts = append(parts, fmt.Sprintf("length %d: %s", L, vr.Summary))
+		}
+	}
+	ch.Status = checkPass
+	ch.Summary = "equal to the original with cos/sin from the published formula of " + c.ruleNames() + " (" + strings.Join(parts, "; ") + ")"
+	return ch, nil
+}
+
+func (c *extendChecker) noReference(ch *extendCheck, err error) (*extendCheck, error) {
+	if errors.Is(err, passes.ErrNoReference) {
+		ch.Status, ch.Summary = checkNotRun, strings.TrimPrefix(err.Error(), passes.ErrNoReference.Error()+": ")
+		return ch, nil
+	}
+	return nil, err
+}
+
+func (c *extendChecker) ruleNames() string {
+	var s []string
+	for _, it := range c.x.RoPERules() {
+		if n := it.Rule.String(); !slices.Contains(s, n) {
+			s = append(s, n)
+		}
+	}
+	return strings.Join(s, "; ")
+}
+
+// audit: onnxpe audit of the extended model reports the rule and its
+// parameters.
+func (c *extendChecker) audit() (*extendCheck, error) {
+	ch := &extendCheck{Name: "audit"}
+	rep, _, err := passes.AuditModel(c.x.M, "extended "+c.opts.In, passes.Options{})
+	if err != nil {
+		if errors.Is(err, passes.ErrModel) {
+			ch.Status, ch.Summary = checkFail, "the extended model cannot be audited: "+oneLine(err.Error())
+			return ch, nil
+		}
+		return nil, err
+	}
+	var got []string
+	for _, it := range c.x.RoPERules() {
+		var f *passes.Finding
+		for _, g := range rep.Findings {
+			if g.Scheme == passes.RoPEScheme && slices.Equal(g.Layers, it.Layers) {
+				f = g
+			}
+		}
+		if f == nil {
+			ch.Status, ch.Summary = checkFail, fmt.Sprintf("the audit of the extended model finds no RoPE on layers %s", layerRange(it.Layers))
+			return ch, nil
+		}
+		gm := f.Params.Map()
+		if it.Expect == nil {
+			got = append(got, "layers "+layerRange(it.Layers)+": "+ropeParamString(gm)+" (composed rules: not compared)")
+			continue
+		}
+		want := it.Expect.Map()
+		if diff := paramDiff(want, gm); diff != "" {
+			if !it.Equivalent(f.Params) {
+				ch.Status, ch.Summary = checkFail, fmt.Sprintf("the audit of the extended model reports, for layers %s, %s", layerRange(it.Layers), diff)
+				return ch, nil
+			}
+			got = append(got, fmt.Sprintf("layers %s: %s (the audit reads %s: a setting that gives the same frequencies, which the graph cannot tell apart)", layerRange(it.Layers), ropeParamString(gm), diff))
+			continue
+		}
+		got = append(got, "layers "+layerRange(it.Layers)+": "+ropeParamString(gm))
+	}
+	ch.Status, ch.Summary = checkPass, "onnxpe audit reads back the rule: "+strings.Join(got, "; ")
+	return ch, nil
+}
+
+// paramDiff compares the params the audit reports with those expected
+// ("" when they agree; floats to 1e-6 relative).
+func paramDiff(want, got map[string]any) string {
+	var keys []string
+	for k := range want {
+		keys = append(keys, k)
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var d []string
+	for _, k := range keys {
+		if !sameParam(want[k], got[k]) {
+			d = append(d, fmt.Sprintf("%s %s (expected %s)", k, jsonish(got[k]), jsonish(want[k])))
+		}
+	}
+	return strings.Join(d, ", ")
+}
+
+func sameParam(a, b any) bool {
+	fa, oka := toFloat(a)
+	fb, okb := toFloat(b)
+	if oka && okb {
+		return fa == fb || math.Abs(fa-fb) <= 1e-6*math.Max(math.Abs(fa), math.Abs(fb))
+	}
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	if va.Kind() == reflect.Slice && vb.Kind() == reflect.Slice {
+		if va.Len() != vb.Len() {
+			return false
+		}
+		for i := 0; i < va.Len(); i++ {
+			if !sameParam(va.Index(i).Interface(), vb.Index(i).Interface()) {
+				return false
+			}
+		}
+		return true
+	}
+	return jsonish(a) == jsonish(b)
+}
+
+// toFloat reads a number of any numeric kind.
+func toFloat(v any) (float64, bool) {
+	if v == nil {
+		return 0, false
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Float32, reflect.Float64:
+		return rv.Float(), true
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		return float64(rv.Int()), true
+	}
+	return 0, false
+}
+
+func jsonish(v any) string {
+	if v == nil {
+		return "null"
+	}
+	if f, ok := toFloat(v); ok {
+		return fmt.Sprint(f)
+	}
+	return fmt.Sprint(v)
+}
+
+// ropeParamString prints the rule's params of a RoPE finding in one line.
+func ropeParamString(m map[string]any) string {
+	var s []string
+	for _, k := range []string{"scaling", "base", "factor", "original_max_positions", "dynamic", "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow", "attention_factor", "max_positions"} {
+		if v, ok := m[k]; ok && v != nil {
+			s = append(s, fmt.Sprintf("%s %s", k, jsonish(v)))
+		}
+	}
+	return strings.Join(s, ", ")
+}
+
+// runsAtN: the extended model runs N positions in onnxpe's executor and
+// in ONNX Runtime, and the two agree.
+func (c *extendChecker) runsAtN() (*extendCheck, error) {
+	ch := &extendCheck{Name: "runs_at_n"}
+	n := c.x.Report.NewMax
+	specs := []verify.SetSpec{
+		{Name: fmt.Sprintf("seq%d", n), Batch: 1, Seq: n, Purpose: "the new maximum"},
+		{Name: fmt.Sprintf("decode%d", n), Batch: 1, Seq: 1, Past: n - 1, Purpose: "the last position after a KV cache"},
+	}
+	c.prog.update(verify.Progress{Step: fmt.Sprintf("extended model at %d positions", n)})
+	sets, a, err := verify.Synthesize(c.x.M, verify.Hints{MaxPositions: n}, specs, c.opts.Seed, c.opts.Threads)
+	if err != nil {
+		if errors.Is(err, kernels.ErrInternal) {
+			return nil, err
+		}
+		ch.Status, ch.Summary = checkFail, fmt.Sprintf("onnxpe's executor cannot run the extended model at %d positions: %s", n, oneLine(err.Error()))
+		return ch, nil
+	}
+	if a != nil && a.FixedSeq > 0 && a.FixedSeq != n {
+		ch.Status, ch.Summary = checkFail, fmt.Sprintf("the extended model's inputs fix the sequence at %d", a.FixedSeq)
+		return ch, nil
+	}
+	s, err := kernels.NewSession(c.x.M, kernels.Options{Threads: c.opts.Threads})
+	if err != nil {
+		ch.Status, ch.Summary = checkFail, "onnxpe's executor cannot load the extended model: "+oneLine(err.Error())
+		return ch, nil
+	}
+	var names []string
+	for i := range sets {
+		out, err := s.Run(sets[i].Inputs)
+		if err != nil {
+			if errors.Is(err, kernels.ErrInternal) {
+				return nil, err
+			}
+			ch.Status, ch.Summary = checkFail, fmt.Sprintf("onnxpe's executor cannot run the extended model on %s: %s", sets[i].Name, oneLine(err.Error()))
+			return ch, nil
+		}
+		sets[i].Outputs = out
+		names = append(names, sets[i].Name)
+	}
+	goPart := fmt.Sprintf("onnxpe's executor ran %s (%d positions)", strings.Join(names, ", "), n)
+	switch {
+	case c.opts.noORT || !verify.ORTAvailable():
+		ch.Status = checkPass
+		ch.Summary = goPart + "; ONNX Runtime check not run: this onnxpe was built without ONNX Runtime (build with CGO_ENABLED=1 go build -tags ort ./cmd/onnxpe, set ONNXPE_ORT_LIB to libonnxruntime.so; make ort installs one)"
+		return ch, nil
+	case os.Getenv("ONNXPE_ORT_LIB") == "":
+		ch.Status = checkPass
+		ch.Summary = goPart + "; ONNX Runtime check not run: set ONNXPE_ORT_LIB to libonnxruntime.so (make ort installs one)"
+		return ch, nil
+	}
+	vo := c.verifyOptions("")
+	vo.PathA = "" // ONNX Runtime opens a file: verify saves the model to a temporary one
+	vo.Inputs = sets
+	vo.Runtime = verify.RuntimeORT
+	vr, err := verify.CompareReference(c.ctx, c.x.M, "onnxpe's executor", vo)
+	if err != nil {
+		return compareErr(ch, err)
+	}
+	ch.Verify = []*verify.Report{vr}
+	if !vr.Equal {
+		ch.Status, ch.Summary = checkFail, goPart+"; ONNX Runtime differs: "+vr.Summary
+		return ch, nil
+	}
+	ch.Status, ch.Summary = checkPass, goPart+"; ONNX Runtime ran them too and agrees ("+vr.Summary+")"
+	return ch, nil
+}
+
+func printExtend(opts *extendOptions, rep *extendReport) error {
+	if opts.JSON {
+		return writeJSON(opts.IO, rep)
+	}
+	w := opts.IO.Out
+	x := rep.Extension
+	old := "unbounded"
+	if x.OldMax != nil {
+		old = fmt.Sprint(*x.OldMax)
+	}
+	fmt.Fprintf(w, "%s: %s -> %d positions (now: %s)\n", rep.Model, old, x.NewMax, x.OldMaxFrom)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCHEME\tLAYERS\tFORM\tMETHOD\tPARAMS")
+	for _, it := range x.Items {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", it.Scheme, layerRange(it.Layers), it.Form, it.Method, ruleParams(it.Params))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, it := range x.Items {
+		for _, e := range it.Edits {
+			fmt.Fprintf(w, "  %s: %s\n", e.Where, e.What)
+		}
+		for _, n := range it.Notes {
+			fmt.Fprintf(w, "  note: %s\n", n)
+		}
+	}
+	if len(x.Bounded) > 0 {
+		fmt.Fprintln(w, "other constants read at positions:")
+		for _, e := range x.Bounded {
+			fmt.Fprintf(w, "  %s: %s\n", e.Where, e.What)
+		}
+	}
+	for _, ch := range rep.Checks {
+		fmt.Fprintf(w, "check %-10s %-7s %s\n", ch.Name, ch.Status, ch.Summary)
+		if ch.Status == checkFail {
+			for _, vr := range ch.Verify {
+				if !vr.Equal {
+					if err := vr.WriteTable(w); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	_, err := fmt.Fprintln(w, rep.Summary)
+	return err
+}
+
+// ruleParams prints a rule's parameters compactly.
+func ruleParams(m map[string]any) string {
+	var keys []string
+	for k := range m {
+		if k != "method" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var s []string
+	for _, k := range keys {
+		s = append(s, fmt.Sprintf("%s=%v", k, m[k]))
+	}
+	if len(s) == 0 {
+		return "-"
+	}
+	return strings.Join(s, " ")
+}
