@@ -77,6 +77,13 @@ func (p *Positions) limitString() string {
 // shaped [seq], [batch, seq] (axes of size 1 aside), holding consecutive
 // numbers along the sequence, the same in every row.
 func (w *Work) positionCandidates(vs ...*graph.Value) []*graph.Value {
+	return w.positionCandidatesLen(0, vs...)
+}
+
+// positionCandidatesLen is positionCandidates for a model whose shapes fix
+// the sequence length to fixed (0: they do not): the sequence axis may
+// then be that size rather than a symbol.
+func (w *Work) positionCandidatesLen(fixed int, vs ...*graph.Value) []*graph.Value {
 	cone := w.cone(vs...)
 	seen := map[*graph.Value]bool{}
 	var out []*graph.Value
@@ -103,7 +110,11 @@ func (w *Work) positionCandidates(vs ...*graph.Value) []*graph.Value {
 				dims = append(dims, d)
 			}
 		}
-		if len(dims) == 0 || len(dims) > 2 || !dims[len(dims)-1].IsSym() || w.isBatchSym(dims[len(dims)-1]) {
+		if len(dims) == 0 || len(dims) > 2 {
+			return
+		}
+		last := dims[len(dims)-1]
+		if !(last.IsSym() && !w.isBatchSym(last) || fixed > 1 && last.Known() && int(last) == fixed) {
 			return
 		}
 		if len(dims) == 2 && !w.isBatchSym(dims[0]) {
@@ -147,6 +158,18 @@ func (w *Work) newPositions(v *graph.Value) *Positions {
 	}
 	x := v
 	for steps := 0; steps < 8 && x != nil; steps++ {
+		if t := w.Const(x); t != nil && t.Len() >= 1 {
+			// Consecutive constants (a Range the sequence length fixed by
+			// the model's shapes has folded).
+			vals := t.Float64s()
+			for i, y := range vals {
+				if y != vals[0]+float64(i) || y != math.Trunc(y) {
+					return p
+				}
+			}
+			p.StartConst, p.LimitConst, p.Ranged = int64(vals[0]), int64(vals[0])+int64(len(vals)), true
+			return p
+		}
 		n := x.Producer()
 		if n == nil || !isONNX(n) {
 			break
@@ -414,7 +437,16 @@ func anglesFollow(theta [][]float64, ps []float64, r *rotation, shape []int) str
 // (rows shift with the positions), or the implicit 0..S-1 when the rows of
 // a short sequence are the first rows of a longer one.
 func (w *Work) tablePositions(x *graph.Value) (*Positions, string) {
-	const n, shift = 8, 3
+	n, shift := 8, 3
+	// A model whose shapes fix the sequence length gives that many rows
+	// at any probe length: the positions are probed at that length.
+	fixed := 0
+	if a, _ := w.tableRows(w.NewProbe(1, n, 0), x); len(a) != n && len(a) > 1 {
+		if b, _ := w.tableRows(w.NewProbe(1, n+shift, 0), x); len(b) == len(a) {
+			fixed = len(a)
+			n, shift = fixed, 1 // the table may hold no more rows than that
+		}
+	}
 	rows := func(pos *Positions, seq int, first int64) ([][]float64, error) {
 		pr := w.NewProbe(1, seq, first)
 		cuts := map[*graph.Value]*kernels.Tensor{}
@@ -438,13 +470,16 @@ func (w *Work) tablePositions(x *graph.Value) (*Positions, string) {
 		}
 		var b [][]float64
 		if pos.value == nil && pos.start == nil {
+			if fixed > 0 {
+				return fmt.Sprintf("the model fixes the sequence length (%d) and no value holds the positions", fixed)
+			}
 			// Fixed positions: a longer sequence starts with the same rows.
 			long, err := rows(pos, n+shift, pos.StartConst)
 			if err != nil {
 				return err.Error()
 			}
 			b = long[shift:]
-		} else if b, err = rows(pos, n, pos.StartConst+shift); err != nil {
+		} else if b, err = rows(pos, n, pos.StartConst+int64(shift)); err != nil {
 			return err.Error()
 		}
 		for i := 0; i+shift < n; i++ {
@@ -452,13 +487,13 @@ func (w *Work) tablePositions(x *graph.Value) (*Positions, string) {
 				return fmt.Sprintf("the row of position %d does not move with the positions", i+shift)
 			}
 		}
-		if slices.Equal(a[0], a[1]) {
+		if slices.Equal(a[0], a[1]) && !w.gathersTableAt(x, pos.value) {
 			return "the rows do not change with the positions"
 		}
 		return ""
 	}
 	var why string
-	for _, v := range w.positionCandidates(x) {
+	for _, v := range w.positionCandidatesLen(fixed, x) {
 		pos := w.newPositions(v)
 		if why = check(pos); why == "" {
 			return pos, ""
@@ -471,4 +506,44 @@ func (w *Work) tablePositions(x *graph.Value) (*Positions, string) {
 		why = why2
 	}
 	return nil, "no value holds the positions the encoding reads: " + why
+}
+
+// gathersTableAt reports whether x is rows of a stored table gathered at
+// pos (through casts and layout ops on either side): then x's rows are
+// the table's rows at the positions by the op's definition, even when the
+// rows are equal and their values cannot show it.
+func (w *Work) gathersTableAt(x, pos *graph.Value) bool {
+	if pos == nil {
+		return false
+	}
+	for steps := 0; steps < 8 && x != nil; steps++ {
+		n := x.Producer()
+		if n == nil || !isONNX(n) {
+			return false
+		}
+		if n.OpType == "Gather" && n.AttrInt("axis", 0) == 0 {
+			idx := n.Input(1)
+			for k := 0; k < 8 && idx != nil && idx != pos; k++ {
+				q := idx.Producer()
+				if q == nil || !isONNX(q) || !layoutOps[q.OpType] && q.OpType != "Cast" {
+					break
+				}
+				idx = q.Input(0)
+			}
+			t := n.Input(0)
+			for k := 0; k < 8 && t != nil && !w.IsConst(t); k++ {
+				q := t.Producer()
+				if q == nil || !isONNX(q) || !layoutOps[q.OpType] && q.OpType != "Cast" {
+					break
+				}
+				t = q.Input(0)
+			}
+			return idx == pos && t != nil && w.IsConst(t)
+		}
+		if !layoutOps[n.OpType] && n.OpType != "Cast" {
+			return false
+		}
+		x = n.Input(0)
+	}
+	return false
 }
