@@ -663,29 +663,7 @@ func (w *Work) t5FromRows(table *graph.Value, rowOf []int, S int) ([]int, int, b
 func t5Map(S, nb int, bidir bool, md int) []int {
 	out := make([]int, 2*S-1)
 	for k := range out {
-		n := k - (S - 1)
-		nbk := nb
-		bucket := 0
-		rp := n
-		if bidir {
-			nbk /= 2
-			if rp > 0 {
-				bucket += nbk
-			}
-			if rp < 0 {
-				rp = -rp
-			}
-		} else {
-			rp = -min(rp, 0)
-		}
-		maxExact := nbk / 2
-		if rp < maxExact {
-			bucket += rp
-		} else {
-			x := float32(math.Log(float64(float32(rp)/float32(maxExact)))) / float32(math.Log(float64(md)/float64(maxExact))) * float32(nbk-maxExact)
-			bucket += min(maxExact+int(x), nbk-1)
-		}
-		out[k] = bucket
+		out[k] = t5BucketOf(k-(S-1), nb, md, bidir)
 	}
 	return out
 }
@@ -694,30 +672,7 @@ func t5Map(S, nb int, bidir bool, md int) []int {
 // float32, as PyTorch does) for every relative position of the map.
 func t5Reproduces(bm []int, S, nb int, bidir bool, md int) bool {
 	for k, want := range bm {
-		n := k - (S - 1)
-		nbk := nb
-		bucket := 0
-		rp := n
-		if bidir {
-			nbk /= 2
-			if rp > 0 {
-				bucket += nbk
-			}
-			if rp < 0 {
-				rp = -rp
-			}
-		} else {
-			rp = -min(rp, 0)
-		}
-		maxExact := nbk / 2
-		if rp < maxExact {
-			bucket += rp
-		} else {
-			x := float32(math.Log(float64(float32(rp)/float32(maxExact)))) / float32(math.Log(float64(md)/float64(maxExact))) * float32(nbk-maxExact)
-			large := maxExact + int(x)
-			bucket += min(large, nbk-1)
-		}
-		if bucket != want {
+		if t5BucketOf(k-(S-1), nb, md, bidir) != want {
 			return false
 		}
 	}

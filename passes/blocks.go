@@ -375,9 +375,7 @@ func (w *Work) findAV(b *Block) {
 				continue
 			}
 			if avOps[n.OpType] && isONNX(n) {
-				for _, o := range n.Outputs() {
-					queue = append(queue, o)
-				}
+				queue = append(queue, n.Outputs()...)
 			}
 		}
 	}

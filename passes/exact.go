@@ -155,7 +155,7 @@ func (pg *FreqProgram) eval(maxPos, n int64) ([]float64, error) {
 				}
 				var ok bool
 				if x, ok = freqOp(st.Op, args); !ok {
-					return nil, fmt.Errorf("op %s", st.Op)
+					return nil, fmt.Errorf("FreqProgram.Eval: step %d is the op %s, which it does not evaluate", k, st.Op)
 				}
 			}
 			out[i] = roundTo(st.Type, x)
@@ -606,38 +606,22 @@ func (b *progBuilder) walk(v *graph.Value) (FreqArg, bool) {
 			then, els = els, then
 		}
 		st := FreqStep{Op: "Where", Type: w.ElemType(v), Node: w.OrigName(n)}
-		vec := false
-		for _, in := range []*graph.Value{n.Input(0), then, els} {
-			x, ok := b.walk(in)
-			if !ok {
-				return x, false
-			}
-			if x.Step >= 0 && b.vec[x.Step] || len(x.Const) > 1 {
-				vec = true
-			}
-			st.Args = append(st.Args, x)
+		args, vec, x, ok := b.walkArgs([]*graph.Value{n.Input(0), then, els})
+		if !ok {
+			return x, false
 		}
+		st.Args = args
 		if st.Type == graph.Undefined {
 			st.Type = w.ElemType(then)
 		}
 		a = b.add(st, vec)
 	case slices.Contains(FreqOps, op):
 		st := FreqStep{Op: op, Type: w.ElemType(n.Output(0)), Node: w.OrigName(n)}
-		vec := false
-		for _, in := range n.Inputs() {
-			if in == nil {
-				st.Args = append(st.Args, FreqArg{Step: -1, Const: []float64{math.NaN()}})
-				continue
-			}
-			x, ok := b.walk(in)
-			if !ok {
-				return x, false
-			}
-			if x.Step >= 0 && b.vec[x.Step] || len(x.Const) > 1 {
-				vec = true
-			}
-			st.Args = append(st.Args, x)
+		args, vec, x, ok := b.walkArgs(n.Inputs())
+		if !ok {
+			return x, false
 		}
+		st.Args = args
 		if op == "Clip" && len(st.Args) == 1 {
 			lo, hi := n.AttrFloat("min", float32(math.Inf(-1))), n.AttrFloat("max", float32(math.Inf(1)))
 			st.Args = append(st.Args, FreqArg{Step: -1, Const: []float64{float64(lo)}}, FreqArg{Step: -1, Const: []float64{float64(hi)}})
@@ -651,6 +635,29 @@ func (b *progBuilder) walk(v *graph.Value) (FreqArg, bool) {
 	}
 	b.memo[v] = a
 	return a, true
+}
+
+// walkArgs walks the operands of a step: their args (an optional input
+// left out is NaN) and whether one is a vector; on failure, the failed
+// arg.
+func (b *progBuilder) walkArgs(ins []*graph.Value) ([]FreqArg, bool, FreqArg, bool) {
+	var args []FreqArg
+	vec := false
+	for _, in := range ins {
+		if in == nil {
+			args = append(args, FreqArg{Step: -1, Const: []float64{math.NaN()}})
+			continue
+		}
+		x, ok := b.walk(in)
+		if !ok {
+			return nil, false, x, false
+		}
+		if x.Step >= 0 && b.vec[x.Step] || len(x.Const) > 1 {
+			vec = true
+		}
+		args = append(args, x)
+	}
+	return args, vec, FreqArg{}, true
 }
 
 func (b *progBuilder) setLen(n int) bool {

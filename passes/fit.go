@@ -9,23 +9,7 @@ import (
 )
 
 // linreg fits y = a + b·x by least squares.
-func linreg(x, y []float64) (a, b float64) {
-	n := float64(len(x))
-	var sx, sy, sxx, sxy float64
-	for i := range x {
-		sx += x[i]
-		sy += y[i]
-		sxx += x[i] * x[i]
-		sxy += x[i] * y[i]
-	}
-	d := n*sxx - sx*sx
-	if d == 0 {
-		return sy / n, 0
-	}
-	b = (n*sxy - sx*sy) / d
-	a = (sy - b*sx) / n
-	return a, b
-}
+func linreg(x, y []float64) (a, b float64) { return wlinreg(x, y, nil) }
 
 // unwrapSlope fits the slope of angles measured modulo 2π at consecutive
 // positions (the angle advances by less than π per position).
@@ -84,11 +68,15 @@ type ropeFit struct {
 	Notes   []string
 }
 
-// wlinreg fits y = a + b·x by least squares weighted by 1/σ².
+// wlinreg fits y = a + b·x by least squares weighted by 1/σ² (every
+// weight 1 when sigma is nil).
 func wlinreg(x, y, sigma []float64) (a, b float64) {
 	var sw, sx, sy, sxx, sxy float64
 	for i := range x {
-		w := 1 / (sigma[i] * sigma[i])
+		w := 1.0
+		if sigma != nil {
+			w = 1 / (sigma[i] * sigma[i])
+		}
 		sw += w
 		sx += w * x[i]
 		sy += w * y[i]

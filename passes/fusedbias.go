@@ -203,7 +203,7 @@ func (w *Work) flexScoreMod(c *Context, b *Block) *Finding {
 		}
 		t := fromFloat64Any(w.ElemType(scores), shape, v)
 		if t == nil {
-			return nil, fmt.Errorf("scores of type %v", w.ElemType(scores))
+			return nil, fmt.Errorf("scores of element type %v cannot be probed", w.ElemType(scores))
 		}
 		p.SetCuts(map[*graph.Value]*kernels.Tensor{scores: t})
 		return p.Value(out)

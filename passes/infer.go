@@ -205,16 +205,7 @@ func (w *Work) infer(n *graph.Node) {
 	case "Shape":
 		s := in(0)
 		if s.Ranked {
-			r := len(s.Dims)
-			start := normAxis(n.AttrInt("start", 0), r)
-			end := r
-			if a := n.Attr("end"); a != nil {
-				end = normAxis(a.Int(), r)
-			}
-			start, end = max(0, min(start, r)), max(0, min(end, r))
-			if end < start {
-				end = start
-			}
+			start, end := shapeWindow(n, len(s.Dims))
 			set(0, ranked(Dim(end-start)))
 			w.pv[outs[0]] = append([]Dim(nil), s.Dims[start:end]...)
 		} else {

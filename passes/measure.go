@@ -84,7 +84,7 @@ func (w *Work) unitProbe(p *Probe, s *side, shape []int, vec func(slot int, row 
 	}
 	t := fromFloat64Any(w.ElemType(s.In), shape, vals)
 	if t == nil {
-		return nil, fmt.Errorf("element type %v of q", w.ElemType(s.In))
+		return nil, fmt.Errorf("q of element type %v cannot be probed", w.ElemType(s.In))
 	}
 	p.SetCuts(map[*graph.Value]*kernels.Tensor{s.In: t})
 	out, err := p.Value(s.Out)

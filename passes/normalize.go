@@ -357,7 +357,7 @@ func (c *cloner) node(g *graph.Graph, n *graph.Node) (*graph.Node, error) {
 			}
 			attrs = append(attrs, graph.GraphAttr(a.Name(), sg))
 		case len(a.Graphs) > 0:
-			return nil, fmt.Errorf("node %v: graphs attributes are not copied", n)
+			return nil, fmt.Errorf("node %v: an attribute holding a list of graphs cannot be copied out of a function body", n)
 		default:
 			attrs = append(attrs, a)
 		}

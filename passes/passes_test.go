@@ -106,14 +106,14 @@ func validate(t testing.TB, s *jsonschema.Schema, r *passes.Report) {
 func TestSchemaRejectsWrongReports(t *testing.T) {
 	s := schema(t)
 	for _, bad := range []string{
-		`{"model":"m","schemes":["rope"],"layers":[],"findings":[]`,
+		`{"model":"m","schemes":["rope"],"layers":[]}`,
 		`{"model":"m","schemes":["nope"],"layers":[{"index":0,"scheme":"nope"}],"findings":[{"scheme":"nope","layers":[0],"nodes":[],"fused":false,"params":{}}]}`,
 		`{"model":"m","schemes":["rope"],"layers":[],"findings":[{"scheme":"rope","layers":[],"nodes":[],"fused":false,"params":{"layout":"diagonal"}}]}`,
 		`{"model":"m","schemes":["wavelet"],"layers":[],"findings":[]}`,
 	} {
 		v, err := jsonschema.UnmarshalJSON(strings.NewReader(bad))
 		if err != nil {
-			continue // not even JSON: fine
+			t.Fatalf("the test's report is not JSON: %v", err)
 		}
 		if s.Validate(v) == nil {
 			t.Errorf("schema accepts %s", bad)
@@ -130,20 +130,35 @@ func loadCorpus(t *testing.T, e testmodels.Entry) *graph.Model {
 	return m
 }
 
+// TestAuditLeavesTheModelAlone audits every corpus model and Go-built model
+// (functions inlined, If branches taken, constants folded on the copy) and
+// compares the caller's model byte for byte before and after.
 func TestAuditLeavesTheModelAlone(t *testing.T) {
 	man, err := testmodels.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range man.Models[:3] {
-		m := loadCorpus(t, e)
-		before, _ := m.Marshal()
-		if _, _, err := passes.AuditModel(m, e.Name, passes.Options{}); err != nil {
+	models := map[string]*graph.Model{}
+	for _, e := range man.Models {
+		models[e.Name] = loadCorpus(t, e)
+	}
+	for _, s := range testmodels.Synthetics() {
+		models[s.Name] = s.Build()
+	}
+	for name, m := range models {
+		before, err := m.Marshal()
+		if err != nil {
 			t.Fatal(err)
 		}
-		after, _ := m.Marshal()
+		if _, _, err := passes.AuditModel(m, name, passes.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		after, err := m.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if !bytes.Equal(before, after) {
-			t.Errorf("%s: the audit changed the caller's model", e.Name)
+			t.Errorf("%s: the audit changed the caller's model", name)
 		}
 	}
 }
@@ -293,8 +308,10 @@ func TestCorpusMatchesTheManifest(t *testing.T) {
 		}
 		return true
 	}
+	var skipped []string
 	for _, e := range man.Models {
 		if !supported(e.Truth) {
+			skipped = append(skipped, e.Name)
 			continue
 		}
 		for _, file := range []string{"model.onnx", "ort_basic.onnx", "ort_extended.onnx"} {
@@ -309,9 +326,13 @@ func TestCorpusMatchesTheManifest(t *testing.T) {
 	}
 	for _, sy := range testmodels.Synthetics() {
 		if !supported(sy.Truth) {
+			skipped = append(skipped, sy.Name)
 			continue
 		}
 		t.Run(sy.Name, func(t *testing.T) { check(t, sy.Name, sy.Build(), sy.Truth) })
+	}
+	if len(skipped) > 0 {
+		t.Logf("skipped %d models whose schemes no detector of this package finds yet: %v", len(skipped), skipped)
 	}
 	if checked < 60 {
 		t.Errorf("only %d models checked", checked)

@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/onnxpe/onnxpe/graph"
-	"github.com/onnxpe/onnxpe/kernels"
 )
 
 // Pattern is a small pattern language over the working copy: a pattern
@@ -188,32 +187,6 @@ func (p capPat) match(m *matcher, v *graph.Value) bool {
 		return true
 	}
 	m.vals[p.name] = v
-	return true
-}
-
-// constPat matches a constant, optionally checked.
-type constPat struct {
-	name  string
-	check func(*kernels.Tensor) bool
-	what  string
-}
-
-// Const matches a constant value and captures it; check may be nil.
-func Const(name string, what string, check func(*kernels.Tensor) bool) Pattern {
-	return constPat{name, check, what}
-}
-
-func (p constPat) match(m *matcher, v *graph.Value) bool {
-	t := m.w.Const(v)
-	if t == nil {
-		return m.fail(fmt.Sprintf("%s is not a constant", m.w.name(v)))
-	}
-	if p.check != nil && !p.check(t) {
-		return m.fail(fmt.Sprintf("%s is not %s", m.w.name(v), p.what))
-	}
-	if p.name != "" {
-		m.vals[p.name] = v
-	}
 	return true
 }
 

@@ -299,7 +299,7 @@ func (w *Work) cutPositions(pr *Probe, pos *Positions, first int64, cuts map[*gr
 		}
 		t := fromFloat64Any(w.ElemType(pos.value), shape, vals)
 		if t == nil {
-			return fmt.Errorf("positions of type %v", w.ElemType(pos.value))
+			return fmt.Errorf("positions of element type %v cannot be set", w.ElemType(pos.value))
 		}
 		cuts[pos.value] = t
 	case pos.start != nil:
@@ -311,7 +311,7 @@ func (w *Work) cutPositions(pr *Probe, pos *Positions, first int64, cuts map[*gr
 		vals[0] = float64(first)
 		t := fromFloat64Any(w.ElemType(pos.start), shape, vals[:1])
 		if t == nil {
-			return fmt.Errorf("a first position of type %v", w.ElemType(pos.start))
+			return fmt.Errorf("a first position of element type %v cannot be set", w.ElemType(pos.start))
 		}
 		cuts[pos.start] = t
 	default:

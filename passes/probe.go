@@ -283,6 +283,19 @@ func (p *Probe) eval(v *graph.Value, fr *frame, depth int) (*kernels.Tensor, err
 	return t, nil
 }
 
+// shapeWindow is the axes [start, end) of a rank-r shape that Shape node n
+// returns (its start and end attributes, clamped as opset 15 says).
+func shapeWindow(n *graph.Node, r int) (start, end int) {
+	start, end = normAxis(n.AttrInt("start", 0), r), r
+	if a := n.Attr("end"); a != nil {
+		end = normAxis(a.Int(), r)
+	}
+	start, end = max(0, min(start, r)), max(0, min(end, r))
+	return start, max(start, end)
+}
+
+// shapeTensor is what Shape or Size node n returns for a value of the
+// given shape.
 func shapeTensor(n *graph.Node, shape []int) *kernels.Tensor {
 	if n.OpType == "Size" {
 		c := int64(1)
@@ -291,16 +304,7 @@ func shapeTensor(n *graph.Node, shape []int) *kernels.Tensor {
 		}
 		return kernels.Scalar(c)
 	}
-	r := len(shape)
-	start := normAxis(n.AttrInt("start", 0), r)
-	end := r
-	if a := n.Attr("end"); a != nil {
-		end = normAxis(a.Int(), r)
-	}
-	start, end = max(0, min(start, r)), max(0, min(end, r))
-	if end < start {
-		end = start
-	}
+	start, end := shapeWindow(n, len(shape))
 	d := make([]int64, end-start)
 	for i := range d {
 		d[i] = int64(shape[start+i])
@@ -333,7 +337,7 @@ func (p *Probe) subOuts(g *graph.Graph, parent *frame, ins []*kernels.Tensor, de
 
 func (p *Probe) evalIf(n *graph.Node, f *frame, ins []*kernels.Tensor, depth int) ([]*kernels.Tensor, bool, bool, error) {
 	if ins[0] == nil || ins[0].Len() != 1 {
-		return nil, false, false, fmt.Errorf("If %v: condition is not one element", n)
+		return nil, false, false, fmt.Errorf("node %v (If): its condition is not one element", n)
 	}
 	name := "else_branch"
 	if ins[0].Float64s()[0] != 0 {
@@ -341,7 +345,7 @@ func (p *Probe) evalIf(n *graph.Node, f *frame, ins []*kernels.Tensor, depth int
 	}
 	a := n.Attr(name)
 	if a == nil || a.Graph == nil {
-		return nil, false, false, fmt.Errorf("If %v: no %s", n, name)
+		return nil, false, false, fmt.Errorf("node %v (If) has no %s", n, name)
 	}
 	outs, synth, dep, err := p.subOuts(a.Graph, f, nil, depth)
 	synth = synth || p.synth[n.Input(0)]
@@ -386,7 +390,7 @@ func (p *Probe) evalLoop(n *graph.Node, f *frame, ins []*kernels.Tensor, depth i
 	for _, sc := range scans {
 		t, err := stack(sc)
 		if err != nil {
-			return nil, false, false, fmt.Errorf("Loop %v: %w", n, err)
+			return nil, false, false, fmt.Errorf("node %v (Loop): %w", n, err)
 		}
 		res = append(res, t)
 	}
@@ -485,7 +489,7 @@ func (p *Probe) input(v *graph.Value) (*kernels.Tensor, error) {
 	}
 	t := fromFloat64Any(dt, shape, vals)
 	if t == nil {
-		return nil, fmt.Errorf("input %q: element type %v", v.Name, dt)
+		return nil, fmt.Errorf("input %q: probes do not synthesise element type %v", v.Name, dt)
 	}
 	p.inputs[v] = t
 	return t, nil
@@ -551,7 +555,7 @@ func (p *Probe) madeUp(v *graph.Value, s Shape) (*kernels.Tensor, error) {
 	fillMadeUp(vals)
 	t := fromFloat64Any(p.w.ElemType(v), shape, vals)
 	if t == nil {
-		return nil, fmt.Errorf("constant %q: element type %v", v.Name, p.w.ElemType(v))
+		return nil, fmt.Errorf("constant %q: its data is absent and probes do not synthesise element type %v", v.Name, p.w.ElemType(v))
 	}
 	p.synth[v] = true
 	return t, nil

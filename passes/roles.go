@@ -392,15 +392,6 @@ func (w *Work) findRoles() *roles {
 	return r
 }
 
-func (w *Work) inputIndex(v *graph.Value) int {
-	for i, x := range w.M.Graph.Inputs {
-		if x == v {
-			return i
-		}
-	}
-	return -1
-}
-
 func isFloatType(dt graph.DataType) bool {
 	switch dt {
 	case graph.Float, graph.Double, graph.Float16, graph.BFloat16:
