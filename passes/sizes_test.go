@@ -1,7 +1,9 @@
 package passes_test
 
 import (
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/onnxpe/onnxpe/graph"
@@ -101,5 +103,33 @@ func TestScoreBiasWithCache(t *testing.T) {
 		}
 		checkReport(t, r, []string{"alibi"}, []wantFinding{{scheme: "alibi", layers: []int{0},
 			params: map[string]any{"num_heads": fbHeads, "slopes": want, "symmetric": false}}})
+	}
+}
+
+// TestPhi35MasksEvaluate: the Phi-3.5 export declares its mask with the
+// token ids' size and takes a KV cache; its score masks evaluate (with the
+// empty cache its shapes allow) and are read as masks, not left as biases
+// that could not be evaluated.
+func TestPhi35MasksEvaluate(t *testing.T) {
+	m, err := graph.LoadWith(filepath.Join("testdata", "realmodels", "ee_phi35_mini_longrope_noweights", "model.onnx"), graph.LoadOptions{AllowMissingExternal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, c, err := passes.AuditModel(m, "phi35", passes.Options{Trace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	masks := 0
+	for _, miss := range c.Trace() {
+		if miss.Rule != "score_bias" {
+			continue
+		}
+		if !strings.Contains(miss.Reason, "only masks") {
+			t.Errorf("score bias at %s: %s", miss.At, miss.Reason)
+		}
+		masks++
+	}
+	if masks != 2 {
+		t.Errorf("%d masks read, want one per layer (2)", masks)
 	}
 }
