@@ -72,6 +72,11 @@ const (
 	// DimOther is any other symbolic dimension: it is bound to the
 	// sequence length.
 	DimOther DimKind = "other"
+	// DimImageRows and DimImageCols are the height and width of an image
+	// cut into patches (a convolution of stride Size reads it): they are
+	// bound to a grid of patches (streams.go), rows and columns unequal.
+	DimImageRows DimKind = "image_rows"
+	DimImageCols DimKind = "image_cols"
 )
 
 // DimSpec is one dimension of an input.
@@ -917,6 +922,7 @@ func (a *Analysis) assignDims() {
 			setParam(in.Dims[1].Param, DimSeq)
 		}
 	}
+	a.imageDims()
 	for i := range a.Inputs {
 		in := &a.Inputs[i]
 		for j := range in.Dims {

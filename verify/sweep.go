@@ -115,6 +115,12 @@ func shapeOf(in *InputInfo, s SetSpec) []int {
 			shape[i] = s.Past + s.Seq
 		case DimCapacity:
 			shape[i] = s.Past + s.Seq + capacitySlack
+		case DimImageRows, DimImageCols:
+			gh, gw := patchGrid(s.Seq)
+			shape[i] = d.Size * gh
+			if d.Kind == DimImageCols {
+				shape[i] = d.Size * gw
+			}
 		default: // sequence and other symbolic dimensions
 			shape[i] = s.Seq
 		}
@@ -215,6 +221,11 @@ func (a *Analysis) synthesize(s SetSpec, seed uint64) (*inputSet, error) {
 				vals[k] = float64(rng.IntN(rows))
 			}
 		case RolePositionIDs:
+			if streamInput(in) && len(shape) == 3 {
+				// M-RoPE's streams: an image's tokens on a grid (streams.go).
+				vals, _ = streamPositions(shape, s, mask, hasMask || ragged)
+				break
+			}
 			vals = make([]float64, n)
 			if len(shape) == 0 {
 				vals[0] = float64(s.Past + s.Offset)

@@ -175,3 +175,120 @@ func TestDeployFormsAgainstThemselves(t *testing.T) {
 	}
 	t.Logf("%d deployment forms, %d sets skipped", len(testmodels.DeployForms), skipped)
 }
+
+// TestMultimodalPositionsExerciseTheStreams verifies rope_mrope against a
+// copy that reads its first position stream for all three (what a
+// RotaryEmbedding fed one stream computes): the sweep's position ids put
+// an image on a grid in every other row, so the copy must differ — and
+// equal the original on text alone, where every stream is the diagonal.
+func TestMultimodalPositionsExerciseTheStreams(t *testing.T) {
+	man, err := testmodels.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var path string
+	for _, e := range man.Models {
+		if e.Name == "rope_mrope" {
+			path = e.ModelPath()
+		}
+	}
+	if path == "" {
+		t.Fatal("rope_mrope is not in the corpus")
+	}
+	load := func() *graph.Model {
+		m, err := graph.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	a, b := load(), load()
+	// b: position_ids[0:1] expanded back to [3, batch, seq].
+	g := b.Graph
+	var pos *graph.Value
+	for _, v := range g.Inputs {
+		if v.Name == "position_ids" {
+			pos = v
+		}
+	}
+	if pos == nil {
+		t.Fatal("no position_ids input")
+	}
+	i64 := func(name string, vals ...int64) *graph.Value {
+		tt, err := graph.NewTensor(name, graph.Int64, []int64{int64(len(vals))}, vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.AddInitializer(tt)
+	}
+	uses := pos.Uses()
+	first := g.NewNode("Slice", "", []*graph.Value{pos, i64("s0", 0), i64("s1", 1), i64("s2", 0)}, 1)
+	shape := g.NewNode("Shape", "", []*graph.Value{pos}, 1)
+	expand := g.NewNode("Expand", "", []*graph.Value{first.Output(0), shape.Output(0)}, 1)
+	g.InsertBefore(g.Nodes()[0], expand)
+	g.InsertBefore(expand, shape)
+	g.InsertBefore(shape, first)
+	for _, u := range uses {
+		u.Node.SetInput(u.Index, expand.Output(0))
+	}
+	r, err := verify.Compare(context.Background(), a, b, verify.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Equal {
+		t.Fatalf("a model reading one position stream is equal to M-RoPE: %s", r.Summary)
+	}
+	for _, s := range r.Sets {
+		switch {
+		case s.Spec == nil:
+		case s.Spec.Seq < 6 && !s.Equal:
+			// Too short for an image: every stream is the diagonal.
+			t.Errorf("set %s (%d tokens, text only) differs", s.Name, s.Spec.Seq)
+		case s.Spec.Seq >= 6 && s.Equal:
+			t.Errorf("set %s (%d tokens, an image in every other row) is equal", s.Name, s.Spec.Seq)
+		}
+	}
+	t.Log(r.Summary)
+}
+
+// TestImagesCutIntoPatches verifies a patch embedding of images of any
+// size (Conv of stride 4 over [batch, 3, height, width]) against itself:
+// every set's image cuts into whole patches on a grid with more columns
+// than rows, as many patches as about the set's tokens.
+func TestImagesCutIntoPatches(t *testing.T) {
+	m := graph.NewModel(8, "onnxpe test", graph.Opset{Domain: "", Version: 17})
+	g := m.Graph
+	px := g.AddInput("pixel_values", graph.TensorType(graph.Float, []graph.Dim{{Param: "batch"}, {Value: 3, Known: true}, {Param: "height"}, {Param: "width"}}))
+	w := make([]float32, 8*3*4*4)
+	for i := range w {
+		w[i] = float32(i%7) / 7
+	}
+	wt, err := graph.NewTensor("patch_w", graph.Float, []int64{8, 3, 4, 4}, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := g.NewNode("Conv", "", []*graph.Value{px, g.AddInitializer(wt)}, 1,
+		graph.IntsAttr("kernel_shape", 4, 4), graph.IntsAttr("strides", 4, 4))
+	g.Append(conv)
+	g.AddOutput(conv.Output(0))
+	r, err := verify.Compare(context.Background(), m, m, verify.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Equal {
+		t.Fatalf("the model differs from itself: %s", r.Summary)
+	}
+	if len(r.Sets) < 2 {
+		t.Fatalf("%d sets: %s", len(r.Sets), r.Summary)
+	}
+	for _, s := range r.Sets {
+		sh := s.Inputs[0].Shape
+		t.Logf("%s: %v", s.Name, sh)
+		if len(sh) != 4 || sh[2]%4 != 0 || sh[3]%4 != 0 || sh[2] == 0 || sh[3] <= sh[2] {
+			t.Errorf("set %s: image %v does not cut into a grid of 4x4 patches with more columns than rows", s.Name, sh)
+		}
+	}
+	if in := r.Analysis.Inputs[0]; in.Dims[2].Kind != verify.DimImageRows || in.Dims[3].Kind != verify.DimImageCols || in.Dims[2].Size != 4 {
+		t.Errorf("dims %+v", in.Dims)
+	}
+}
