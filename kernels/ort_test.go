@@ -375,7 +375,7 @@ const (
 	ortSkipRefuses  = "ONNX Runtime 1.30 refuses the model"
 	ortSkipFails    = "ONNX Runtime 1.30 fails to run it"
 	ortSkipDiffers  = "ONNX Runtime 1.30 differs from ONNX's expected outputs, which onnxpe matches"
-	ortSkipRandom   = "random op: compared by element type and shape"
+	ortSkipRandom   = "random op: compared by element type, shape and support"
 )
 
 // ortDiffers are the cases where ONNX Runtime 1.30 disagrees with ONNX's
@@ -383,12 +383,12 @@ const (
 // onnxpe matches the expected outputs instead (TestConformance checks it
 // too).
 var ortDiffers = map[string]string{
-	"onnx-node/test_maxunpool_export_with_output_shape":                                       "output y differs by up to 8 (MaxUnpool with output_shape)",
-	"onnx-backend/node/test_maxunpool_export_with_output_shape":                               "output y differs by up to 8 (MaxUnpool with output_shape)",
-	"onnx-node/test_resize_downsample_scales_cubic_align_corners":                             "output Y differs by up to 1.05 (cubic downsampling with align_corners)",
-	"onnx-backend/node/test_resize_downsample_scales_cubic_align_corners":                     "output Y differs by up to 1.05 (cubic downsampling with align_corners)",
-	"onnx-node/test_resize_downsample_scales_linear_align_corners":                            "output Y differs by up to 0.857 (linear downsampling with align_corners)",
-	"onnx-backend/node/test_resize_downsample_scales_linear_align_corners":                    "output Y differs by up to 0.857 (linear downsampling with align_corners)",
+	"onnx-node/test_maxunpool_export_with_output_shape":                                       "output y differs by up to 8 (MaxUnpool with output_shape: ONNX's reference pads the unpooled tensor to output_shape, ONNX Runtime unpools into it at the pooled indices; onnx/onnx#2398, onnxruntime#2193)",
+	"onnx-backend/node/test_maxunpool_export_with_output_shape":                               "output y differs by up to 8 (MaxUnpool with output_shape: ONNX's reference pads the unpooled tensor to output_shape, ONNX Runtime unpools into it at the pooled indices; onnx/onnx#2398, onnxruntime#2193)",
+	"onnx-node/test_resize_downsample_scales_cubic_align_corners":                             "output Y differs by up to 1.05 (cubic downsampling with align_corners: ONNX's reference takes length_resized as length·scale (2.4), ONNX Runtime as the output size (2); onnx/onnx#2462 calls the reference intended)",
+	"onnx-backend/node/test_resize_downsample_scales_cubic_align_corners":                     "output Y differs by up to 1.05 (cubic downsampling with align_corners: ONNX's reference takes length_resized as length·scale (2.4), ONNX Runtime as the output size (2); onnx/onnx#2462 calls the reference intended)",
+	"onnx-node/test_resize_downsample_scales_linear_align_corners":                            "output Y differs by up to 0.857 (linear downsampling with align_corners: ONNX's reference takes length_resized as length·scale (2.4), ONNX Runtime as the output size (2); onnx/onnx#2462 calls the reference intended)",
+	"onnx-backend/node/test_resize_downsample_scales_linear_align_corners":                    "output Y differs by up to 0.857 (linear downsampling with align_corners: ONNX's reference takes length_resized as length·scale (2.4), ONNX Runtime as the output size (2); onnx/onnx#2462 calls the reference intended)",
 	"onnx-backend/node/test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask_causal": "output qk_matmul_output is finite where ONNX's expected output is -inf (causal mask)",
 	"onnx-backend/node/test_attention_4d_with_past_and_present_qk_matmul_bias_4d_mask_causal": "output qk_matmul_output is finite where ONNX's expected output is -inf (causal mask)",
 }
@@ -501,6 +501,15 @@ func TestDifferentialConformance(t *testing.T) {
 				diffs = append(diffs, fmt.Sprintf("output %s: difference %.3g (tolerance %.3g) %v", v.Name, d, tol, err))
 			}
 		}
+		if random && len(diffs) == 0 {
+			// Draws differ between runtimes: each must put its values
+			// where the op does.
+			for rt, out := range map[string]map[string]*kernels.Tensor{"onnxpe": got, "ONNX Runtime": want} {
+				if msg := randomSupport(t, m, dir, in, out); msg != "" {
+					diffs = append(diffs, rt+": "+msg)
+				}
+			}
+		}
 		switch why, known := ortDiffers[name]; {
 		case len(diffs) == 0 && random:
 			skip(ortSkipRandom, "")
@@ -586,6 +595,78 @@ func hasRandomOp(m *graph.Model) bool {
 		}
 	})
 	return random
+}
+
+// randomSupport checks the outputs of a random case in one runtime by
+// where the op puts its values: an output whose expected values (ONNX's
+// test data) are all 0s and 1s (Bernoulli, its expansion through
+// RandomUniformLike) must be 0s and 1s; training-mode Dropout's output is,
+// element by element, 0 or x/(1-ratio), exactly x when the ratio is 0,
+// and its mask is true where the element was kept. Any other random
+// output is an error: it needs a property here.
+func randomSupport(t *testing.T, m *graph.Model, dir string, in, out map[string]*kernels.Tensor) string {
+	t.Helper()
+	exp, err := kernels.ReadOutputs(filepath.Join(dir, "test_data_set_0"), m)
+	if err != nil {
+		return err.Error()
+	}
+	valueOf := func(v *graph.Value) *kernels.Tensor {
+		if v == nil {
+			return nil
+		}
+		if x := in[v.Name]; x != nil {
+			return x
+		}
+		if v.Const != nil {
+			x, _ := kernels.FromGraph(v.Const)
+			return x
+		}
+		return nil
+	}
+	for _, v := range m.Graph.Outputs {
+		o, e := out[v.Name], exp[v.Name]
+		if o == nil || e == nil {
+			return fmt.Sprintf("output %s missing", v.Name)
+		}
+		binary := !slices.ContainsFunc(e.Float64s(), func(x float64) bool { return x != 0 && x != 1 })
+		if binary {
+			if i := slices.IndexFunc(o.Float64s(), func(x float64) bool { return x != 0 && x != 1 }); i >= 0 {
+				return fmt.Sprintf("output %s: element %d is %v, not 0 or 1", v.Name, i, o.Float64s()[i])
+			}
+			continue
+		}
+		n := v.Producer()
+		if n == nil || n.OpType != "Dropout" || v != n.Output(0) {
+			return fmt.Sprintf("output %s: no property to check it by (extend randomSupport)", v.Name)
+		}
+		x := valueOf(n.Input(0))
+		ratio := 0.5
+		if r := valueOf(n.Input(1)); r != nil {
+			ratio = r.Float64s()[0]
+		} else if n.Input(1) != nil {
+			return fmt.Sprintf("output %s: the ratio of %s is computed", v.Name, n.OpType)
+		}
+		if x == nil {
+			return fmt.Sprintf("output %s: the input of %s is computed", v.Name, n.OpType)
+		}
+		var mask []float64
+		if len(n.Outputs()) > 1 && out[n.Output(1).Name] != nil {
+			mask = out[n.Output(1).Name].Float64s()
+		}
+		xs, ys := x.Float64s(), o.Float64s()
+		for i, y := range ys {
+			kept := math.Abs(y-xs[i]/(1-ratio)) <= 1e-6*math.Max(1, math.Abs(xs[i]/(1-ratio)))
+			switch {
+			case ratio == 0 && y != xs[i]:
+				return fmt.Sprintf("output %s: element %d is %v, not the input %v (ratio 0)", v.Name, i, y, xs[i])
+			case y != 0 && !kept:
+				return fmt.Sprintf("output %s: element %d is %v, neither 0 nor %v/(1-%v)", v.Name, i, y, xs[i], ratio)
+			case mask != nil && xs[i] != 0 && (mask[i] != 0) != (y != 0):
+				return fmt.Sprintf("output %s: element %d is %v where the mask says %v", v.Name, i, y, mask[i] != 0)
+			}
+		}
+	}
+	return ""
 }
 
 // ortPaths are file paths in ONNX Runtime's errors (the model's, its
