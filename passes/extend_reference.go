@@ -67,6 +67,15 @@ func (x *Extended) Reference(seqLen int) (*graph.Model, error) {
 			}
 			return cs, sn, nil
 		}
+		if it.Form == FormComputed && p.MultimodalSections != nil {
+			// M-RoPE reads a position stream per section, which
+			// RotaryEmbedding does not: the reference keeps the model's
+			// graph and holds the formula's frequencies (and amplitude).
+			if err := x.inPlaceReference(r, it, inv, amp); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrNoReference, err)
+			}
+			continue
+		}
 		if it.Form != FormFused {
 			pos := ev.Positions
 			if pos == nil {
@@ -181,4 +190,18 @@ func deref(p *float64) float64 {
 		return 0
 	}
 	return *p
+}
+
+// inPlaceReference writes the reference frequencies inv (pair order) and
+// amplitude into the frequency constant of the rewrite r, with the
+// extension's own edits pointed at r.
+func (x *Extended) inPlaceReference(r *Rewrite, it *ExtendItem, inv []float64, amp float64) error {
+	saved, changed := x.r, x.changed
+	defer func() { x.r, x.changed = saved, changed }()
+	x.r, x.changed = r, nil
+	scratch := &ExtendItem{}
+	if err := x.ropeFrequencies(scratch, it.plan, it.Rule, inv); err != nil {
+		return err
+	}
+	return x.ropeAmplitude(scratch, it.plan, amp)
 }

@@ -35,6 +35,9 @@ func (x *Extended) planRoPE(f *Finding) (*ExtendItem, error) {
 	}
 	it := &ExtendItem{Scheme: RoPEScheme, Layers: f.Layers, Method: o.Method, f: f}
 	where := "the RoPE of layers " + layerList(f.Layers)
+	if p.Axes == 2 {
+		return nil, extendErr("%s rotates over a %v patch grid (axial 2-D RoPE): its positions are an image's rows and columns, not a sequence to make longer", where, p.Grid)
+	}
 	if ev.Synthetic {
 		return nil, extendErr("%s reads its frequencies or cos/sin caches from graph inputs: the values are not in the file (give the extended caches at run time)", where)
 	}
@@ -236,7 +239,7 @@ func (x *Extended) applyRoPE(it *ExtendItem) error {
 	pl, u := it.plan, it.Rule
 	newAmp := u.Amplitude() * pl.amp0
 	if it.Form == FormComputed {
-		if err := x.ropeFrequencies(it, pl, u); err != nil {
+		if err := x.ropeFrequencies(it, pl, u, nil); err != nil {
 			return err
 		}
 		return x.ropeAmplitude(it, pl, newAmp)
@@ -247,8 +250,9 @@ func (x *Extended) applyRoPE(it *ExtendItem) error {
 
 // ropeFrequencies replaces the frequencies the graph multiplies the
 // positions by: a constant of the same shape and type (static rules), or
-// their computation from the largest position (dynamic NTK).
-func (x *Extended) ropeFrequencies(it *ExtendItem, pl *ropePlan, u *RoPERule) error {
+// their computation from the largest position (dynamic NTK). values, when
+// set, are the frequencies to write (pair order) instead of the rule's.
+func (x *Extended) ropeFrequencies(it *ExtendItem, pl *ropePlan, u *RoPERule, values []float64) error {
 	r, ev := x.r, pl.ev
 	a := ev.Angles
 	name := a.FreqFrom
@@ -316,8 +320,11 @@ func (x *Extended) ropeFrequencies(it *ExtendItem, pl *ropePlan, u *RoPERule) er
 		}
 		return out
 	}
-	if !u.Dynamic() {
-		nw := u.Frequencies(pl.omega, 0)
+	if !u.Dynamic() || values != nil {
+		nw := values
+		if nw == nil {
+			nw = u.Frequencies(pl.omega, 0)
+		}
 		t, err := graph.TensorFromFloat64(name, dt, dims, perElem(nw))
 		if err != nil {
 			return err

@@ -98,14 +98,22 @@ func (x *Extended) planTable(f *Finding) (*ExtendItem, error) {
 		it.Form, it.Method, it.OldMax = "constants", MethodOwnFormula, ptr(*p.MaxPositions)
 		it.note("the bias constants, linear in the key position with the model's slopes, are continued to %d keys", o.To)
 		return it, nil
-	default:
-		if o.Method != "" && o.Method != MethodHierarchical {
-			return nil, extendErr("--method %s does not fit %s", o.Method, where)
+	case *FloaterParams:
+		if p.MaxPositions != nil {
+			return nil, extendErr("%s is the solution of an ODE integrated over %d positions (%s form): extend does not continue the integration", where, *p.MaxPositions, p.Form)
 		}
-		it.Form, it.Method = FormComputed, "none"
-		it.note("computed for any position (relative distances are bucketed or clipped): nothing to enlarge")
-		return it, nil
 	}
+	if o.Method != "" && o.Method != MethodHierarchical {
+		return nil, extendErr("--method %s does not fit %s", o.Method, where)
+	}
+	it.Form, it.Method = FormComputed, "none"
+	switch f.Scheme {
+	case T5RelativeBias, RelativeClipped, RelativeSinusoidal, Disentangled:
+		it.note("computed for any distance (relative distances are bucketed, clipped or computed): nothing to enlarge")
+	default:
+		it.note("computed from the position for any position: nothing to enlarge")
+	}
+	return it, nil
 }
 
 // applyTable enlarges a learned or sinusoidal table.

@@ -138,6 +138,7 @@ var ropeCorpus = []ropeCase{
 	{model: "rope_llama3", orig: 32, base: 500000, flags: []string{"--original-max-positions", "32", "--replace-scaling", "replace"}},
 	{model: "rope_ntk", orig: 16, base: 10000, flags: []string{"--replace-scaling", "replace"}},
 	{model: "rope_linear", orig: 128, base: 10000, flags: []string{"--replace-scaling", "replace"}, stored: true},
+	{model: "rope_mrope", orig: 32, base: 1e6, flags: []string{"--original-max-positions", "32"}},
 	{model: "rope_gptj", orig: 64, base: 10000, stored: true},
 	{model: "rope_neox", orig: 64, base: 10000, stored: true},
 }
@@ -339,7 +340,8 @@ func TestExtendLearned(t *testing.T) {
 	}
 }
 
-// tableCases are the sinusoidal, ALiBi and T5 models with their maximum
+// tableCases are the sinusoidal, ALiBi and T5 models (and the other
+// schemes computed for any position) with their maximum
 // (the rows of their tables; 128, verify's default long sequence, for
 // those computed for any position).
 var tableCases = []struct {
@@ -358,6 +360,12 @@ var tableCases = []struct {
 	{"alibi_bloom", 128, false},
 	{"t5_encoder", 128, false},
 	{"t5_decoder", 128, false},
+	// The rest of the family: computed for any position.
+	{"relative_transfo_xl", 128, false},
+	{"relative_xlnet", 128, false},
+	{"disentangled_deberta", 128, false},
+	{"disentangled_deberta_unshared", 128, false},
+	{"complex_order", 128, false},
 }
 
 func tableMatrix(t *testing.T, only []string) int {
@@ -406,6 +414,9 @@ func TestExtendRequests(t *testing.T) {
 		{extendCase{"rope_gptj", 256, []string{"--method", "dynamic-ntk"}}, "does not fit"},
 		{extendCase{"rope_gptj", 256, []string{"--method", "bogus"}}, "unknown --method"},
 		{extendCase{"learned_gpt2", 256, []string{"--alpha", "1.5"}}, "--alpha"},
+		{extendCase{"rope_axial_vit", 256, []string{"--method", "linear"}}, "patch grid"},
+		{extendCase{"floater_unrolled", 128, nil}, "integrated over 32 positions"},
+		{extendCase{"floater_loop", 128, nil}, "integrated over 32 positions"},
 	} {
 		extendRefused(t, dir, c.extendCase, c.why)
 	}
