@@ -104,30 +104,105 @@ func sinCosOf(cone []*graph.Node) (angles *graph.Value, sin, cos *graph.Node) {
 	return nil, nil, nil
 }
 
-// distanceAngles evaluates angles at probe length S as [row][frequency]
+// angleSource evaluates, at probe length S, the angles distance·frequency
+// of a relative sinusoid as [row][frequency] (the value Sin and Cos read,
+// or the angles recovered from a table of [sin | cos] rows).
+type angleSource func(S int) ([][]float64, string)
+
+// valueAngles is the angle source of a value the graph computes.
+func (w *Work) valueAngles(angles *graph.Value) angleSource {
+	return func(S int) ([][]float64, string) {
+		p := w.NewProbe(1, S, 0)
+		t, err := p.Value(angles)
+		if err != nil {
+			return nil, "the angles could not be evaluated: " + err.Error()
+		}
+		if p.Synthetic(angles) {
+			return nil, "the angles come from parameters given as inputs"
+		}
+		if t.Rank() < 2 {
+			return nil, "the angles are not a table"
+		}
+		k := t.Shape[t.Rank()-1]
+		v := t.Float64s()
+		rows := make([][]float64, len(v)/k)
+		for r := range rows {
+			rows[r] = v[r*k : (r+1)*k]
+		}
+		return rows, ""
+	}
+}
+
+// tableAngles is the angle source of a [sin | cos] table value: the
+// angle of every (sin, cos) column pair, unwrapped along the distances
+// (consecutive rows one distance apart, the smallest frequency turning
+// less than π over them).
+func (w *Work) tableAngles(table *graph.Value) angleSource {
+	return func(S int) ([][]float64, string) {
+		p := w.NewProbe(1, S, 0)
+		t, err := p.Value(table)
+		if err != nil {
+			return nil, "the sinusoid table could not be evaluated: " + err.Error()
+		}
+		if t.Rank() < 2 || t.Shape[t.Rank()-1]%2 != 0 {
+			return nil, "the sinusoid is not a table of sin and cos columns"
+		}
+		d := t.Shape[t.Rank()-1]
+		k := d / 2
+		v := t.Float64s()
+		n := len(v) / d
+		if n < 2 {
+			return nil, "the sinusoid has fewer than 2 rows"
+		}
+		raw := make([][]float64, n)
+		for r := range raw {
+			raw[r] = make([]float64, k)
+			for j := 0; j < k; j++ {
+				raw[r][j] = math.Atan2(v[r*d+j], v[r*d+k+j])
+			}
+		}
+		// Frequencies from the first two rows that differ (clamped rows
+		// repeat); the distance of every row from the smallest frequency;
+		// each angle unwrapped to distance·ω.
+		r0 := 0
+		for r0+2 < n && slices.Equal(raw[r0], raw[r0+1]) {
+			r0++
+		}
+		om := make([]float64, k)
+		jmin := 0
+		for j := range om {
+			om[j] = math.Abs(math.Remainder(raw[r0+1][j]-raw[r0][j], 2*math.Pi))
+			if om[j] < om[jmin] {
+				jmin = j
+			}
+		}
+		if om[jmin] == 0 {
+			return nil, "the sinusoid's rows do not change"
+		}
+		rows := make([][]float64, n)
+		for r := range rows {
+			pos := math.Round(raw[r][jmin] / om[jmin])
+			rows[r] = make([]float64, k)
+			for j := range rows[r] {
+				want := pos * om[j]
+				rows[r][j] = raw[r][j] + 2*math.Pi*math.Round((want-raw[r][j])/(2*math.Pi))
+			}
+		}
+		return rows, ""
+	}
+}
+
+// distanceAngles evaluates the angles at probe length S as [row][frequency]
 // and reads the distance of every row and the frequencies, assuming
 // consecutive rows one distance apart (before any clamp).
-func (w *Work) distanceAngles(angles *graph.Value, S int) (pos, omega []float64, rows [][]float64, why string) {
-	p := w.NewProbe(1, S, 0)
-	t, err := p.Value(angles)
-	if err != nil {
-		return nil, nil, nil, "the angles could not be evaluated: " + err.Error()
+func (w *Work) distanceAngles(src angleSource, S int) (pos, omega []float64, rows [][]float64, why string) {
+	rows, why = src(S)
+	if rows == nil {
+		return nil, nil, nil, why
 	}
-	if p.Synthetic(angles) {
-		return nil, nil, nil, "the angles come from parameters given as inputs"
-	}
-	if t.Rank() < 2 {
-		return nil, nil, nil, "the angles are not a table"
-	}
-	k := t.Shape[t.Rank()-1]
-	v := t.Float64s()
-	n := len(v) / k
+	n, k := len(rows), len(rows[0])
 	if n < 2 || k < 1 {
 		return nil, nil, nil, "the angles have fewer than 2 rows"
-	}
-	rows = make([][]float64, n)
-	for r := range rows {
-		rows[r] = v[r*k : (r+1)*k]
 	}
 	omega = make([]float64, k)
 	for j := range omega {
@@ -160,18 +235,25 @@ func (w *Work) distanceAngles(angles *graph.Value, S int) (pos, omega []float64,
 
 func (w *Work) relSinAt(b *Block, t scoreTerm) (*Finding, string) {
 	cone := w.cone(t.Pos)
+	var src angleSource
 	angles, sinN, cosN := sinCosOf(cone)
-	if angles == nil {
+	var table *graph.Value
+	if angles != nil {
+		src = w.valueAngles(angles)
+		table = w.sinCosTable(cone, sinN, cosN)
+	} else if table = w.distanceTable(cone); table != nil {
+		src = w.tableAngles(table) // stored, gathered by distance (onnxpe rewrite's form)
+	} else {
 		return nil, "" // not a sinusoid (DeBERTa's terms, say)
 	}
 	const S = 4
-	pos, omega, _, why := w.distanceAngles(angles, S)
+	pos, omega, _, why := w.distanceAngles(src, S)
 	if pos == nil {
 		return nil, why
 	}
 	// Refine the frequencies over a longer span (still below any clamp the
 	// distances show).
-	if p8, _, rows8, _ := w.distanceAngles(angles, 8); p8 != nil && len(rows8[0]) == len(omega) {
+	if p8, _, rows8, _ := w.distanceAngles(src, 8); p8 != nil && len(rows8[0]) == len(omega) {
 		steady := true
 		for r := 1; r < len(p8); r++ {
 			if math.Abs(p8[r]-p8[r-1]) != 1 {
@@ -208,7 +290,7 @@ func (w *Work) relSinAt(b *Block, t scoreTerm) (*Finding, string) {
 	// would need more.
 	if params.Variant != "" {
 		for L := 16; L <= 1<<14; L *= 4 {
-			p := w.distancesAt(angles, L, omega)
+			p := w.distancesAt(src, L, omega)
 			if p == nil {
 				break
 			}
@@ -254,11 +336,14 @@ func (w *Work) relSinAt(b *Block, t scoreTerm) (*Finding, string) {
 	default:
 		notes = append(notes, "rel_shift: the position scores reach the scores without a pad/reshape/slice shift")
 	}
-	rev := &RelSinEvidence{Angles: w.name(angles), S: 32, Omega: omega, Blocks: []RelSinBlock{ev}}
-	rev.Distances = w.distancesAt(angles, 32, omega)
-	if tab := w.sinCosTable(cone, sinN, cosN); tab != nil {
-		rev.Table = w.name(tab)
-		if rows, _ := w.tableRows(w.NewProbe(1, 32, 0), tab); rows != nil {
+	rev := &RelSinEvidence{S: 32, Omega: omega, Blocks: []RelSinBlock{ev}}
+	if angles != nil {
+		rev.Angles = w.name(angles)
+	}
+	rev.Distances = w.distancesAt(src, 32, omega)
+	if table != nil {
+		rev.Table = w.name(table)
+		if rows, _ := w.tableRows(w.NewProbe(1, 32, 0), table); rows != nil {
 			rev.Sample = rows
 		}
 	}
@@ -267,11 +352,11 @@ func (w *Work) relSinAt(b *Block, t scoreTerm) (*Finding, string) {
 	return f, ""
 }
 
-// distancesAt evaluates angles at probe length L and divides them by the
-// frequencies: the distance of every row (nil when not evaluated).
-func (w *Work) distancesAt(angles *graph.Value, L int, omega []float64) []float64 {
-	t, err := w.NewProbe(1, L, 0).Value(angles)
-	if err != nil || t.Rank() < 2 || t.Shape[t.Rank()-1] != len(omega) {
+// distancesAt evaluates the angles at probe length L and divides them by
+// the frequencies: the distance of every row (nil when not evaluated).
+func (w *Work) distancesAt(src angleSource, L int, omega []float64) []float64 {
+	rows, _ := src(L)
+	if rows == nil || len(rows[0]) != len(omega) {
 		return nil
 	}
 	jm := 0
@@ -280,13 +365,25 @@ func (w *Work) distancesAt(angles *graph.Value, L int, omega []float64) []float6
 			jm = j
 		}
 	}
-	v := t.Float64s()
-	k := len(omega)
-	out := make([]float64, len(v)/k)
+	out := make([]float64, len(rows))
 	for r := range out {
-		out[r] = math.Round(v[r*k+jm] / omega[jm])
+		out[r] = math.Round(rows[r][jm] / omega[jm])
 	}
 	return out
+}
+
+// distanceTable finds, in a cone, a stored [rows, 2k] table gathered by an
+// index computed from the positions: a relative sinusoid as onnxpe rewrite
+// stores it.
+func (w *Work) distanceTable(cone []*graph.Node) *graph.Value {
+	for _, n := range cone {
+		if n.OpType == "Gather" && w.IsConst(n.Input(0)) && !w.IsConst(n.Input(1)) {
+			if d := n.Input(0).Const.Dims(); len(d) == 2 && d[1]%2 == 0 {
+				return n.Output(0)
+			}
+		}
+	}
+	return nil
 }
 
 // biasedQ matches v (through layout ops) as an activation plus a constant:

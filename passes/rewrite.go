@@ -510,10 +510,12 @@ func calledFunctions(m *graph.Model) map[*graph.Function]bool {
 
 // Rewriters are the rewrite passes by the name --passes uses, in the
 // order they run by default.
-var Rewriters = []*Pass{RewriteRoPE, RewriteSinusoidal, RewriteLearned, RewriteALiBi, RewriteT5}
+var Rewriters = []*Pass{RewriteRoPE, RewriteSinusoidal, RewriteLearned, RewriteALiBi, RewriteT5,
+	RewriteRelSin, RewriteDisentangled, RewriteMRoPE}
 
 // RewriterNames are the short names of the rewrite passes (--passes).
-var RewriterNames = map[string]*Pass{"rope": RewriteRoPE, "sinusoidal": RewriteSinusoidal, "learned": RewriteLearned, "alibi": RewriteALiBi, "t5": RewriteT5}
+var RewriterNames = map[string]*Pass{"rope": RewriteRoPE, "sinusoidal": RewriteSinusoidal, "learned": RewriteLearned, "alibi": RewriteALiBi, "t5": RewriteT5,
+	"relative_sinusoidal": RewriteRelSin, "disentangled": RewriteDisentangled, "mrope": RewriteMRoPE}
 
 // RewriteModel runs the given rewrite passes (and what they require) on m
 // and returns the rewritten copy; m is not changed.

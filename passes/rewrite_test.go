@@ -27,8 +27,11 @@ var rewriteWant = map[string]string{
 	"alibi_bloom": "alibi", "alibi_mpt": "alibi",
 	"t5_encoder": "t5", "t5_decoder": "t5",
 	"relative_bert_key": "", "relative_shaw": "", "nope_causal": "",
-	"relative_transfo_xl": "", "relative_xlnet": "", "disentangled_deberta": "", "disentangled_deberta_unshared": "",
-	"rope_mrope": "", "rope_axial_vit": "", "complex_order": "", "floater_unrolled": "", "floater_loop": "",
+	"relative_transfo_xl": "relative_sinusoidal", "relative_xlnet": "relative_sinusoidal",
+	"disentangled_deberta": "disentangled", "disentangled_deberta_unshared": "", "rope_mrope": "mrope",
+	// rope_axial_vit's cos/sin are stored already; complex-order phases
+	// depend on the tokens; FLOATER's states on weights only.
+	"rope_axial_vit": "", "complex_order": "", "floater_unrolled": "", "floater_loop": "",
 	// Go-built models.
 	"llama_opset18": "rope", "llama_cache_shared": "rope", "llama_local_function": "rope",
 	"llama_fused_ms": "", "llama_fused_onnx": "",
@@ -110,6 +113,14 @@ func TestRewriteCorpus(t *testing.T) {
 			case "t5":
 				if ops["Log"] > 0 {
 					t.Errorf("the bucket logarithm is still computed: %v", ops)
+				}
+			case "relative_sinusoidal", "mrope":
+				if ops["Sin"]+ops["Cos"] > 0 {
+					t.Errorf("the sinusoid is still computed: %v", ops)
+				}
+			case "disentangled":
+				if ops["Log"]+ops["Ceil"]+ops["Sign"] > 0 {
+					t.Errorf("the bucket function is still computed: %v", ops)
 				}
 			}
 			if err := graphDiff(cm.m, r.M, ctx); err != nil {
@@ -397,7 +408,8 @@ func TestRewriteAuditsTheSame(t *testing.T) {
 					t.Errorf("%s %v: no finding in the rewritten model", fb.Scheme, fb.Layers)
 					continue
 				}
-				if want := fb.Scheme == passes.RoPEScheme; fa.Fused != want {
+				// RoPE is fused, but multimodal RoPE (its caches stored).
+				if want := fb.Scheme == passes.RoPEScheme && fb.Params.Map()["multimodal_sections"] == nil; fa.Fused != want {
 					t.Errorf("%s: fused %v, want %v", fb.Scheme, fa.Fused, want)
 				}
 				pb, pa := fb.Params.Map(), fa.Params.Map()

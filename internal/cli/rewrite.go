@@ -77,6 +77,13 @@ Passes (--passes, all by default, in this order):
               heads gathered by key - query (ONNX Runtime's CPU provider runs
               it); --t5-op com.microsoft emits RelativePositionBias, which
               ONNX Runtime has on CUDA only
+  relative_sinusoidal  Transformer-XL's and XLNet's sinusoid of relative
+              distances becomes a [2N+1, dim] table gathered at the
+              distances (which stay computed, clamp_len included)
+  disentangled  DeBERTa's log buckets become a table of 2N-1 relative
+              positions gathered at q - k
+  mrope       multimodal RoPE's cos and sin become [N, dim] tables gathered
+              at the [streams, batch, seq] position ids; the sections stay
 --unfuse instead lowers fused RotaryEmbedding (both domains), the rotary
 of GroupQueryAttention and ALiBiBias back to primitive ops, for runtimes
 without them.

@@ -20,6 +20,7 @@ var rewritten = map[string]bool{
 	"llama4_nope": true, "sinusoidal_concat": true, "sinusoidal_interleaved_computed": true,
 	"sinusoidal_interleaved_scatter": true, "sinusoidal_marian": true, "learned_gpt2": true, "learned_bert": true,
 	"alibi_bloom": true, "alibi_mpt": true, "t5_encoder": true, "t5_decoder": true,
+	"relative_transfo_xl": true, "relative_xlnet": true, "disentangled_deberta": true, "rope_mrope": true,
 }
 
 // TestRewriteCorpusIsProvenEqual rewrites every corpus model with the
