@@ -152,11 +152,8 @@ func (x *Extended) planRoPE(f *Finding) (*ExtendItem, error) {
 			u.AttentionFactor = 0.1*math.Log(factor) + 1
 		}
 	}
-	if u.Dynamic() && it.Form == FormFused {
-		return nil, extendErr("--method dynamic-ntk does not fit %s: the fused op reads constant cos/sin caches and dynamic NTK changes them with the length of every call (unfuse it first: onnxpe rewrite --unfuse)", where)
-	}
-	if u.Dynamic() && it.Form == FormStored {
-		return nil, extendErr("--method dynamic-ntk does not fit %s: it reads stored cos/sin tables and dynamic NTK changes them with the length of every call (use a static rule)", where)
+	if u.Dynamic() && it.Form == FormFused && fusedOpName(ev) != "that rotates q and k" {
+		return nil, extendErr("--method dynamic-ntk does not fit %s: the caches of %s would be computed from its total_sequence_length for every call, which the audit cannot read back to check the rule (use a static rule)", where, fusedOpName(ev))
 	}
 	it.Rule = u
 	it.Params = u.Params()
@@ -224,8 +221,11 @@ func expectParams(p *RoPEParams, u *RoPERule, form string, to int, compose bool)
 		e.OriginalMaxPositions, e.BetaFast, e.BetaSlow = ptr(u.Orig), ptr(u.BetaFast), ptr(u.BetaSlow)
 		e.AttentionFactor, e.CorrectionRange = ptr(u.AttentionFactor), []float64{lo, hi}
 	}
-	if form != FormComputed {
+	if form != FormComputed && u.Method != MethodDynamicNTK {
 		e.MaxPositions = ptr(to)
+	}
+	if u.Method == MethodDynamicNTK {
+		e.MaxPositions = nil // the cos/sin are computed for every call
 	}
 	return &e
 }
@@ -243,6 +243,9 @@ func (x *Extended) applyRoPE(it *ExtendItem) error {
 			return err
 		}
 		return x.ropeAmplitude(it, pl, newAmp)
+	}
+	if u.Dynamic() {
+		return x.ropeTablesDynamic(it, pl, u, newAmp)
 	}
 	omega := u.Frequencies(pl.omega, 0)
 	return x.ropeTables(it, pl, omega, newAmp)
@@ -373,26 +376,186 @@ func (x *Extended) ropeFrequencies(it *ExtendItem, pl *ropePlan, u *RoPERule, va
 // maxPositionPlus1 is L = the largest position of a call + 1, a scalar of
 // type dt, read where the rotation reads its positions.
 func (x *Extended) maxPositionPlus1(ev *RoPEEvidence, dt graph.DataType) (*graph.Value, error) {
+	L, err := x.callLength(ev)
+	if err != nil {
+		return nil, err
+	}
+	return typed(x.r.op1("Cast", []*graph.Value{L}, graph.IntAttr("to", int64(dt))), dt, 0), nil
+}
+
+// callLength is the largest position of a call + 1 as an int64 scalar:
+// from the positions the rotation reads (the largest, or the first plus
+// the sequence length), or, for fused ops, from their position ids or
+// GroupQueryAttention's total_sequence_length.
+func (x *Extended) callLength(ev *RoPEEvidence) (*graph.Value, error) {
 	r, w := x.r, x.ctx.Work()
+	one := r.scalarInt(1)
+	max1 := func(v *graph.Value, dt graph.DataType) *graph.Value {
+		v = r.castInt64(v, dt)
+		m := r.op1("ReduceMax", []*graph.Value{v}, graph.IntAttr("keepdims", 0))
+		return typed(r.op1("Add", []*graph.Value{m, one}), graph.Int64, 0)
+	}
+	for _, b := range ev.Blocks {
+		if b.Op != "" {
+			n := r.node(b.Op)
+			if n != nil && n.OpType == "GroupQueryAttention" && n.Input(6) != nil {
+				t := r.castInt64(n.Input(6), graph.Int32)
+				return typed(r.op1("Reshape", []*graph.Value{t, r.ints([]int64{0})}), graph.Int64, 0), nil
+			}
+			continue
+		}
+		if out, err := r.lookup(b.Q.Out); err == nil {
+			if n := out.Producer(); n != nil && n.OpType == "RotaryEmbedding" {
+				pi := 3
+				if n.Domain == DomainMicrosoft {
+					pi = 1
+				}
+				if p := n.Input(pi); p != nil && r.rank(p) == 2 {
+					return max1(p, graph.Int64), nil
+				}
+				return nil, extendErr("dynamic-ntk needs the positions of every call: %s reads its positions as one offset", nodeName(n))
+			}
+		}
+	}
 	pos := ev.Positions
 	if pos == nil {
 		pos = w.positionsInput(ev)
 	}
-	if pos == nil || pos.Value == "" {
-		return nil, extendErr("dynamic-ntk needs the positions of a call, which the rotation does not read from one value (%s)", ev.PositionsWhy)
+	switch {
+	case pos != nil && pos.Value != "":
+		v, err := r.lookup(pos.Value)
+		if err != nil {
+			return nil, err
+		}
+		return max1(v, w.ElemType(pos.value)), nil
+	case pos != nil && len(ev.Blocks) > 0:
+		// The first position plus the sequence length of q.
+		q, err := r.lookup(ev.Blocks[0].Q.In)
+		if err != nil {
+			return nil, err
+		}
+		start := r.scalarInt(pos.StartConst)
+		if pos.Start != "" {
+			v, err := r.lookup(pos.Start)
+			if err != nil {
+				return nil, err
+			}
+			start = r.op1("Reshape", []*graph.Value{r.castInt64(v, w.ElemType(pos.start)), r.ints([]int64{0})})
+		}
+		seq := r.op1("Reshape", []*graph.Value{r.dimOf(q, int64(ev.Axis)), r.ints([]int64{0})})
+		return typed(r.op1("Add", []*graph.Value{start, seq}), graph.Int64, 0), nil
 	}
-	v, err := r.lookup(pos.Value)
-	if err != nil {
-		return nil, err
+	why := ev.PositionsWhy
+	if why == "" {
+		why = "no value holds them"
 	}
-	c := r.op1("Cast", []*graph.Value{v}, graph.IntAttr("to", int64(dt)))
-	m := r.op1("ReduceMax", []*graph.Value{c}, graph.IntAttr("keepdims", 0))
-	one, err := r.table("onnxpe_extend_one", dt, nil, []float64{1})
-	if err != nil {
-		return nil, err
-	}
-	return typed(r.op1("Add", []*graph.Value{m, one}), dt, 0), nil
+	return nil, extendErr("dynamic-ntk needs the positions of every call, which the rotation does not read from one value (%s)", why)
 }
+
+// ropeTablesDynamic replaces the stored cos/sin tables (or fused caches)
+// of a finding by their computation for every call under dynamic NTK: rows
+// 0..L-1, L the largest position + 1, of ω_k·s(L)^(-2k/(d-2)), in float64
+// (cast to the table's type), each column the cos or sin of its pair as in
+// the stored table.
+func (x *Extended) ropeTablesDynamic(it *ExtendItem, pl *ropePlan, u *RoPERule, amp float64) error {
+	r, st := x.r, pl.ev.Stored
+	Lint, err := x.callLength(pl.ev)
+	if err != nil {
+		return err
+	}
+	f64 := graph.Double // computed in float64, rounded once to the table's type
+	Lf := typed(r.op1("Cast", []*graph.Value{Lint}, graph.IntAttr("to", int64(f64))), f64, 0)
+	scal := func(v float64) *graph.Value {
+		c, err := r.table("onnxpe_extend_const", f64, nil, []float64{v})
+		if err != nil {
+			panic("passes: " + err.Error())
+		}
+		return c
+	}
+	half := len(pl.omega)
+	sv := r.op1("Sub", []*graph.Value{r.op1("Mul", []*graph.Value{Lf, scal(u.Factor / float64(u.Orig))}), scal(u.Factor - 1)})
+	sv = r.op1("Max", []*graph.Value{sv, scal(1)})
+	negE := u.DynamicExponents(half)
+	for i := range negE {
+		negE[i] = -negE[i]
+	}
+	om, err := r.table("onnxpe_extend_inv_freq", f64, []int64{1, int64(half)}, pl.omega)
+	if err != nil {
+		return err
+	}
+	ex, err := r.table("onnxpe_extend_ntk_exponent", f64, []int64{1, int64(half)}, negE)
+	if err != nil {
+		return err
+	}
+	freq := r.op1("Mul", []*graph.Value{om, r.op1("Pow", []*graph.Value{sv, ex})}) // [1, half]
+	rows := r.op1("Cast", []*graph.Value{r.op1("Range", []*graph.Value{r.scalarInt(0), Lint, one(r)})}, graph.IntAttr("to", int64(f64)))
+	ang := r.op1("Mul", []*graph.Value{r.unsqueeze(rows, 1), freq}) // [L, half]
+	cosV, sinV := r.op1("Cos", []*graph.Value{ang}), r.op1("Sin", []*graph.Value{ang})
+	if amp != 1 {
+		cosV = r.op1("Mul", []*graph.Value{cosV, scal(amp)})
+		sinV = r.op1("Mul", []*graph.Value{sinV, scal(amp)})
+	}
+	all := typed(r.op1("Concat", []*graph.Value{cosV, sinV, r.op1("Neg", []*graph.Value{cosV}), r.op1("Neg", []*graph.Value{sinV})}, graph.IntAttr("axis", 1)), f64, 2)
+	var names []string
+	for _, c := range append(slices.Clone(st.Cos), st.Sin...) {
+		if !slices.Contains(names, c.Table) {
+			names = append(names, c.Table)
+		}
+	}
+	for _, name := range names {
+		base, err := x.baseConst(name)
+		if err != nil {
+			return err
+		}
+		tab, err := x.tableOf(base)
+		if err != nil {
+			return err
+		}
+		row0 := 0
+		for _, c := range append(slices.Clone(st.Cos), st.Sin...) {
+			if c.Table == name {
+				row0 = c.Row0
+			}
+		}
+		cols, err := identifyColumns(tab, row0, pl.ev.InvFreq, pl.ev.Amplitude)
+		if err != nil {
+			return extendErr("the cos/sin table %q: %v", base.Name, err)
+		}
+		idx := make([]int64, len(cols))
+		for j, c := range cols {
+			k := int64(c.pair)
+			if c.sin {
+				k += int64(half)
+			}
+			if c.sign < 0 {
+				k += 2 * int64(half)
+			}
+			idx[j] = k
+		}
+		y := typed(r.op1("Gather", []*graph.Value{all, r.vecInt(idx...)}, graph.IntAttr("axis", 1)), f64, 2)
+		if row0 > 0 {
+			head, err := r.table("onnxpe_extend_rows", f64, []int64{int64(row0), int64(tab.width)}, tab.vals[:row0*tab.width])
+			if err != nil {
+				return err
+			}
+			y = r.op1("Concat", []*graph.Value{head, y}, graph.IntAttr("axis", 0))
+		}
+		dims := slices.Clone(tab.dims)
+		dims[tab.axis] = -1
+		y = r.op1("Reshape", []*graph.Value{y, r.vecInt(dims...)})
+		if tab.dt != f64 {
+			y = r.op1("Cast", []*graph.Value{y}, graph.IntAttr("to", int64(tab.dt)))
+		}
+		typed(y, tab.dt, len(dims))
+		x.changed = append(x.changed, base)
+		base.ReplaceAllUsesWith(y)
+		it.edit(base.Name, "cos/sin table %v %v computed for every call: rows 0..L-1 (L the largest position + 1) of the frequencies %s · max(1, %g·L/%d - %g)^(-2k/%d), in float64", tab.dt, tab.dims, fmtFloats(pl.omega, f64), u.Factor, u.Orig, u.Factor-1, u.RotaryDim-2)
+	}
+	it.note("dynamic NTK: the cos/sin follow the length of every call, so the tables are computed in the graph (in float64, rounded to the table's type) instead of stored")
+	return nil
+}
+
+func one(r *Rewrite) *graph.Value { return r.scalarInt(1) }
 
 // positionsInput is the graph input holding position ids [batch, seq]
 // that the cos/sin of ev are computed from, when the detector could not

@@ -254,8 +254,6 @@ func TestExtendRefusals(t *testing.T) {
 		{"rope_llama", ExtendOptions{To: 64, Method: MethodLinear, OriginalMax: 64}, "not longer than"},
 		{"rope_llama", ExtendOptions{To: 256, Method: MethodLinear, OriginalMax: 64, BetaFast: 16}, "parameters of --method yarn"},
 		{"rope_yarn", ExtendOptions{To: 65536, Method: MethodLinear}, "already has scaling yarn"},
-		{"rope_gptj", ExtendOptions{To: 256, Method: MethodDynamicNTK}, "does not fit"},
-		{"llama_fused_ms", ExtendOptions{To: 512, Method: MethodDynamicNTK}, "does not fit"},
 		{"sinusoidal_marian", ExtendOptions{To: 256, Method: MethodHierarchical}, "learned position tables"},
 		{"alibi_mpt", ExtendOptions{To: 16}, "not longer than"},
 	}

@@ -503,7 +503,7 @@ func (w *Work) cacheParams(c *Context, p *RoPEParams, cosV, sinV *graph.Value, t
 			}
 			return dynPoint{L: L, span: rl.seq, omega: rl.omega}, true
 		}
-		r.findDynamic([]int{4, 4 * r.seq, 16 * r.seq})
+		r.findDynamic([]int{4, 4 * r.seq, 16 * r.seq, 64 * r.seq})
 		if r.dynamic != nil {
 			angErr := r.angErr()
 			fit = w.fitDynamic(r, angErr, max(1e-6, 2*angErr))

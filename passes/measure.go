@@ -423,8 +423,17 @@ func (w *Work) checkDynamic(s *side, r *rotation) {
 		}
 		return dynPoint{L: start + seq, span: seq, omega: om}, true
 	}
+	// A model may refuse positions beyond its sequence (a table cut to
+	// the sequence length, then gathered at the positions): it is
+	// probed at 0..L-1 then, as models without position ids are.
+	far := hasPosInput
+	if far {
+		if _, ok := measure(1000, r.seq); !ok {
+			far = false
+		}
+	}
 	r.remeasure = func(L int) (dynPoint, bool) {
-		if hasPosInput {
+		if far {
 			return measure(max(L-r.seq, 0), min(r.seq, L))
 		}
 		if L > 1<<14 {
@@ -434,13 +443,15 @@ func (w *Work) checkDynamic(s *side, r *rotation) {
 	}
 	var probes []int // largest position + 1
 	switch {
-	case hasPosInput && r.half:
+	case far && r.half:
 		// Half types hold integers exactly up to 2048 only.
 		probes = []int{4, 64 + r.seq, 256 + r.seq}
-	case hasPosInput:
+	case far:
 		probes = []int{4, 1000 + r.seq, 100000 + r.seq}
-	default:
+	case r.half:
 		probes = []int{4, 4 * r.seq, 16 * r.seq}
+	default:
+		probes = []int{4, 4 * r.seq, 16 * r.seq, 64 * r.seq}
 	}
 	r.findDynamic(probes)
 }

@@ -52,9 +52,9 @@ RoPE (--method, required):
   linear       frequencies divided by the factor (position interpolation)
   ntk          NTK-aware: base · factor^(d/(d-2)), d the rotary dim
   dynamic-ntk  the NTK base follows the largest position L + 1 of every
-               call: max(1, factor·L/orig - (factor-1))^(d/(d-2))
-               (computed RoPE only: stored tables and fused caches are
-               constants)
+               call: max(1, factor·L/orig - (factor-1))^(d/(d-2)); stored
+               tables and RotaryEmbedding caches become their computation
+               for every call (GroupQueryAttention's are refused)
   yarn         YaRN: the frequencies ramped between kept and divided by
                factor from floor(c(--beta-fast 32)) to ceil(c(--beta-slow 1)),
                c(b) = d·ln(orig/(2π·b))/(2·ln base); cos and sin times
@@ -348,35 +348,64 @@ func (c *extendChecker) reference() (*extendCheck, error) {
 		parts = append(parts, vr.Summary)
 	} else {
 		for _, L := range slices.Compact([]int{orig, n}) {
-			ref, err := c.x.Reference(L)
-			if err != nil {
-				return c.noReference(ch, err)
-			}
-			sets, _, err := verify.Synthesize(c.x.M, verify.Hints{MaxPositions: L}, []verify.SetSpec{
+			sets, a, err := verify.Synthesize(c.x.M, verify.Hints{MaxPositions: L}, []verify.SetSpec{
 				{Name: fmt.Sprintf("seq%d", L), Batch: 1, Seq: L, Purpose: "positions 0..L-1"},
 				{Name: fmt.Sprintf("decode%d", L), Batch: 1, Seq: 1, Past: L - 1, Purpose: "position L-1 after a KV cache"},
 			}, c.opts.Seed, c.opts.Threads)
 			if err != nil {
 				return compareErr(ch, err)
 			}
-			vo := c.verifyOptions(fmt.Sprintf("reference (%s at length %d)", c.ruleNames(), L))
-			vo.PathA = "extended " + c.opts.In
-			vo.Inputs = sets
-			vr, err := verify.Compare(c.ctx, c.x.M, ref, vo)
-			if err != nil {
-				return compareErr(ch, err)
+			// Each set against the reference at the length it calls for:
+			// its largest position + 1 (position ids need not reach the
+			// sequence's end: M-RoPE's image tokens share positions).
+			for _, set := range sets {
+				Ls := L
+				if m := maxPosition(a, set); m >= 0 {
+					Ls = m + 1
+				}
+				ref, err := c.x.Reference(Ls)
+				if err != nil {
+					return c.noReference(ch, err)
+				}
+				vo := c.verifyOptions(fmt.Sprintf("reference (%s at length %d)", c.ruleNames(), Ls))
+				vo.PathA = "extended " + c.opts.In
+				vo.Inputs = []verify.NamedInputs{set}
+				vr, err := verify.Compare(c.ctx, c.x.M, ref, vo)
+				if err != nil {
+					return compareErr(ch, err)
+				}
+				ch.Verify = append(ch.Verify, vr)
+				if !vr.Equal {
+					ch.Status, ch.Summary = checkFail, fmt.Sprintf("at length %d the extended model differs from the reference built with the rule: %s", Ls, vr.Summary)
+					return ch, nil
+				}
+				parts = append(parts, fmt.Sprintf("%s at length %d: %s", set.Name, Ls, vr.Summary))
 			}
-			ch.Verify = append(ch.Verify, vr)
-			if !vr.Equal {
-				ch.Status, ch.Summary = checkFail, fmt.Sprintf("at length %d the extended model differs from the reference built with the rule: %s", L, vr.Summary)
-				return ch, nil
-			}
-			parts = append(parts, fmt.Sprintf("length %d: %s", L, vr.Summary))
 		}
 	}
 	ch.Status = checkPass
 	ch.Summary = "equal to the original with cos/sin from the published formula of " + c.ruleNames() + " (" + strings.Join(parts, "; ") + ")"
 	return ch, nil
+}
+
+// maxPosition is the largest position id a set gives (-1 when the model
+// takes none: its positions are counted from the sequence and the cache).
+func maxPosition(a *verify.Analysis, set verify.NamedInputs) int {
+	m := -1
+	if a == nil {
+		return m
+	}
+	for _, in := range a.Inputs {
+		if in.Role != verify.RolePositionIDs {
+			continue
+		}
+		if t := set.Inputs[in.Name]; t != nil {
+			for _, v := range t.Float64s() {
+				m = max(m, int(v))
+			}
+		}
+	}
+	return m
 }
 
 func (c *extendChecker) noReference(ch *extendCheck, err error) (*extendCheck, error) {
