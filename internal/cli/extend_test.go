@@ -488,6 +488,32 @@ func TestExtendCheckFailureWritesNothing(t *testing.T) {
 	}
 }
 
+// TestExtendCompose: a rule composed with the model's own (linear 4 on
+// rope_linear's linear 2) is applied to its scaled frequencies; no
+// published formula describes the result, so the reference check says it
+// was not run, and the audit reads linear 8.
+func TestExtendCompose(t *testing.T) {
+	dir := t.TempDir()
+	in := corpusModel("rope_linear")
+	out := filepath.Join(dir, "o.onnx")
+	code, js, errOut := runCLI(t, "extend", in, "-o", out, "--to", "512", "--method", "linear", "--replace-scaling", "compose", "--json", "--threads", "1")
+	var rep extendReport
+	if err := json.Unmarshal([]byte(js), &rep); err != nil || code != 0 || !rep.Written {
+		t.Fatalf("exit %d %v: %s %s", code, err, errOut, js)
+	}
+	status := map[string]*extendCheck{}
+	for _, ch := range rep.Checks {
+		status[ch.Name] = ch
+	}
+	if status["reference"].Status != checkNotRun || !strings.Contains(status["reference"].Summary, "composed") || status["runs_at_n"].Status != checkPass {
+		t.Fatalf("checks %+v %+v", status["reference"], status["runs_at_n"])
+	}
+	ps := auditRoPE(t, out)
+	if len(ps) != 1 || ps[0]["scaling"] != "linear" || ps[0]["factor"] != 8.0 || ps[0]["max_positions"] != 512.0 {
+		t.Fatalf("audit %v", ps)
+	}
+}
+
 // TestExtendAuditCheckFails: frequencies that are not the rule's fail the
 // reference and the audit checks.
 func TestExtendAuditCheckFails(t *testing.T) {
