@@ -42,7 +42,7 @@ func cases(t *testing.T) []goldenCase {
 			out = append(out, goldenCase{name: e.Name + v.suffix, path: func(*testing.T) string { return p }, truth: e.TruthOf(v.file)})
 		}
 	}
-	for _, s := range testmodels.Synthetics() {
+	for _, s := range append(testmodels.Synthetics(), testmodels.AxialSynthetics()...) {
 		out = append(out, goldenCase{name: s.Name, truth: s.Truth, path: func(t *testing.T) string {
 			p := filepath.Join(t.TempDir(), s.Name+".onnx")
 			if err := s.Build().Save(p, graphSave()); err != nil {

@@ -324,7 +324,7 @@ func TestCorpusMatchesTheManifest(t *testing.T) {
 			})
 		}
 	}
-	for _, sy := range testmodels.Synthetics() {
+	for _, sy := range append(testmodels.Synthetics(), testmodels.AxialSynthetics()...) {
 		if !supported(sy.Truth) {
 			skipped = append(skipped, sy.Name)
 			continue

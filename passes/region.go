@@ -127,7 +127,7 @@ func (w *Work) findSide(operand *graph.Value, hd Dim) (*side, string) {
 			case w.IsWeight(in) && w.Shape(in).Rank() <= 1:
 				// A bias or scale over the features (an exporter's weight
 				// input), not something that varies with the position.
-			case !w.IsConst(in):
+			case !w.IsConst(in), n.OpType == "Mul" && w.fixedPositionTable(in):
 				mixing = true
 				if !slices.Contains(s.Pos, in) {
 					s.Pos = append(s.Pos, in)
@@ -373,6 +373,37 @@ func shapeOperand(n *graph.Node, i int) bool {
 	case "Reshape", "Expand", "Tile", "Slice", "Unsqueeze", "Squeeze", "Split", "Pad", "ReduceMean", "ReduceSum",
 		"ReduceMax", "ReduceMin", "ReduceL2", "Resize", "CumSum", "TopK":
 		return true
+	}
+	return false
+}
+
+// fixedPositionTable reports whether the constant c, multiplying q in a
+// side's region, differs along an axis before the features: the cos or
+// sin of fixed positions (an encoder of fixed length, a ViT's fixed patch
+// grid, whose computed tables normalisation folded), as opposed to a
+// scale over the features.
+func (w *Work) fixedPositionTable(c *graph.Value) bool {
+	t := w.Const(c)
+	if t == nil || t.Rank() < 2 || !t.DType.IsFloat() {
+		return false
+	}
+	x := t.Float64s()
+	inner := 1
+	for a := t.Rank() - 1; a >= 0; a-- {
+		n := t.Shape[a]
+		if a < t.Rank()-1 && n > 1 {
+			outer := len(x) / (n * inner)
+			for o := 0; o < outer; o++ {
+				for i := 1; i < n; i++ {
+					for k := 0; k < inner; k++ {
+						if x[(o*n+i)*inner+k] != x[o*n*inner+k] {
+							return true
+						}
+					}
+				}
+			}
+		}
+		inner *= n
 	}
 	return false
 }
