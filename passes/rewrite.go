@@ -511,11 +511,12 @@ func calledFunctions(m *graph.Model) map[*graph.Function]bool {
 // Rewriters are the rewrite passes by the name --passes uses, in the
 // order they run by default.
 var Rewriters = []*Pass{RewriteRoPE, RewriteSinusoidal, RewriteLearned, RewriteALiBi, RewriteT5,
-	RewriteRelSin, RewriteDisentangled, RewriteMRoPE}
+	RewriteRelSin, RewriteDisentangled, RewriteMRoPE, RewriteAxial, RewriteFloater}
 
 // RewriterNames are the short names of the rewrite passes (--passes).
 var RewriterNames = map[string]*Pass{"rope": RewriteRoPE, "sinusoidal": RewriteSinusoidal, "learned": RewriteLearned, "alibi": RewriteALiBi, "t5": RewriteT5,
-	"relative_sinusoidal": RewriteRelSin, "disentangled": RewriteDisentangled, "mrope": RewriteMRoPE}
+	"relative_sinusoidal": RewriteRelSin, "disentangled": RewriteDisentangled, "mrope": RewriteMRoPE,
+	"axial": RewriteAxial, "floater": RewriteFloater}
 
 // RewriteModel runs the given rewrite passes (and what they require) on m
 // and returns the rewritten copy; m is not changed.

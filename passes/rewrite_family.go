@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
@@ -39,8 +40,9 @@ The relative position of every distance q - k from -(N-1) to N-1 (N is
 --max-positions, else 4096) is what the model's own bucket function gives
 (evaluated with the distances replaced): a constant table of 2N-1
 entries gathered at q - k + N-1 where the model computed signs,
-logarithms and ceilings. Relative positions that are not bucketed are
-left as they are (nothing is computed).`,
+logarithms and ceilings. Relative positions that are not bucketed
+(DeBERTa v2 with position_buckets <= 0: q - k clamped into the relative
+table) are left, with that reason: a Clip is as cheap as a Gather.`,
 	Requires: []*Pass{Normalize, DisentangledPass, Edit},
 	Run: func(c *Context) (any, error) {
 		return c.rewrite().familyPass(c, "rewrite_disentangled", Disentangled, DisentangledPass, (*Rewrite).disentangled)
@@ -198,7 +200,7 @@ func (r *Rewrite) disentangled(w *Work, f *Finding) error {
 		return fmt.Errorf("%w: no disentangled evidence", ErrRewrite)
 	}
 	if p.PositionBuckets == nil {
-		return fmt.Errorf("%w: the relative positions are not bucketed (nothing is computed to store)", ErrRewrite)
+		return fmt.Errorf("%w: position_buckets null: the relative positions are q - k clamped into the relative table (no logarithmic buckets), a Range, a Sub and a Clip per term that a table gathered at q - k would only replace by a Gather; nothing to store", ErrRewrite)
 	}
 	rel := w.workValue(ev.Relative)
 	if rel == nil {
@@ -349,5 +351,174 @@ func (r *Rewrite) mrope(w *Work, f *Finding) error {
 		}
 		om.ReplaceKeepingName(typed(r.op1("Gather", []*graph.Value{tab, r.castInt64(im, w.ElemType(in))}, graph.IntAttr("axis", 0)), dt, 4))
 	}
+	return nil
+}
+
+// RewriteAxial stores the cos and sin that axial 2-D RoPE computes from a
+// fixed patch grid.
+var RewriteAxial = &Pass{
+	Name: "rewrite_axial_rope",
+	Doc: `Replace the cos and sin that axial 2-D RoPE computes from a fixed patch grid by constants.
+
+A ViT of fixed image size computes the rows and columns of its patch
+grid (t / cols and t % cols, or a meshgrid of two Ranges), their angles
+and the cos and sin the rotation reads from shapes and weights alone:
+each such value is the model's own subgraph evaluated with the kernels
+(normalisation folds it), stored as a constant over the grid's cells,
+and what computed it is removed. The grid is the image's: --max-positions
+does not apply. Cos and sin the model already stores are left.`,
+	Requires: []*Pass{Normalize, RoPE, Edit},
+	Run: func(c *Context) (any, error) {
+		r := c.rewrite()
+		w := c.Work()
+		ch := r.begin("rewrite_axial_rope", RoPEScheme)
+		defer r.end(ch)
+		for _, f := range c.ResultOf[RoPE].([]*Finding) {
+			if p, ok := f.Params.(*RoPEParams); !ok || p.Axes != 2 || f.Fused {
+				continue
+			}
+			if err := r.axial(w, f, ch); err != nil {
+				if errors.Is(err, ErrRewrite) {
+					ch.skip(f, "%s", reason(err))
+					continue
+				}
+				return ch, err
+			}
+			ch.Layers = append(ch.Layers, f.Layers...)
+		}
+		return ch, nil
+	},
+}
+
+// computesTrig reports whether one of nodes is a Sin or Cos.
+func computesTrig(nodes []*graph.Node) bool {
+	for _, n := range nodes {
+		if n.OpType == "Sin" || n.OpType == "Cos" {
+			return true
+		}
+	}
+	return false
+}
+
+// axial stores the cos and sin of a rotation over a fixed grid.
+func (r *Rewrite) axial(w *Work, f *Finding, ch *Change) error {
+	ev, ok := f.Evidence.(*RoPEEvidence)
+	p := f.Params.(*RoPEParams)
+	if !ok || ev.Synthetic || len(ev.Blocks) == 0 || len(p.Grid) != 2 {
+		return fmt.Errorf("%w: no measured rotation over a grid", ErrRewrite)
+	}
+	// The values entering the rotations that the graph computes with Sin
+	// or Cos; indices computed from shapes (the q[:, :, 1:] assignment of
+	// an export) are not cos and sin.
+	var vals []*graph.Value
+	seen := map[string]bool{}
+	for _, b := range ev.Blocks {
+		for _, s := range []*side{b.Q.side, b.K.side} {
+			if s == nil {
+				continue
+			}
+			for _, v := range s.Pos {
+				switch {
+				case !w.IsConst(v):
+					if computesTrig(w.cone(v)) {
+						return fmt.Errorf("%w: the cos and sin follow the image's size (%s is computed for every call): no fixed grid to store", ErrRewrite, w.name(v))
+					}
+				case computesTrig(w.foldedNodes(v)):
+					if name := w.mainName(v); name != "" && !seen[name] {
+						seen[name] = true
+						vals = append(vals, v)
+					}
+				}
+			}
+		}
+	}
+	if len(vals) == 0 {
+		return fmt.Errorf("%w: the cos and sin of the %d x %d grid are stored already (nothing computes them)", ErrRewrite, p.Grid[0], p.Grid[1])
+	}
+	for _, v := range vals {
+		gt, err := w.Const(v).ToGraph("onnxpe_axial_rope")
+		if err != nil {
+			return err
+		}
+		c, err := r.addConst(gt)
+		if err != nil {
+			return err
+		}
+		vm, err := r.lookup(w.mainName(v))
+		if err != nil {
+			return err
+		}
+		vm.ReplaceKeepingName(c)
+	}
+	note := fmt.Sprintf("rope (layers %v): the %d x %d grid is the image's: the cos and sin of its cells are stored (%d constants)", f.Layers, p.Grid[0], p.Grid[1], len(vals))
+	if r.opts.MaxPositions > 0 {
+		note += "; --max-positions does not apply"
+	}
+	ch.note("%s", note)
+	return nil
+}
+
+// RewriteFloater stores FLOATER's integrated states.
+var RewriteFloater = &Pass{
+	Name: "rewrite_floater",
+	Doc: `Replace FLOATER's integration (an unrolled chain of solver steps or a Loop) by the table of states it produces.
+
+The states depend on the model's weights alone (the initial state, the
+dynamics, the time grid): the table the model reads its position biases
+from is evaluated with the kernels (the chain as normalisation folds it,
+the Loop run) and stored as a constant; the solver's nodes are removed.
+The table keeps the model's own number of states: positions past them
+would be an extension (onnxpe extend refuses FLOATER), so --max-positions
+does not apply. States that follow the call's length are refused.`,
+	Requires: []*Pass{Normalize, FloaterPass, Edit},
+	Run: func(c *Context) (any, error) {
+		return c.rewrite().familyPass(c, "rewrite_floater", Floater, FloaterPass, (*Rewrite).floater)
+	},
+}
+
+// floater stores the states of one FLOATER finding.
+func (r *Rewrite) floater(w *Work, f *Finding) error {
+	ev, ok := f.Evidence.(*FloaterEvidence)
+	p, ok2 := f.Params.(*FloaterParams)
+	if !ok || !ok2 {
+		return fmt.Errorf("%w: no FLOATER evidence", ErrRewrite)
+	}
+	if p.Form == "table" {
+		return fmt.Errorf("%w: the states are a stored table already", ErrRewrite)
+	}
+	table := w.workValue(ev.Table)
+	if table == nil {
+		return fmt.Errorf("%w: the states %q are not a value of the model", ErrRewrite, ev.Table)
+	}
+	// Weights only: the same table whatever the call's length.
+	var t *kernels.Tensor
+	for _, n := range []int{4, 9} {
+		x, err := w.NewProbe(1, n, 0).Value(table)
+		if err != nil {
+			return fmt.Errorf("%w: evaluating the states: %v", ErrRewrite, err)
+		}
+		if t != nil && (!slices.Equal(t.Shape, x.Shape) || !slices.Equal(t.Float64s(), x.Float64s())) {
+			return fmt.Errorf("%w: the states follow the call's length (%v at 4 positions, %v at 9): not a constant", ErrRewrite, t.Shape, x.Shape)
+		}
+		t = x
+	}
+	gt, err := t.ToGraph("onnxpe_floater_states")
+	if err != nil {
+		return err
+	}
+	c, err := r.addConst(gt)
+	if err != nil {
+		return err
+	}
+	tm, err := r.lookup(w.mainName(table))
+	if err != nil {
+		return err
+	}
+	tm.ReplaceKeepingName(c)
+	note := fmt.Sprintf("floater (layers %v): the %d states the %s integration produces are stored (%v %v)", f.Layers, t.Shape[0], p.Form, t.DType, t.Shape)
+	if n := r.opts.MaxPositions; n > 0 && n != t.Shape[0] {
+		note += fmt.Sprintf("; --max-positions %d does not apply (positions past the model's %d are an extension)", n, t.Shape[0])
+	}
+	r.cur.note("%s", note)
 	return nil
 }

@@ -45,7 +45,11 @@ func runRewriteRoPE(c *Context) (any, error) {
 		}
 		if p, ok := f.Params.(*RoPEParams); ok && (p.MultimodalSections != nil || p.Axes == 2) {
 			// RotaryEmbedding turns every pair by one position per token.
-			ch.skip(f, "RotaryEmbedding turns every pair with one position: the position streams of M-RoPE or the axes of 2-D RoPE do not fit it")
+			if p.Axes == 2 {
+				ch.skip(f, "RotaryEmbedding turns every pair with one position: the two axes of 2-D RoPE do not fit it (rewrite_axial_rope stores the cos/sin of a fixed grid)")
+			} else {
+				ch.skip(f, "RotaryEmbedding turns every pair with one position: M-RoPE's position streams do not fit it (rewrite_mrope stores its cos/sin)")
+			}
 			continue
 		}
 		if err := r.rope(w, f, ch); err != nil {

@@ -28,14 +28,25 @@ var rewriteWant = map[string]string{
 	"t5_encoder": "t5", "t5_decoder": "t5",
 	"relative_bert_key": "", "relative_shaw": "", "nope_causal": "",
 	"relative_transfo_xl": "relative_sinusoidal", "relative_xlnet": "relative_sinusoidal",
-	"disentangled_deberta": "disentangled", "disentangled_deberta_unshared": "", "rope_mrope": "mrope",
-	// rope_axial_vit's cos/sin are stored already; complex-order phases
-	// depend on the tokens; FLOATER's states on weights only.
-	"rope_axial_vit": "", "complex_order": "", "floater_unrolled": "", "floater_loop": "",
+	"disentangled_deberta": "disentangled", "rope_mrope": "mrope",
+	// Unbucketed relative positions are q - k and a Clip: nothing to
+	// store (rewriteSkips holds the reason printed).
+	"disentangled_deberta_unshared": "",
+	// rope_axial_vit computes its grid's cos/sin from the image's fixed
+	// size (Shape, Range, Div, Floor, Einsum, Cos, Sin); complex-order
+	// phases depend on the tokens; FLOATER's states on weights only.
+	"rope_axial_vit": "axial_rope", "complex_order": "", "floater_unrolled": "floater", "floater_loop": "floater",
 	// Go-built models.
 	"llama_opset18": "rope", "llama_cache_shared": "rope", "llama_local_function": "rope",
 	"llama_fused_ms": "", "llama_fused_onnx": "",
 	"sinusoidal_if": "sinusoidal", "sinusoidal_loop": "sinusoidal",
+	"rope_axial_divmod": "axial_rope", "rope_axial_meshgrid": "axial_rope",
+}
+
+// rewriteSkips are the findings the default rewrite leaves, by model: the
+// reason it must print.
+var rewriteSkips = map[string]string{
+	"disentangled_deberta_unshared": "position_buckets null: the relative positions are q - k clamped",
 }
 
 type corpusModel struct {
@@ -53,7 +64,7 @@ func rewriteCorpus(t *testing.T) []corpusModel {
 	for _, e := range man.Models {
 		out = append(out, corpusModel{e.Name, loadCorpus(t, e)})
 	}
-	for _, s := range testmodels.Synthetics() {
+	for _, s := range append(testmodels.Synthetics(), testmodels.AxialSynthetics()...) {
 		out = append(out, corpusModel{s.Name, s.Build()})
 	}
 	return out
@@ -80,13 +91,18 @@ func TestRewriteCorpus(t *testing.T) {
 				t.Fatal(err)
 			}
 			var changed []string
+			skipped := ""
 			for _, ch := range r.Changes {
 				if len(ch.Added)+len(ch.Removed) > 0 {
 					changed = append(changed, strings.TrimPrefix(ch.Pass, "rewrite_"))
 				}
 				for _, s := range ch.Skipped {
 					t.Logf("skipped: %s", s)
+					skipped += s + "\n"
 				}
+			}
+			if why, ok := rewriteSkips[cm.name]; ok && !strings.Contains(skipped, why) {
+				t.Errorf("skipped %q, want the reason %q", skipped, why)
 			}
 			if got := strings.Join(changed, ","); got != want {
 				t.Fatalf("rewritten by %q, want %q", got, want)
@@ -121,6 +137,25 @@ func TestRewriteCorpus(t *testing.T) {
 			case "disentangled":
 				if ops["Log"]+ops["Ceil"]+ops["Sign"] > 0 {
 					t.Errorf("the bucket function is still computed: %v", ops)
+				}
+			case "axial_rope":
+				if ops["Sin"]+ops["Cos"] > 0 {
+					t.Errorf("the grid's cos/sin are still computed: %v", ops)
+				}
+			case "floater":
+				if ops["Loop"] > 0 {
+					t.Errorf("the integration's Loop is left: %v", ops)
+				}
+				// The states are read from a stored table: no solver step is
+				// left for the audit to read.
+				rep, _, err := passes.AuditModel(r.M, cm.name, passes.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range rep.Findings {
+					if p := f.Params.Map(); f.Scheme == passes.Floater && (p["form"] != "table" || p["solver"] != nil) {
+						t.Errorf("the rewritten model's states are %v (solver %v), want a stored table", p["form"], p["solver"])
+					}
 				}
 			}
 			if err := graphDiff(cm.m, r.M, ctx); err != nil {
@@ -249,6 +284,11 @@ func onlyFeedsRemoved(n *graph.Node, removed map[*graph.Node]bool) bool {
 			return false
 		}
 		for _, c := range o.Consumers() {
+			// A node of a subgraph (a Loop's body reading an outer value)
+			// goes with the node holding that subgraph.
+			for c.Graph() != nil && c.Graph().Owner() != nil {
+				c = c.Graph().Owner()
+			}
 			if !removed[c] {
 				return false
 			}
@@ -367,6 +407,8 @@ func TestRewriteRealModels(t *testing.T) {
 var formParams = map[string][]string{
 	passes.RoPEScheme: {"max_positions"},
 	passes.Sinusoidal: {"computed", "max_positions"},
+	// FLOATER's states stored: no solver is left to read (form table).
+	passes.Floater: {"form", "solver", "step"},
 }
 
 // TestRewriteAuditsTheSame audits every rewritten corpus model: the same
@@ -408,8 +450,10 @@ func TestRewriteAuditsTheSame(t *testing.T) {
 					t.Errorf("%s %v: no finding in the rewritten model", fb.Scheme, fb.Layers)
 					continue
 				}
-				// RoPE is fused, but multimodal RoPE (its caches stored).
-				if want := fb.Scheme == passes.RoPEScheme && fb.Params.Map()["multimodal_sections"] == nil; fa.Fused != want {
+				// RoPE is fused, but multimodal and 2-D RoPE (their caches
+				// stored).
+				pm := fb.Params.Map()
+				if want := fb.Scheme == passes.RoPEScheme && pm["multimodal_sections"] == nil && pm["axes"] == nil; fa.Fused != want {
 					t.Errorf("%s: fused %v, want %v", fb.Scheme, fa.Fused, want)
 				}
 				pb, pa := fb.Params.Map(), fa.Params.Map()

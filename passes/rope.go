@@ -238,7 +238,15 @@ func runRoPE(c *Context) (any, error) {
 				}
 			}
 		}
-		cs := w.origNames(w.cone(pos...))
+		// The cos/sin of a fixed length or grid that normalisation folded
+		// were computed by the nodes it folded.
+		cone := w.cone(pos...)
+		for _, v := range pos {
+			if w.IsConst(v) {
+				cone = append(cone, w.foldedNodes(v)...)
+			}
+		}
+		cs := w.origNames(cone)
 		ev.CosSinNodes = cs
 		f.Nodes = w.sortOrig(append(f.Nodes, cs...))
 	}

@@ -84,6 +84,15 @@ Passes (--passes, all by default, in this order):
               positions gathered at q - k
   mrope       multimodal RoPE's cos and sin become [N, dim] tables gathered
               at the [streams, batch, seq] position ids; the sections stay
+  axial       the cos and sin axial 2-D RoPE computes from a fixed patch
+              grid (rows t / cols, columns t % cols, or a meshgrid) become
+              constants over the grid's cells (the image's size fixes them;
+              --max-positions does not apply)
+  floater     FLOATER's integration (an unrolled chain of solver steps or a
+              Loop) becomes the table of states it produces, the model's own
+              number of them (--max-positions does not apply)
+DeBERTa's relative positions without buckets (q - k and a Clip) are left:
+a table would only replace the Clip by a Gather; the report says so.
 --unfuse instead lowers fused RotaryEmbedding (both domains), the rotary
 of GroupQueryAttention and ALiBiBias back to primitive ops, for runtimes
 without them.
@@ -118,7 +127,7 @@ Exit codes:
 	}
 	f := cmd.Flags()
 	f.StringVarP(&opts.Out, "output", "o", "", "write the rewritten model to `OUT`")
-	f.StringSliceVar(&opts.Passes, "passes", nil, "rewrite passes to run: rope, sinusoidal, learned, alibi, t5 (default: all)")
+	f.StringSliceVar(&opts.Passes, "passes", nil, "rewrite passes to run: rope, sinusoidal, learned, alibi, t5, relative_sinusoidal, disentangled, mrope, axial, floater (default: all)")
 	f.BoolVar(&opts.NoVerify, "no-verify", false, "write without checking that the rewritten model computes the same outputs")
 	f.BoolVar(&opts.DryRun, "dry-run", false, "report what would change; write nothing")
 	f.BoolVar(&opts.JSON, "json", false, "print JSON")
