@@ -36,7 +36,6 @@ func ortEqual(t *testing.T, a, b string) {
 	t.Logf("%s", r.Summary)
 }
 
-
 // TestRewriteORT: every rewritten corpus model (default passes), the
 // --rope-op onnx rewrite of the RoPE models (opset 17 exports, opset 18
 // and 20 builds), and every unfused model load in ONNX Runtime 1.30 and
