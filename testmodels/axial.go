@@ -189,6 +189,7 @@ func AxialViT(cfg AxialConfig) *graph.Model {
 	clsOut := b.op("Gather", axis(1), ln(x, "norm"), scalarI("cls_index", 0)) // [B, d]
 	logits := lin(clsOut, "head", d, int64(cfg.Classes))
 	logits.Type = graph.TensorType(graph.Float, []graph.Dim{{Param: "batch"}, {Value: int64(cfg.Classes), Known: true}})
+	mustRename(g, logits, "logits")
 	nameNodes("")
 	g.AddOutput(logits)
 	return m

@@ -408,6 +408,17 @@ func (p *planner) specs() []SetSpec {
 			// Every size is fixed: one set.
 			return []SetSpec{padded(SetSpec{Name: "fixed", Batch: 3, Purpose: "the model's fixed shapes", required: true})}
 		}
+		if a.hasDim(DimImageRows) || a.hasDim(DimImageCols) {
+			// Images of open size: grids of patches of one row, of a few
+			// rows and columns, and a large one. 2-D RoPE turns some pairs
+			// with a patch's row: a set of one row never turns them.
+			for i, g := range []struct{ batch, patches int }{{1, imageSmall}, {3, imageMedium}, {1, imageLarge}} {
+				r, c := patchGrid(g.patches)
+				add(SetSpec{Name: fmt.Sprintf("grid%dx%d", r, c), Batch: g.batch, Seq: g.patches, image: true, required: i == 0,
+					Purpose: fmt.Sprintf("images of %d x %d patches", r, c)})
+			}
+			return dedupeSpecs(out)
+		}
 		add(SetSpec{Name: "batch1", Batch: 1, Purpose: "one example", required: true})
 		add(SetSpec{Name: "batch3", Batch: 3, Purpose: "a batch"})
 		return dedupeSpecs(out)

@@ -26,6 +26,9 @@ const (
 	DefaultFarPosition = 4095
 	shortSeq           = 7
 	decodePast         = 7
+	// Patches of the images of open size a sweep sets (patchGrid: 1 x 2,
+	// 3 x 4 and 31 x 32 patches).
+	imageSmall, imageMedium, imageLarge = 2, 12, 1024
 	// capacitySlack is how many slots of a static cache lie beyond the
 	// tokens of a set: the model must leave them unread.
 	capacitySlack = 3
@@ -54,6 +57,9 @@ type SetSpec struct {
 	// history: the padding is the start of the rows' cached tokens
 	// (static caches without a mask: padded rows hold fewer).
 	history bool
+	// image: the set is an image of Seq patches (patchGrid), with no
+	// sequence axis.
+	image bool
 }
 
 func (s SetSpec) key() string {
@@ -63,6 +69,11 @@ func (s SetSpec) key() string {
 // describe prints a set's shape for tables: "batch 3, seq 7, past 0".
 func (s SetSpec) describe() string {
 	var b strings.Builder
+	if s.image {
+		r, c := patchGrid(s.Seq)
+		fmt.Fprintf(&b, "batch %d, %d x %d patches", s.Batch, r, c)
+		return b.String()
+	}
 	fmt.Fprintf(&b, "batch %d, seq %d", s.Batch, s.Seq)
 	if s.Past > 0 {
 		fmt.Fprintf(&b, ", past %d", s.Past)

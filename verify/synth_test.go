@@ -292,3 +292,66 @@ func TestImagesCutIntoPatches(t *testing.T) {
 		t.Errorf("dims %+v", in.Dims)
 	}
 }
+
+// TestImageGridsExerciseBothAxes verifies a ViT with axial 2-D RoPE over
+// images of open size (rope-vit's grid: col = t % cols, row = t / cols)
+// against a copy whose row index is always 0 (a model that turns no pair
+// with the row): the sweep's images have grids of one row, which cannot
+// tell them apart, and of several rows, which must; the model is equal to
+// itself on all of them.
+func TestImageGridsExerciseBothAxes(t *testing.T) {
+	cfg := testmodels.DefaultAxial
+	cfg.ImageH, cfg.ImageW = 0, 0
+	a, b := testmodels.AxialViT(cfg), testmodels.AxialViT(cfg)
+	var row *graph.Node
+	for _, n := range b.Graph.Nodes() {
+		if p := n.Input(0).Producer(); n.OpType == "Div" && p != nil && p.OpType == "Range" {
+			row = n
+		}
+	}
+	if row == nil {
+		t.Fatal("no row index t / cols in the model")
+	}
+	g := b.Graph
+	zt, err := graph.NewTensor("zero_row", graph.Int64, nil, []int64{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uses := row.Output(0).Uses()
+	zero := g.NewNode("Mul", "", []*graph.Value{row.Output(0), g.AddInitializer(zt)}, 1)
+	g.InsertAfter(row, zero)
+	for _, u := range uses {
+		u.Node.SetInput(u.Index, zero.Output(0))
+	}
+	self, err := verify.Compare(context.Background(), a, a, verify.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !self.Equal {
+		t.Fatalf("the model differs from itself: %s", self.Summary)
+	}
+	r, err := verify.Compare(context.Background(), a, b, verify.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Equal {
+		t.Fatalf("a model turning no pair with the row is equal to 2-D RoPE: %s", r.Summary)
+	}
+	rows := map[bool]int{}
+	for _, s := range r.Sets {
+		sh := s.Inputs[0].Shape
+		if len(sh) != 4 || sh[2]%cfg.Patch != 0 || sh[3]%cfg.Patch != 0 || sh[3] <= sh[2] {
+			t.Errorf("set %s: image %v is not a grid of %d x %d patches with more columns than rows", s.Name, sh, cfg.Patch, cfg.Patch)
+			continue
+		}
+		several := sh[2]/cfg.Patch > 1
+		rows[several]++
+		if several == s.Equal {
+			t.Errorf("set %s (%d x %d patches): equal %v", s.Name, sh[2]/cfg.Patch, sh[3]/cfg.Patch, s.Equal)
+		}
+		t.Logf("%s: %v equal %v", s.Name, sh, s.Equal)
+	}
+	if rows[true] < 2 || rows[false] < 1 {
+		t.Errorf("sets of one row: %d, of several: %d", rows[false], rows[true])
+	}
+}
