@@ -1266,7 +1266,7 @@ SPECS = [
         outputs=["logits"],
         output_axes={"logits": {0: "batch"}},
         reference="naver-ai/rope-vit RoPE-Axial (models/vit_rope.py: compute_axial_cis, init_t_xy, apply_rotary_emb, RoPEAttention) on deit models_v2",
-        variant="2-D axial RoPE over a 4 x 6 patch grid (16x24 image, patch 4): head_dim 16, theta 100, pairs (x[2i], x[2i+1]); pairs 0-3 turned by the column (t % 6) at 1/100^(4i/16), pairs 4-7 by the row (t // 6); cls token not rotated; cos/sin of the grid computed in forward and folded to constants by the exporter; layer scale 1.0",
+        variant="2-D axial RoPE over a 4 x 6 patch grid (16x24 image, patch 4): head_dim 16, theta 100, pairs (x[2i], x[2i+1]); pairs 0-3 turned by the column (t % 6) at 1/100^(4i/16), pairs 4-7 by the row (t // 6); cls token not rotated; cos/sin of the grid computed in forward from the image's shape (Shape, Range, Div, Floor, Einsum, Cos, Sin stay in the graph; the fixed image size makes them constants); layer scale 1.0",
         num_layers=AXV["depth"],
         findings=[{"scheme": "rope", "layers": [0, 1], "params": {
             "layout": "interleaved", "base": AXV["rope_theta"], "head_dim": 16, "rotary_dim": 16, "num_heads": 2, "num_kv_heads": 2,
