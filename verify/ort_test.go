@@ -227,3 +227,27 @@ func toFloat64(t *testing.T, m *graph.Model) *graph.Model {
 	}
 	return m
 }
+
+// TestImageGridsORT runs a ViT with axial 2-D RoPE over images of open
+// size (rope-vit's grid computed in the graph for every image) in both
+// runtimes: the sweep's three grids run in ONNX Runtime, and the four
+// pairings agree on each.
+func TestImageGridsORT(t *testing.T) {
+	if err := ortpeer.Init(""); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testmodels.DefaultAxial
+	cfg.ImageH, cfg.ImageW = 0, 0
+	m := testmodels.AxialViT(cfg)
+	r, err := verify.Compare(context.Background(), m, m, verify.Options{Seed: 1, Runtime: verify.RuntimeBoth, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairings := map[string]int{}
+	for _, s := range r.Sets {
+		pairings[s.Pairing]++
+	}
+	if !r.Equal || len(pairings) != 4 || pairings["A go / A ort"] != 3 {
+		t.Fatalf("%s (pairings %v)", r.Summary, pairings)
+	}
+}
