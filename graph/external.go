@@ -38,6 +38,21 @@ func (e *External) Missing() bool { return e.missing }
 // Path is the resolved path of the side file.
 func (e *External) Path() string { return e.path }
 
+// SideFiles are the resolved paths of the files the model's external
+// tensors are stored in (initializers and tensor attributes, in graphs,
+// subgraphs and functions), each once, in the order first met.
+func (m *Model) SideFiles() []string {
+	var files []string
+	seen := map[string]bool{}
+	m.eachTensor(func(t *Tensor) {
+		if t != nil && t.ext != nil && t.ext.path != "" && !seen[t.ext.path] {
+			seen[t.ext.path] = true
+			files = append(files, t.ext.path)
+		}
+	})
+	return files
+}
+
 // parseExternal reads the external_data entries of a tensor proto and
 // resolves the location against dir. It checks that the location stays in
 // dir (also through symlinks) and that the file holds the bytes, without

@@ -1,6 +1,7 @@
 package graph_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -323,6 +324,86 @@ func TestSaveFailureLeavesNothing(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 0 {
 		t.Fatalf("files left: %v", entries)
+	}
+}
+
+// countdown is a context that is done after its Err has been asked n
+// times: a save stopped at every point where it looks.
+type countdown struct {
+	context.Context
+	n int
+}
+
+func (c *countdown) Err() error {
+	if c.n <= 0 {
+		return context.Canceled
+	}
+	c.n--
+	return nil
+}
+
+// TestSaveStoppedLeavesNothing stops saves at every point where they look
+// at their context: each stopped save returns the context's error and
+// leaves the destination folder as it was (no model, no side file, no
+// temporary file); the first that is not stopped writes everything.
+func TestSaveStoppedLeavesNothing(t *testing.T) {
+	m, _ := smallModel(t)
+	src := t.TempDir()
+	ext := filepath.Join(src, "ext.onnx")
+	if err := m.Save(ext, graph.SaveOptions{External: graph.ExternalizeLarge, Threshold: 16}); err != nil {
+		t.Fatal(err)
+	}
+	me, err := graph.Load(ext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := me.SideFiles(); len(got) != 1 || got[0] != ext+".data" {
+		t.Fatalf("SideFiles %v, want [%s.data]", got, ext)
+	}
+	if got := m.SideFiles(); len(got) != 0 {
+		t.Fatalf("SideFiles of an inline model: %v", got)
+	}
+	for _, c := range []struct {
+		name  string
+		m     *graph.Model
+		opts  graph.SaveOptions
+		files []string
+	}{
+		{"inline", m, graph.SaveOptions{}, []string{"out.onnx"}},
+		{"externalize", m, graph.SaveOptions{External: graph.ExternalizeLarge, Threshold: 16}, []string{"out.onnx", "out.onnx.data"}},
+		{"side file copied", me, graph.SaveOptions{}, []string{"ext.onnx.data", "out.onnx"}},
+		{"inline all", me, graph.SaveOptions{External: graph.InlineAll}, []string{"out.onnx"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			stops := 0
+			for n := 0; ; n++ {
+				dir := t.TempDir()
+				ctx := &countdown{context.Background(), n}
+				c.opts.Context = ctx
+				err := c.m.Save(filepath.Join(dir, "out.onnx"), c.opts)
+				var names []string
+				entries, _ := os.ReadDir(dir)
+				for _, e := range entries {
+					names = append(names, e.Name())
+				}
+				if err == nil {
+					if !reflect.DeepEqual(names, c.files) {
+						t.Fatalf("saved %v, want %v", names, c.files)
+					}
+					break
+				}
+				stops++
+				if !errors.Is(err, context.Canceled) || len(names) != 0 {
+					t.Fatalf("stopped at look %d: error %v, left %v", n, err, names)
+				}
+				if n > 1000 {
+					t.Fatal("the save never finishes")
+				}
+			}
+			if stops < 2 {
+				t.Fatalf("the save looked at its context %d times, want at least 2 (before starting and before renaming)", stops)
+			}
+		})
 	}
 }
 

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -40,18 +41,38 @@ type SaveOptions struct {
 	External  ExternalMode
 	Threshold int64  // ExternalizeLarge: bytes; 0 means DefaultExternalThreshold
 	Location  string // ExternalizeLarge: side file name; "" means <model file>.data
+	// Context, when set, stops a save once it is done (an interrupt):
+	// the temporary files written so far are removed, nothing is renamed
+	// into place, and Save returns the context's error.
+	Context context.Context
 }
 
-func (m *Model) save(path string, opts SaveOptions) error {
+// save writes every file (side files first, the model last) to a
+// temporary name beside its destination, and renames them into place only
+// once all were written: a failure or a cancelled context leaves nothing.
+func (m *Model) save(path string, opts SaveOptions) (err error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return err
 	}
+	ctx := opts.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	dir := filepath.Dir(abs)
+	var files []*staged
+	defer func() {
+		if err != nil {
+			for _, f := range files {
+				f.abort()
+			}
+		}
+	}()
 	var data []byte
 	switch opts.External {
 	case KeepStorage:
-		if err := m.copySideFiles(dir); err != nil {
+		files, err = m.stageSideFiles(ctx, dir)
+		if err != nil {
 			return err
 		}
 		data, err = m.encode(nil)
@@ -73,22 +94,9 @@ func (m *Model) save(path string, opts SaveOptions) error {
 		}
 	case ExternalizeLarge:
 		var side *staged
-		data, side, err = m.saveExternalized(dir, filepath.Base(abs), opts)
-		if err == nil {
-			// Both files are complete before either is renamed into place.
-			model, err := stage(abs, func(w io.Writer) error {
-				_, err := w.Write(data)
-				return err
-			})
-			if err != nil {
-				side.abort()
-				return err
-			}
-			if err := side.commit(); err != nil {
-				model.abort()
-				return err
-			}
-			return model.commit()
+		data, side, err = m.saveExternalized(ctx, dir, filepath.Base(abs), opts)
+		if side != nil {
+			files = append(files, side)
 		}
 	default:
 		err = fmt.Errorf("graph: unknown external mode %d", opts.External)
@@ -96,24 +104,42 @@ func (m *Model) save(path string, opts SaveOptions) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(abs, func(w io.Writer) error {
+	model, err := stage(ctx, abs, func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	files = append(files, model)
+	// Every file is complete: rename them into place, the model last,
+	// unless the save was stopped meanwhile.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for len(files) > 0 {
+		if err := files[0].commit(); err != nil {
+			files = files[1:]
+			return err
+		}
+		files = files[1:]
+	}
+	return nil
 }
 
-// copySideFiles copies the side files of external tensors into dir when
-// the model is saved to a folder other than the one it was loaded from, so
-// that the saved locations stay valid.
-func (m *Model) copySideFiles(dir string) error {
+// stageSideFiles copies the side files of external tensors to temporary
+// files in dir when the model is saved to a folder other than the one it
+// was loaded from, so that the saved locations stay valid.
+func (m *Model) stageSideFiles(ctx context.Context, dir string) ([]*staged, error) {
 	if m.Dir == "" {
-		return nil
+		return nil, nil
 	}
 	same, err := sameDir(m.Dir, dir)
 	if err != nil || same {
-		return err
+		return nil, err
 	}
 	done := map[string]bool{}
+	var files []*staged
 	var firstErr error
 	m.eachTensor(func(t *Tensor) {
 		if t.ext == nil || done[t.ext.Location] || firstErr != nil {
@@ -125,7 +151,7 @@ func (m *Model) copySideFiles(dir string) error {
 			firstErr = err
 			return
 		}
-		firstErr = writeAtomic(dst, func(w io.Writer) error {
+		st, err := stage(ctx, dst, func(w io.Writer) error {
 			f, err := os.Open(t.ext.path)
 			if err != nil {
 				return err
@@ -134,8 +160,19 @@ func (m *Model) copySideFiles(dir string) error {
 			_, err = io.Copy(w, f)
 			return err
 		})
+		if err != nil {
+			firstErr = err
+			return
+		}
+		files = append(files, st)
 	})
-	return firstErr
+	if firstErr != nil {
+		for _, f := range files {
+			f.abort()
+		}
+		return nil, firstErr
+	}
+	return files, nil
 }
 
 func sameDir(a, b string) (bool, error) {
@@ -150,7 +187,7 @@ func sameDir(a, b string) (bool, error) {
 	return ra == rb, nil
 }
 
-func (m *Model) saveExternalized(dir, base string, opts SaveOptions) ([]byte, *staged, error) {
+func (m *Model) saveExternalized(ctx context.Context, dir, base string, opts SaveOptions) ([]byte, *staged, error) {
 	threshold := opts.Threshold
 	if threshold <= 0 {
 		threshold = DefaultExternalThreshold
@@ -163,7 +200,7 @@ func (m *Model) saveExternalized(dir, base string, opts SaveOptions) ([]byte, *s
 		return nil, nil, err
 	}
 	var data []byte
-	side, err := stage(filepath.Join(dir, loc), func(w io.Writer) error {
+	side, err := stage(ctx, filepath.Join(dir, loc), func(w io.Writer) error {
 		var off int64
 		var err error
 		data, err = m.encode(func(t *Tensor) (*onnxpb.TensorProto, error) {
@@ -257,8 +294,12 @@ type staged struct {
 	tmp, path string
 }
 
-// stage writes a temporary file beside path and syncs it.
-func stage(path string, write func(io.Writer) error) (st *staged, err error) {
+// stage writes a temporary file beside path and syncs it. Writing stops
+// with ctx's error once ctx is done; the temporary file is then removed.
+func stage(ctx context.Context, path string, write func(io.Writer) error) (st *staged, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return nil, err
@@ -269,7 +310,7 @@ func stage(path string, write func(io.Writer) error) (st *staged, err error) {
 			os.Remove(tmp.Name())
 		}
 	}()
-	if err = write(tmp); err != nil {
+	if err = write(&ctxWriter{ctx: ctx, w: tmp}); err != nil {
 		return nil, err
 	}
 	if err = tmp.Sync(); err != nil {
@@ -297,9 +338,34 @@ func (s *staged) abort() { os.Remove(s.tmp) }
 // writeAtomic writes a file through a temporary file in the same folder,
 // renamed into place only once everything was written and synced.
 func writeAtomic(path string, write func(io.Writer) error) error {
-	st, err := stage(path, write)
+	st, err := stage(context.Background(), path, write)
 	if err != nil {
 		return err
 	}
 	return st.commit()
+}
+
+// ctxWriter writes in chunks of at most ctxChunk bytes and stops with the
+// context's error once it is done.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+const ctxChunk = 1 << 20
+
+func (c *ctxWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		if err := c.ctx.Err(); err != nil {
+			return n, err
+		}
+		k, err := c.w.Write(p[:min(len(p), ctxChunk)])
+		n += k
+		if err != nil {
+			return n, err
+		}
+		p = p[k:]
+	}
+	return n, nil
 }
