@@ -129,6 +129,14 @@ func auditRun(opts *auditOptions) error {
 	if opts.MinPos < 0 {
 		return badInput("audit: --max-positions-at-least must not be negative")
 	}
+	if opts.Parallel < 0 {
+		return badInput("audit: --parallel must not be negative (0: the number of CPUs)")
+	}
+	if opts.Output != "" {
+		if err := checkOutputFile("-o", opts.Output, opts.Models...); err != nil {
+			return err
+		}
+	}
 	results := auditModels(opts)
 	for i := range results {
 		_, _ = opts.IO.ErrOut.Write(results[i].warn.Bytes())

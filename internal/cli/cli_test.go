@@ -3,8 +3,12 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -49,45 +53,182 @@ func TestInspectHuman(t *testing.T) {
 	}
 }
 
-func TestBadInputExits2WithOneLine(t *testing.T) {
+// badInputs are the files of TestBadInputExits2WithOneLine: models that
+// cannot be read, a good model with its test data, and folders to write to.
+type badInputs struct {
+	dir                                    string // the inputs' folder
+	trunc, random, escape, folder, missing string // bad models
+	good, data, npz                        string // a good model, its test data
+	out, noDir, unwritable                 string // folders to write into
+}
+
+func newBadInputs(t *testing.T) *badInputs {
 	dir := t.TempDir()
+	b := &badInputs{dir: dir, out: t.TempDir()}
 	good, err := os.ReadFile(gatherModel(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	trunc := filepath.Join(dir, "truncated.onnx")
-	os.WriteFile(trunc, good[:len(good)/2], 0o644)
-	random := filepath.Join(dir, "random.onnx")
+	b.trunc = filepath.Join(dir, "truncated.onnx")
+	os.WriteFile(b.trunc, good[:len(good)/2], 0o644)
+	b.random = filepath.Join(dir, "random.onnx")
 	noise := make([]byte, 4096)
 	for i := range noise {
 		noise[i] = byte(i*7919 + i*i*31)
 	}
-	os.WriteFile(random, noise, 0o644)
+	os.WriteFile(b.random, noise, 0o644)
 	// testdata/escape.onnx: one tensor whose external data location is
 	// ../../etc/passwd.
-	passwd := filepath.Join(dir, "escape.onnx")
+	b.escape = filepath.Join(dir, "escape.onnx")
 	esc, err := os.ReadFile(filepath.Join("testdata", "escape.onnx"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(passwd, esc, 0o644)
+	os.WriteFile(b.escape, esc, 0o644)
+	b.folder = filepath.Join(dir, "folder.onnx")
+	os.Mkdir(b.folder, 0o755)
+	b.missing = filepath.Join(dir, "missing.onnx")
+	// A corpus model with its test data.
+	b.good = filepath.Join(dir, "llama.onnx")
+	llama, err := os.ReadFile(corpusModel("rope_llama"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(b.good, llama, 0o644)
+	b.data = filepath.Join(dir, "test_data_set_0")
+	os.Mkdir(b.data, 0o755)
+	src := corpusFile("rope_llama", "test_data_set_0")
+	es, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		d, _ := os.ReadFile(filepath.Join(src, e.Name()))
+		os.WriteFile(filepath.Join(b.data, e.Name()), d, 0o644)
+	}
+	b.npz = filepath.Join(dir, "feeds.npz")
+	os.WriteFile(b.npz, []byte("PK not a zip"), 0o644)
+	b.noDir = filepath.Join(b.out, "no", "such")
+	// A folder nobody can write in: permissions for others, /proc for root
+	// (permissions do not stop root).
+	switch {
+	case os.Geteuid() != 0:
+		b.unwritable = filepath.Join(t.TempDir(), "ro")
+		os.Mkdir(b.unwritable, 0o555)
+	case runtime.GOOS == "linux":
+		b.unwritable = "/proc"
+	}
+	return b
+}
 
-	for _, c := range []struct {
+// snapshot lists every file below dir with its size and modification
+// time (and every folder, but not its time: a folder's changes when a
+// file is made and removed in it).
+func snapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			files[p] = "folder"
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		files[p] = fmt.Sprint(fi.Size(), fi.ModTime().UnixNano())
+		return nil
+	})
+	return files
+}
+
+// TestBadInputExits2WithOneLine runs every command on inputs it cannot
+// read, outputs it cannot or must not write and bad flag values: each
+// exits 2 with one line on stderr naming the problem, prints nothing on
+// stdout, writes nothing (no output, no temporary file) and leaves its
+// inputs as they were.
+func TestBadInputExits2WithOneLine(t *testing.T) {
+	b := newBadInputs(t)
+	type badCase struct {
 		args []string
 		want string
-	}{
-		{[]string{"inspect", trunc}, "truncated.onnx"},
-		{[]string{"inspect", random}, "random.onnx"},
-		{[]string{"inspect", passwd}, "leaves the model's folder"},
-		{[]string{"inspect", filepath.Join(dir, "missing.onnx")}, "no such file"},
-		{[]string{"convert", passwd, "-o", filepath.Join(dir, "out.onnx")}, "leaves the model's folder"},
-		{[]string{"inspect"}, "accepts 1 arg"},
-		{[]string{"inspect", "--nope", gatherModel(t)}, "unknown flag"},
-		{[]string{"frobnicate"}, "unknown command"},
+	}
+	var cases []badCase
+	add := func(want string, args ...string) { cases = append(cases, badCase{args, want}) }
+	o := func(name string) string { return filepath.Join(b.out, name) }
+
+	// Models that cannot be read, given to every command that reads one.
+	for _, m := range []struct{ path, want string }{
+		{b.missing, "no such file"},
+		{b.folder, "is a directory"},
+		{b.trunc, "truncated.onnx"},
+		{b.random, "random.onnx"},
+		{b.escape, "leaves the model's folder"},
 	} {
+		add(m.want, "audit", m.path)
+		add(m.want, "inspect", m.path)
+		add(m.want, "convert", m.path, "-o", o("x.onnx"))
+		add(m.want, "rewrite", m.path, "-o", o("x.onnx"))
+		add(m.want, "extend", m.path, "-o", o("x.onnx"), "--to", "128", "--method", "linear", "--original-max-positions", "32")
+		add(m.want, "codegen", m.path, "--lang", "go", "--package", "pe", "-o", o("pe"))
+		add(m.want, "run", m.path, "--inputs", b.data, "--outputs", o("outs"))
+		add(m.want, "verify", m.path, b.good)
+		add(m.want, "verify", b.good, m.path)
+		add(m.want, "verify", "--precision", m.path)
+	}
+	// Outputs that cannot be written: no folder, a folder instead of a
+	// file (and a file instead of a folder), a folder that takes no files,
+	// and the input itself.
+	writers := []struct {
+		folder bool
+		args   func(out string) []string
+	}{
+		{false, func(out string) []string { return []string{"audit", b.good, "-o", out} }},
+		{false, func(out string) []string { return []string{"convert", b.good, "-o", out} }},
+		{false, func(out string) []string { return []string{"rewrite", b.good, "-o", out} }},
+		{false, func(out string) []string {
+			return []string{"extend", b.good, "-o", out, "--to", "128", "--method", "linear", "--original-max-positions", "32"}
+		}},
+		{false, func(out string) []string { return []string{"verify", b.good, b.good, "--junit", out} }},
+		{true, func(out string) []string {
+			return []string{"codegen", b.good, "--lang", "go", "--package", "pe", "-o", out}
+		}},
+		{true, func(out string) []string { return []string{"run", b.good, "--inputs", b.data, "--outputs", out} }},
+	}
+	for _, w := range writers {
+		add("does not exist", w.args(filepath.Join(b.noDir, "x"))...)
+		if w.folder {
+			add("is a file, not a folder", w.args(b.good)...)
+		} else {
+			add("is a folder, not a file", w.args(b.out)...)
+			add("llama.onnx", w.args(b.good)...)
+		}
+		if b.unwritable != "" {
+			add("cannot write in the folder", w.args(filepath.Join(b.unwritable, "x"))...)
+		} else {
+			t.Logf("skipped: %v into a folder that takes no files (root on %s: no such folder)", w.args("x")[0], runtime.GOOS)
+		}
+	}
+	// Files written beside the output that would replace an input.
+	add("the model file itself", "convert", b.good, "-o", o("x.onnx"), "--external-data", "--location", "x.onnx")
+	add("llama.onnx", "convert", b.good, "-o", filepath.Join(b.dir, "copy.onnx"), "--external-data", "--location", "llama.onnx")
+	add("--in-place", "convert", b.good, "-o", b.good)
+	add("input_0.pb", "verify", b.good, "--against", b.data, "--junit", filepath.Join(b.data, "input_0.pb"))
+	add("output_0.pb", "verify", b.good, b.good, "--inputs", b.data, "--junit", filepath.Join(b.data, "output_0.pb"))
+
+	// Usage.
+	add("accepts 1 arg", "inspect")
+	add("unknown flag", "inspect", "--nope", gatherModel(t))
+	add("unknown command", "frobnicate")
+
+	for _, c := range cases {
+		before := snapshot(t, b.dir)
 		code, out, errOut := runCLI(t, c.args...)
 		if code != ExitBadInput {
-			t.Errorf("%v: exit %d, want 2", c.args, code)
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", c.args, code, errOut)
 		}
 		if strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, c.want) || !strings.HasPrefix(errOut, "onnxpe: ") {
 			t.Errorf("%v: stderr %q, want one line mentioning %q", c.args, errOut, c.want)
@@ -95,10 +236,17 @@ func TestBadInputExits2WithOneLine(t *testing.T) {
 		if out != "" {
 			t.Errorf("%v: wrote to stdout: %q", c.args, out)
 		}
+		if got := listDir(t, b.out); len(got) != 0 {
+			t.Errorf("%v: left %v in the output folder", c.args, got)
+			for _, n := range got {
+				os.RemoveAll(filepath.Join(b.out, n))
+			}
+		}
+		if after := snapshot(t, b.dir); !maps.Equal(before, after) {
+			t.Errorf("%v: changed the inputs' folder:\n%v\n%v", c.args, before, after)
+		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "out.onnx")); err == nil {
-		t.Error("a failed convert left an output file")
-	}
+	t.Logf("%d bad inputs", len(cases))
 }
 
 func TestConvertRoundTripAndStorage(t *testing.T) {

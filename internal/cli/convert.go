@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -70,31 +71,6 @@ unless --in-place is given.
 	return cmd
 }
 
-// sameFile reports whether two paths name the same existing file.
-func sameFile(a, b string) bool {
-	fa, err1 := os.Stat(a)
-	fb, err2 := os.Stat(b)
-	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
-}
-
-// checkOutput refuses to overwrite the input without --in-place and needs a
-// folder that exists.
-func checkOutput(in, out string, inPlace bool) error {
-	if out == "" {
-		return badInput("no output file: give -o OUT")
-	}
-	if sameFile(in, out) && !inPlace {
-		return badInput("%s is the input file: pass --in-place to overwrite it", out)
-	}
-	if fi, err := os.Stat(filepath.Dir(out)); err != nil || !fi.IsDir() {
-		return badInput("%s: the output folder does not exist", out)
-	}
-	if fi, err := os.Stat(out); err == nil && fi.IsDir() {
-		return badInput("%s is a folder, not a file", out)
-	}
-	return nil
-}
-
 func convertRun(opts *convertOptions) error {
 	if opts.External && opts.Inline {
 		return badInput("--external-data and --inline contradict each other: give one")
@@ -102,15 +78,43 @@ func convertRun(opts *convertOptions) error {
 	if opts.InPlace && opts.Out == "" {
 		opts.Out = opts.In
 	}
-	if err := checkOutput(opts.In, opts.Out, opts.InPlace); err != nil {
-		return err
+	if opts.Out == "" {
+		return badInput("convert: give -o OUT (or --in-place)")
 	}
 	if opts.Threshold < 0 {
 		return badInput("--threshold must not be negative")
 	}
+	if sameFile(opts.In, opts.Out) && !opts.InPlace {
+		return badInput("%s is the input file: pass --in-place to overwrite it", opts.Out)
+	}
+	// --in-place: the model (and its side file) may be rewritten, through
+	// temporary files renamed over them once complete.
+	var reads []string
+	if !opts.InPlace {
+		reads = []string{opts.In}
+	}
+	if err := checkOutputFile("-o", opts.Out, reads...); err != nil {
+		return err
+	}
 	m, err := loadModel(opts.IO.ErrOut, opts.In)
 	if err != nil {
 		return err
+	}
+	if opts.External {
+		side := filepath.Join(filepath.Dir(opts.Out), cmp.Or(opts.Location, filepath.Base(opts.Out)+".data"))
+		if filepath.Clean(side) == filepath.Clean(opts.Out) || sameFile(side, opts.Out) {
+			return badInput("--location %s: the side file would be the model file itself", filepath.Base(side))
+		}
+		if !opts.InPlace {
+			if err := checkNotRead("--location", side, append([]string{opts.In}, m.SideFiles()...)...); err != nil {
+				return err
+			}
+		}
+	}
+	if !opts.InPlace {
+		if err := checkNotRead("-o", opts.Out, m.SideFiles()...); err != nil {
+			return err
+		}
 	}
 	so := graph.SaveOptions{External: graph.KeepStorage}
 	switch {

@@ -180,12 +180,15 @@ func extendRun(opts *extendOptions) error {
 		return badInput("extend: give --to N, the new maximum number of positions")
 	}
 	if opts.Out != "" {
-		if same, _ := samePath(opts.In, opts.Out); same {
-			return badInput("extend: -o %s is the input; write to another file", opts.Out)
+		if err := checkOutputFile("-o", opts.Out, opts.In); err != nil {
+			return err
 		}
 	}
 	m, err := loadModel(opts.IO.ErrOut, opts.In)
 	if err != nil {
+		return err
+	}
+	if err := checkModelOutput(opts.Out, opts.In, m); err != nil {
 		return err
 	}
 	x, err := passes.ExtendModel(m, opts.Ext)

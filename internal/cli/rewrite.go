@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -203,12 +202,15 @@ func rewriteRun(opts *rewriteOptions) error {
 		}
 	}
 	if opts.Out != "" {
-		if same, _ := samePath(opts.In, opts.Out); same {
-			return badInput("rewrite: -o %s is the input; write to another file", opts.Out)
+		if err := checkOutputFile("-o", opts.Out, opts.In); err != nil {
+			return err
 		}
 	}
 	m, err := loadModel(opts.IO.ErrOut, opts.In)
 	if err != nil {
+		return err
+	}
+	if err := checkModelOutput(opts.Out, opts.In, m); err != nil {
 		return err
 	}
 	rw, _, err := passes.RewriteModel(m, passes.Options{Rewrite: ro}, ps...)
@@ -299,6 +301,23 @@ func rewriteRun(opts *rewriteOptions) error {
 	return printRewrite(opts, rep)
 }
 
+// checkModelOutput refuses an output that saveRewritten would write over
+// a file model orig (loaded from in) is read from: out, or its side file
+// out.data, being in or a side file of orig.
+func checkModelOutput(out, in string, orig *graph.Model) error {
+	if out == "" {
+		return nil
+	}
+	reads := append([]string{in}, orig.SideFiles()...)
+	if err := checkNotRead("-o", out, reads...); err != nil {
+		return err
+	}
+	if len(orig.SideFiles()) > 0 {
+		return checkNotRead("-o", out+".data", reads...)
+	}
+	return nil
+}
+
 // saveRewritten writes the rewritten model atomically. When the original
 // keeps tensors in side files, the output does too (its own OUT.data),
 // new tables included.
@@ -316,18 +335,6 @@ func saveRewritten(orig, m *graph.Model, out string) error {
 		return m.Save(out, graph.SaveOptions{})
 	}
 	return m.Save(out, graph.SaveOptions{External: graph.ExternalizeLarge, Threshold: max(smallest, 1), Location: filepath.Base(out) + ".data"})
-}
-
-func samePath(a, b string) (bool, error) {
-	sa, err := os.Stat(a)
-	if err != nil {
-		return false, err
-	}
-	sb, err := os.Stat(b)
-	if err != nil {
-		return false, err
-	}
-	return os.SameFile(sa, sb), nil
 }
 
 func printRewrite(opts *rewriteOptions, rep *rewriteReport) error {

@@ -120,6 +120,11 @@ func runRun(opts *runOptions) error {
 	default:
 		return badInput("--accumulate must be float32 or float64, not %q", opts.Accumulate)
 	}
+	if opts.Outputs != "" {
+		if err := checkOutputFolder("--outputs", opts.Outputs); err != nil {
+			return err
+		}
+	}
 	m, err := loadModel(opts.IO.ErrOut, opts.Model)
 	if err != nil {
 		return err

@@ -208,6 +208,12 @@ func verifyRun(opts *verifyOptions) error {
 		}
 		vo.Policy.Atol = &opts.Atol
 	}
+	if opts.JUnit != "" {
+		reads := append([]string{opts.A, opts.B}, filesUnder(opts.Against)...)
+		if err := checkOutputFile("--junit", opts.JUnit, append(reads, filesUnder(opts.Inputs)...)...); err != nil {
+			return err
+		}
+	}
 	a, err := loadModel(opts.IO.ErrOut, opts.A)
 	if err != nil {
 		return err
