@@ -8,6 +8,7 @@ import (
 	"go/format"
 	"go/token"
 	"path"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -154,18 +155,35 @@ type part struct {
 // CTest is the name of the part's C test function.
 func (p *part) CTest() string { return "test_" + p.Scheme + p.Suffix }
 
+// Check returns an ErrOptions error for options Generate refuses (callers
+// check them before auditing the model).
+func (opts Options) Check() error {
+	if !slices.Contains(Languages, opts.Lang) {
+		return fmt.Errorf("%w: language %q (want go or c)", ErrOptions, opts.Lang)
+	}
+	if !token.IsIdentifier(opts.Package) || token.IsKeyword(opts.Package) || opts.Package == "_" || strings.ToLower(opts.Package) != opts.Package || strings.Contains(opts.Package, "__") {
+		return fmt.Errorf("%w: package name %q is not a lower-case identifier", ErrOptions, opts.Package)
+	}
+	if opts.Lang == "go" && opts.Package == "main" {
+		return fmt.Errorf("%w: package name main: the generated code is a library package", ErrOptions)
+	}
+	if opts.Module != "" && (opts.Lang != "go" || !modulePath.MatchString(opts.Module) || strings.Contains("/"+opts.Module+"/", "/.") || strings.Contains("/"+opts.Module+"/", "./")) {
+		return fmt.Errorf("%w: module path %q (want a Go module path such as example.com/pe, with --lang go)", ErrOptions, opts.Module)
+	}
+	return nil
+}
+
+// modulePath is what a Go module path is made of: elements of letters,
+// digits and -._~ separated by slashes (none beginning or ending with a
+// dot, which Check tests apart).
+var modulePath = regexp.MustCompile(`^[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*$`)
+
 // Generate turns the findings of rep (the audit of ctx's model) into
 // source. It returns ErrNothing when no finding has a positional encoding
 // to generate.
 func Generate(rep *passes.Report, ctx *passes.Context, opts Options) (*Result, error) {
-	if !slices.Contains(Languages, opts.Lang) {
-		return nil, fmt.Errorf("%w: language %q (want go or c)", ErrOptions, opts.Lang)
-	}
-	if !token.IsIdentifier(opts.Package) || token.IsKeyword(opts.Package) || opts.Package == "_" || strings.ToLower(opts.Package) != opts.Package || strings.Contains(opts.Package, "__") {
-		return nil, fmt.Errorf("%w: package name %q is not a lower-case identifier", ErrOptions, opts.Package)
-	}
-	if opts.Lang == "go" && opts.Package == "main" {
-		return nil, fmt.Errorf("%w: package name main: the generated code is a library package", ErrOptions)
+	if err := opts.Check(); err != nil {
+		return nil, err
 	}
 	if opts.MaxPositions <= 0 {
 		opts.MaxPositions = DefaultPositions

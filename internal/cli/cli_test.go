@@ -219,10 +219,89 @@ func TestBadInputExits2WithOneLine(t *testing.T) {
 	add("input_0.pb", "verify", b.good, "--against", b.data, "--junit", filepath.Join(b.data, "input_0.pb"))
 	add("output_0.pb", "verify", b.good, b.good, "--inputs", b.data, "--junit", filepath.Join(b.data, "output_0.pb"))
 
-	// Usage.
-	add("accepts 1 arg", "inspect")
-	add("unknown flag", "inspect", "--nope", gatherModel(t))
-	add("unknown command", "frobnicate")
+	// Bad flag values.
+	g, d := b.good, b.data
+	ext := []string{"extend", g, "-o", o("x.onnx"), "--to", "128", "--method", "linear", "--original-max-positions", "32"}
+	cg := []string{"codegen", g, "--lang", "go", "--package", "pe", "-o", o("pe")}
+	for _, c := range []badCase{
+		{[]string{"audit", g, "--format", "pdf"}, "--format"},
+		{[]string{"audit", g, "--require", "rotary"}, "rotary"},
+		{[]string{"audit", g, "--forbid", "alibi,magic"}, "magic"},
+		{[]string{"audit", g, "--max-positions-at-least", "-1"}, "--max-positions-at-least"},
+		{[]string{"audit", g, "--parallel", "-2"}, "--parallel"},
+		{[]string{"audit", g, g, "--name", "x"}, "--name"},
+		{[]string{"convert", g, "-o", o("x.onnx"), "--threshold", "-1"}, "--threshold"},
+		{[]string{"convert", g, "-o", o("x.onnx"), "--external-data", "--inline"}, "--inline"},
+		{[]string{"convert", g, "-o", o("x.onnx"), "--external-data", "--location", "../x.data"}, "../x.data"},
+		{[]string{"convert", g}, "-o OUT"},
+		{[]string{"rewrite", g}, "-o OUT"},
+		{[]string{"rewrite", g, "-o", o("x.onnx"), "--max-positions", "-4"}, "--max-positions"},
+		{[]string{"rewrite", g, "-o", o("x.onnx"), "--max-positions", "many"}, "--max-positions"},
+		{[]string{"rewrite", g, "-o", o("x.onnx"), "--rope-op", "cuda"}, "cuda"},
+		{[]string{"rewrite", g, "-o", o("x.onnx"), "--passes", "rope,magic"}, "magic"},
+		{[]string{"rewrite", g, "-o", o("x.onnx"), "--alibi", "bake"}, "bake"},
+		{[]string{"rewrite", g, "-o", o("x.onnx"), "--t5-op", "onnx"}, "--t5-op"},
+		{[]string{"rewrite", g, "-o", o("x.onnx"), "--threads", "-1"}, "--threads"},
+		{[]string{"rewrite", g, "-o", o("x.onnx"), "--unfuse", "--passes", "rope"}, "--unfuse"},
+		{[]string{"extend", g, "-o", o("x.onnx")}, "--to N"},
+		{[]string{"extend", g, "-o", o("x.onnx"), "--to", "-128"}, "--to N"},
+		{append(ext[:len(ext):len(ext)], "--method", "magic"), "magic"},
+		{append(ext[:len(ext):len(ext)], "--original-max-positions", "-32"), "--original-max-positions"},
+		{append(ext[:len(ext):len(ext)], "--factor", "-2"), "--factor"},
+		{append(ext[:len(ext):len(ext)], "--replace-scaling", "merge"), "--replace-scaling"},
+		{append(ext[:len(ext):len(ext)], "--threads", "-1"), "--threads"},
+		{[]string{"extend", g, "-o", o("x.onnx"), "--to", "128", "--method", "yarn", "--original-max-positions", "32", "--beta-fast", "-1"}, "positive"},
+		{[]string{"codegen", g, "--package", "pe", "-o", o("pe")}, "--lang"},
+		{[]string{"codegen", g, "--lang", "rust", "--package", "pe", "-o", o("pe")}, "rust"},
+		{[]string{"codegen", g, "--lang", "go", "-o", o("pe")}, "--package"},
+		{[]string{"codegen", g, "--lang", "go", "--package", "my-pe", "-o", o("pe")}, "my-pe"},
+		{[]string{"codegen", g, "--lang", "go", "--package", "Pe", "-o", o("pe")}, "Pe"},
+		{[]string{"codegen", g, "--lang", "go", "--package", "func", "-o", o("pe")}, "func"},
+		{[]string{"codegen", g, "--lang", "go", "--package", "main", "-o", o("pe")}, "main"},
+		{[]string{"codegen", g, "--lang", "c", "--package", "9pe", "-o", o("pe")}, "9pe"},
+		{[]string{"codegen", g, "--lang", "go", "--package", "pe"}, "-o DIR"},
+		{append(cg[:len(cg):len(cg)], "--module", "example.com/my pe"), "example.com/my pe"},
+		{append(cg[:len(cg):len(cg)], "--module", "example.com//pe"), "example.com//pe"},
+		{append(cg[:len(cg):len(cg)], "--module", "../pe"), "../pe"},
+		{[]string{"codegen", g, "--lang", "c", "--package", "pe", "-o", o("pe"), "--module", "x"}, "--module"},
+		{append(cg[:len(cg):len(cg)], "--max-positions", "-1"), "--max-positions"},
+		{[]string{"run", g}, "--inputs"},
+		{[]string{"run", g, "--inputs", filepath.Join(b.dir, "none")}, "none"},
+		{[]string{"run", g, "--inputs", b.npz}, "feeds.npz"},
+		{[]string{"run", g, "--inputs", d, "--accumulate", "float16"}, "--accumulate"},
+		{[]string{"verify", g}, "give a model B"},
+		{[]string{"verify"}, "give two models"},
+		{[]string{"verify", g, g, g}, "accepts at most 2 arg"},
+		{[]string{"verify", g, g, "--seq", "0"}, "--seq"},
+		{[]string{"verify", g, g, "--seq", "-7"}, "--seq"},
+		{[]string{"verify", g, g, "--seq", "1,,7"}, "--seq"},
+		{[]string{"verify", g, g, "--seq", "1,seven"}, "--seq"},
+		{[]string{"verify", g, g, "--batch", "0"}, "--batch"},
+		{[]string{"verify", g, g, "--rtol", "-1e-5"}, "--rtol"},
+		{[]string{"verify", g, g, "--rtol", "inf"}, "--rtol"},
+		{[]string{"verify", g, g, "--atol", "nan"}, "--atol"},
+		{[]string{"verify", g, g, "--runtime", "cuda"}, "--runtime"},
+		{[]string{"verify", g, g, "--max-positions", "-4"}, "--max-positions"},
+		{[]string{"verify", g, g, "--threads", "-4"}, "--threads"},
+		{[]string{"verify", g, g, "--against", d}, "not both"},
+		{[]string{"verify", g, "--against", d, "--seq", "7"}, "--seq"},
+		{[]string{"verify", g, g, "--inputs", d, "--batch", "2"}, "--batch"},
+		{[]string{"verify", g, g, "--as", "float16"}, "--precision"},
+		{[]string{"verify", "--precision", g, "--as", "int8"}, "--as"},
+		{[]string{"verify", "--precision", g, "--positions", "-3"}, "--positions"},
+		{[]string{"verify", "--precision", g, "--bound", "nan"}, "--bound"},
+		{[]string{"verify", "--precision", g, "--bound", "inf"}, "--bound"},
+		{[]string{"verify", "--precision", g, g}, "takes no other model"},
+		{[]string{"inspect", g, "--json=maybe"}, "--json"},
+		{[]string{"version", "1.0"}, "unknown command"},
+		{[]string{"completion", "cmd.exe"}, "cmd.exe"},
+		// Usage.
+		{[]string{"inspect"}, "accepts 1 arg"},
+		{[]string{"inspect", "--nope", gatherModel(t)}, "unknown flag"},
+		{[]string{"frobnicate"}, "unknown command"},
+	} {
+		cases = append(cases, c)
+	}
 
 	for _, c := range cases {
 		before := snapshot(t, b.dir)

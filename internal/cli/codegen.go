@@ -130,18 +130,22 @@ func codegenRun(opts *codegenOptions) error {
 	case opts.MaxPositions < 0:
 		return badInput("codegen: --max-positions must not be negative")
 	}
+	co := codegen.Options{Lang: opts.Lang, Package: opts.Package, Module: opts.Module, MaxPositions: opts.MaxPositions}
+	if err := co.Check(); err != nil {
+		return badInput("codegen: %v", err)
+	}
 	if err := checkCodegenDir(opts.Out); err != nil {
 		return err
-	}
-	sum, err := fileSHA256(opts.Model)
-	if err != nil {
-		return badInput("%s: %v", opts.Model, err)
 	}
 	// Weights in absent external data are never read (the golden vectors
 	// run the encoding's subgraph only), as for the audit.
 	m, err := loadModelWith(opts.IO.ErrOut, opts.Model, graph.LoadOptions{AllowMissingExternal: true})
 	if err != nil {
 		return err
+	}
+	sum, err := fileSHA256(opts.Model)
+	if err != nil {
+		return badInput("%s: %v", opts.Model, err)
 	}
 	rep, ctx, err := passes.AuditModel(m, filepath.Base(opts.Model), passes.Options{})
 	if err != nil {
@@ -150,8 +154,8 @@ func codegenRun(opts *codegenOptions) error {
 		}
 		return fmt.Errorf("%s: %w", opts.Model, err)
 	}
-	res, err := codegen.Generate(rep, ctx, codegen.Options{Lang: opts.Lang, Package: opts.Package, Module: opts.Module,
-		Model: filepath.Base(opts.Model), SHA256: sum, MaxPositions: opts.MaxPositions})
+	co.Model, co.SHA256 = filepath.Base(opts.Model), sum
+	res, err := codegen.Generate(rep, ctx, co)
 	switch {
 	case errors.Is(err, codegen.ErrOptions):
 		return badInput("codegen: %v", err)
@@ -216,18 +220,24 @@ func intList(v []int) string {
 func fileSHA256(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			return "", pe.Err
-		}
-		return "", err
+		return "", pathErr(err)
 	}
 	defer f.Close()
 	h := sha256.New()
 	if _, err := io.Copy(h, bufio.NewReader(f)); err != nil {
-		return "", err
+		return "", pathErr(err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// pathErr is the error of a file operation without the operation and the
+// path (which the caller's message names).
+func pathErr(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // generatedMark starts every file onnxpe codegen writes but the data

@@ -179,6 +179,9 @@ func extendRun(opts *extendOptions) error {
 	if opts.Ext.To <= 0 {
 		return badInput("extend: give --to N, the new maximum number of positions")
 	}
+	if opts.Threads < 0 {
+		return badInput("extend: --threads must not be negative (0: all cores)")
+	}
 	if opts.Out != "" {
 		if err := checkOutputFile("-o", opts.Out, opts.In); err != nil {
 			return err

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -48,11 +47,7 @@ func checkFolder(flag, out, folder string) error {
 	}
 	f, err := os.CreateTemp(folder, ".onnxpe-probe-*")
 	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return badInput("%s %s: cannot write in the folder %s: %v", flag, out, folder, err)
+		return badInput("%s %s: cannot write in the folder %s: %v", flag, out, folder, pathErr(err))
 	}
 	f.Close()
 	os.Remove(f.Name())

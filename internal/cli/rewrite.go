@@ -170,7 +170,9 @@ func rewriteRun(opts *rewriteOptions) error {
 	}
 	switch {
 	case opts.MaxPositions < 0:
-		return badInput("rewrite: --max-positions must be at least 1")
+		return badInput("rewrite: --max-positions must not be negative (0: the model's table size, else 4096)")
+	case opts.Threads < 0:
+		return badInput("rewrite: --threads must not be negative (0: all cores)")
 	case opts.Unfuse && (len(opts.Passes) > 0 || opts.RoPEOp != ""):
 		return badInput("rewrite: --unfuse lowers the fused ops; it takes no --passes or --rope-op")
 	case opts.RoPEOp != "" && opts.RoPEOp != passes.RoPEOpMicrosoft && opts.RoPEOp != passes.RoPEOpONNX:

@@ -53,6 +53,24 @@ or C source with its own tests) are built on these.
 		NewCmdVerify(ios),
 		NewCmdVersion(ios),
 	)
+	// `completion` with a shell it does not know exits 2 (cobra prints
+	// the help and exits 0).
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Args = cobra.ArbitraryArgs
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				if len(args) > 0 {
+					var shells []string
+					for _, s := range cmd.Commands() {
+						shells = append(shells, s.Name())
+					}
+					return badInput("completion: no shell %q (one of %s)", args[0], strings.Join(shells, ", "))
+				}
+				return cmd.Help()
+			}
+		}
+	}
 	// Usage errors (unknown command, wrong argument count) exit 2.
 	for _, c := range root.Commands() {
 		wrapArgs(c)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -158,6 +159,12 @@ func verifyRun(opts *verifyOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	switch {
+	case opts.Threads < 0:
+		return badInput("verify: --threads must not be negative (0: all cores)")
+	case opts.MaxPositions < 0:
+		return badInput("verify: --max-positions must not be negative")
+	}
 	if opts.Precision != "" {
 		return precisionRun(ctx, opts)
 	}
@@ -197,14 +204,14 @@ func verifyRun(opts *verifyOptions) error {
 		return badInput("verify: --runtime %s: %v", opts.Runtime, verify.ErrNoORT)
 	}
 	if opts.rtolSet {
-		if !(opts.Rtol >= 0) {
-			return badInput("verify: --rtol must be at least 0")
+		if !(opts.Rtol >= 0) || math.IsInf(opts.Rtol, 1) {
+			return badInput("verify: --rtol must be a number of at least 0, not %v", opts.Rtol)
 		}
 		vo.Policy.Rtol = &opts.Rtol
 	}
 	if opts.atolSet {
-		if !(opts.Atol >= 0) {
-			return badInput("verify: --atol must be at least 0")
+		if !(opts.Atol >= 0) || math.IsInf(opts.Atol, 1) {
+			return badInput("verify: --atol must be a number of at least 0, not %v", opts.Atol)
 		}
 		vo.Policy.Atol = &opts.Atol
 	}
@@ -318,8 +325,8 @@ func precisionRun(ctx context.Context, opts *verifyOptions) error {
 	default:
 		return badInput("verify: --as must be float16 or bfloat16, not %q", opts.As)
 	}
-	if opts.Positions < 0 || opts.Bound < 0 {
-		return badInput("verify: --positions and --bound must not be negative")
+	if opts.Positions < 0 || !(opts.Bound >= 0) || math.IsInf(opts.Bound, 1) {
+		return badInput("verify: --positions and --bound must be numbers of at least 0")
 	}
 	m, err := loadModel(opts.IO.ErrOut, opts.Precision)
 	if err != nil {
