@@ -106,12 +106,13 @@ type emitter func(g *gen, f *passes.Finding, suffix string) (*part, error)
 
 // emitters are the schemes codegen knows, by scheme name.
 var emitters = map[string]emitter{
-	passes.RoPEScheme:      emitRoPE,
-	passes.Sinusoidal:      emitAbsolute,
-	passes.LearnedAbsolute: emitAbsolute,
-	passes.ALiBi:           emitALiBi,
-	passes.T5RelativeBias:  emitT5,
-	passes.RelativeClipped: emitShaw,
+	passes.RoPEScheme:         emitRoPE,
+	passes.Sinusoidal:         emitAbsolute,
+	passes.LearnedAbsolute:    emitAbsolute,
+	passes.ALiBi:              emitALiBi,
+	passes.T5RelativeBias:     emitT5,
+	passes.RelativeClipped:    emitShaw,
+	passes.RelativeSinusoidal: emitRelSin,
 }
 
 // errSkip marks findings the generator leaves out (with a reason), as

@@ -20,11 +20,11 @@ import (
 // codegen/<model>/<lang>/ (each file with a .golden suffix, so the go tool
 // does not build it): one or more per scheme and form — computed RoPE,
 // stored interleaved partial RoPE, float16 RoPE, dynamic NTK, computed and
-// stored sinusoids, a learned table, ALiBi, T5 buckets, Shaw tables. A
-// change of the generator shows in their diffs; the generated code is
+// stored sinusoids, a learned table, ALiBi, T5 buckets, Shaw tables, a
+// clamped relative sinusoid (Transformer-XL). A change of the generator shows in their diffs; the generated code is
 // checked against the models by codegen's own acceptance test.
 var codegenModels = []string{"rope_llama", "rope_gptj", "rope_llama_fp16", "rope_ntk", "sinusoidal_concat", "sinusoidal_fairseq",
-	"learned_gpt2", "alibi_mpt", "t5_encoder", "relative_shaw"}
+	"learned_gpt2", "alibi_mpt", "t5_encoder", "relative_shaw", "relative_transfo_xl"}
 
 func TestGoldenCodegen(t *testing.T) {
 	man, err := testmodels.Load()

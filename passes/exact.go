@@ -278,7 +278,7 @@ func (w *Work) productOf(v *graph.Value) (*graph.Node, string) {
 			return nil, fmt.Sprintf("the angles come from the %s op %v", n.OpType, n)
 		}
 		switch {
-		case n.OpType == "Mul" || n.OpType == "MatMul":
+		case n.OpType == "Mul" || n.OpType == "MatMul" || outerEinsum(n):
 			return n, ""
 		case n.OpType == "Concat":
 			// The same angles repeated (cat(freqs, freqs)).
@@ -301,6 +301,39 @@ func (w *Work) productOf(v *graph.Value) (*graph.Node, string) {
 		}
 	}
 	return nil, "the angles' chain is too long"
+}
+
+// outerEinsum reports whether n is an Einsum of two operands that
+// multiplies every element of one with every element of the other
+// (i,j->ij: each output element one product, nothing summed).
+func outerEinsum(n *graph.Node) bool {
+	if n.OpType != "Einsum" || len(n.Inputs()) != 2 {
+		return false
+	}
+	eq := strings.ReplaceAll(n.AttrString("equation", ""), " ", "")
+	lhs, rhs, ok := strings.Cut(eq, "->")
+	terms := strings.Split(lhs, ",")
+	if !ok || len(terms) != 2 || strings.Contains(eq, ".") {
+		return false
+	}
+	// Every label of the operands appears in the output exactly once and
+	// no label is shared by both (a shared label would be summed or
+	// paired).
+	for _, c := range terms[0] {
+		if strings.ContainsRune(terms[1], c) {
+			return false
+		}
+	}
+	labels := terms[0] + terms[1]
+	if len(rhs) != len(labels) {
+		return false
+	}
+	for _, c := range labels {
+		if strings.Count(labels, string(c)) != 1 || !strings.ContainsRune(rhs, c) {
+			return false
+		}
+	}
+	return true
 }
 
 // constRoot walks back from v through ops that move or cast values to a
@@ -706,11 +739,21 @@ func (a *Angles) confirm(start int, cos, sin [][]float64) string {
 	if err != nil {
 		return err.Error()
 	}
+	pos := make([]float64, len(cos))
+	for i := range pos {
+		pos[i] = float64(start + i)
+	}
+	return a.confirmAt(pos, f, cos, sin)
+}
+
+// confirmAt checks a's arithmetic with frequencies f against measured cos
+// and sin rows at the positions pos (row i at pos[i], one value per pair).
+func (a *Angles) confirmAt(pos, f []float64, cos, sin [][]float64) string {
 	for i := range cos {
 		for k := range cos[i] {
-			c, s := a.sinCos(float64(start+i), f[k])
+			c, s := a.sinCos(pos[i], f[k])
 			if math.Abs(c-cos[i][k]) > 1e-6*math.Max(1, math.Abs(c)) || math.Abs(s-sin[i][k]) > 1e-6*math.Max(1, math.Abs(s)) {
-				return fmt.Sprintf("at position %d pair %d the model gives (%.9g, %.9g), the arithmetic (%.9g, %.9g)", start+i, k, cos[i][k], sin[i][k], c, s)
+				return fmt.Sprintf("at position %g pair %d the model gives (%.9g, %.9g), the arithmetic (%.9g, %.9g)", pos[i], k, cos[i][k], sin[i][k], c, s)
 			}
 		}
 	}

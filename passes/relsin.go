@@ -26,6 +26,16 @@ type RelSinEvidence struct {
 	Sample [][]float64
 	// Blocks are the layers' position terms.
 	Blocks []RelSinBlock
+	// Distance names the 1-D value of distances (clamp included) the
+	// angles multiply by the frequencies; Pairs are the (sin, cos)
+	// columns of Table per frequency, in the order of Omega; Exact is the
+	// arithmetic of the table (distance times the frequencies the graph
+	// holds, sin and cos, in the graph's element types), confirmed on
+	// Sample at Distances. Nil when it could not be read (ExactWhy).
+	Distance string
+	Pairs    [][2]int
+	Exact    *Angles
+	ExactWhy string
 }
 
 // RelSinBlock is one layer's position term.
@@ -347,6 +357,14 @@ func (w *Work) relSinAt(b *Block, t scoreTerm) (*Finding, string) {
 			rev.Sample = rows
 		}
 	}
+	if angles != nil && table != nil && rev.Sample != nil {
+		rev.Exact, rev.Pairs, rev.ExactWhy = w.relSinExact(angles, table, rev)
+		if d := w.distanceOperand(angles); d != nil {
+			rev.Distance = w.name(d)
+		}
+	} else {
+		rev.ExactWhy = "no one value computes the sinusoid from its angles (a stored table, or sin and cos not joined)"
+	}
 	f := &Finding{Scheme: RelativeSinusoidal, Layers: []int{b.Index}, Params: params, Notes: notes, Evidence: rev}
 	f.Nodes = w.origNames(nodes)
 	return f, ""
@@ -426,4 +444,61 @@ func (w *Work) sinCosTable(cone []*graph.Node, sinN, cosN *graph.Node) *graph.Va
 		}
 	}
 	return nil
+}
+
+// relSinExact reads the exact arithmetic of a computed relative sinusoid:
+// which columns of the table hold the sin and the cos of every frequency
+// (by value, on the sample rows at their distances) and the product of
+// distances and frequencies the Sin and Cos read, confirmed on the
+// sample.
+func (w *Work) relSinExact(angles, table *graph.Value, ev *RelSinEvidence) (*Angles, [][2]int, string) {
+	rows, dist, omega := ev.Sample, ev.Distances, ev.Omega
+	if len(rows) != len(dist) || len(rows) == 0 || len(rows[0]) != 2*len(omega) {
+		return nil, nil, "the sample rows do not match the distances and frequencies"
+	}
+	pairs := make([][2]int, len(omega))
+	for k := range pairs {
+		pairs[k] = [2]int{-1, -1}
+	}
+	for c := range rows[0] {
+		for k, om := range omega {
+			isSin, isCos := true, true
+			for r := range rows {
+				t := dist[r] * om
+				isSin = isSin && math.Abs(rows[r][c]-math.Sin(t)) < 1e-4
+				isCos = isCos && math.Abs(rows[r][c]-math.Cos(t)) < 1e-4
+			}
+			if isSin && pairs[k][0] < 0 {
+				pairs[k][0] = c
+				break
+			}
+			if isCos && pairs[k][1] < 0 {
+				pairs[k][1] = c
+				break
+			}
+		}
+	}
+	for k, p := range pairs {
+		if p[0] < 0 || p[1] < 0 {
+			return nil, nil, fmt.Sprintf("no column of the table holds the sin or the cos of frequency %d", k)
+		}
+	}
+	a, why := w.exactAngles([]*graph.Value{table}, omega, w.ElemType(table))
+	if a == nil {
+		return nil, nil, why
+	}
+	if a.Program != nil {
+		return nil, nil, "the frequencies depend on the length"
+	}
+	cos, sin := make([][]float64, len(rows)), make([][]float64, len(rows))
+	for r, row := range rows {
+		for _, p := range pairs {
+			sin[r] = append(sin[r], row[p[0]])
+			cos[r] = append(cos[r], row[p[1]])
+		}
+	}
+	if why := a.confirmAt(dist, a.Freq, cos, sin); why != "" {
+		return nil, nil, why
+	}
+	return a, pairs, ""
 }

@@ -50,6 +50,9 @@ that compute what the model computes:
   alibi             ALiBiBias
   t5_relative_bias  T5Bucket, T5Bias
   relative_clipped  ShawRelativeIndex, ShawRelativeKeys, ShawRelativeValues
+  relative_sinusoidal
+                    RelSinRowCount, RelSinDistances, RelSinRows, RelSinTable
+                    (Transformer-XL, XLNet)
 
 The functions repeat the model's own arithmetic (the element types it
 computes in, rounding as it rounds); stored tables become data. A test
