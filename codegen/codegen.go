@@ -113,6 +113,7 @@ var emitters = map[string]emitter{
 	passes.T5RelativeBias:     emitT5,
 	passes.RelativeClipped:    emitShaw,
 	passes.RelativeSinusoidal: emitRelSin,
+	passes.Disentangled:       emitDisentangled,
 }
 
 // errSkip marks findings the generator leaves out (with a reason), as

@@ -24,6 +24,17 @@ type DisentangledEvidence struct {
 	Index, Relative string
 	// Blocks are the layers' terms.
 	Blocks []DisentangledBlock
+	// C2PIndex and P2CIndex name the clamped table indexes of the first
+	// layer's terms ("" for a term it lacks), RelativePositions the
+	// relative positions after the bucket function (the value the c2p
+	// index offsets by Span; "" when no one value holds them).
+	C2PIndex, P2CIndex, RelativePositions string
+	// LogRatio is the constant the bucket function divides the log of
+	// large distances by (log((max_relative_positions-1)/(buckets/2)) as
+	// the graph holds it) and LogRatioFrom the value holding it; "" when
+	// the positions are not bucketed or no constant of the graph holds it.
+	LogRatio     float64
+	LogRatioFrom string
 }
 
 // DisentangledBlock is one layer's position terms (original node names of
@@ -198,6 +209,19 @@ func (w *Work) disentangledAt(b *Block) (*Finding, string) {
 	if params.ScaleFactor == nil {
 		notes = append(notes, "scale_factor: the terms are not divided by sqrt(d·s) like the scores")
 	}
+	if c2p != nil {
+		ev.C2PIndex = w.name(c2p.Index)
+		if r := w.offsetOperand(rel); r != nil {
+			ev.RelativePositions = w.name(r)
+		}
+	}
+	if p2c != nil {
+		ev.P2CIndex = w.name(p2c.Index)
+	}
+	if params.PositionBuckets != nil && params.MaxRelativePositions != nil {
+		mid := *params.PositionBuckets / 2
+		ev.LogRatio, ev.LogRatioFrom = w.logRatio(w.cone(rel), math.Log(float64(*params.MaxRelativePositions-1)/float64(mid)))
+	}
 	blk := DisentangledBlock{Layer: b.Index}
 	nodes := []*graph.Node{clip}
 	for _, tm := range []*scoreTerm{c2p, p2c} {
@@ -251,6 +275,19 @@ func (w *Work) unclamped(idx *graph.Value) (*graph.Value, *graph.Node) {
 		}
 	}
 	return nil, nil
+}
+
+// offsetOperand is x of a value computed as x plus a constant (an Add
+// with one constant input, through Cast), or nil.
+func (w *Work) offsetOperand(v *graph.Value) *graph.Value {
+	n := v.Producer()
+	for steps := 0; steps < 4 && n != nil && n.OpType == "Cast"; steps++ {
+		n = n.Input(0).Producer()
+	}
+	if n == nil || n.OpType != "Add" || len(n.Inputs()) != 2 {
+		return nil
+	}
+	return w.nonConstInput(n)
 }
 
 // nonConstInput is the one input of a two-input node that is not a

@@ -53,6 +53,8 @@ that compute what the model computes:
   relative_sinusoidal
                     RelSinRowCount, RelSinDistances, RelSinRows, RelSinTable
                     (Transformer-XL, XLNet)
+  disentangled      DisentangledBucket, DisentangledRelativePositions,
+                    DisentangledC2PIndex, DisentangledP2CIndex (DeBERTa)
 
 The functions repeat the model's own arithmetic (the element types it
 computes in, rounding as it rounds); stored tables become data. A test
