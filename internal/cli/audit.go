@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +36,7 @@ type auditOptions struct {
 	Forbid   []string
 	MinPos   int
 	Parallel int
+	ctx      context.Context
 }
 
 // NewCmdAudit builds `onnxpe audit`.
@@ -78,8 +80,9 @@ fails). A violated policy prints the reason and exits 1.
   onnxpe audit model.onnx --require rope --max-positions-at-least 4096
   onnxpe audit model.onnx --trace`,
 		Args: cobra.MinimumNArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Models = args
+			opts.ctx = cmd.Context()
 			return auditRun(opts)
 		},
 	}
@@ -180,7 +183,7 @@ func auditRun(opts *auditOptions) error {
 		writeAuditTable(&buf, reports)
 	}
 	if opts.Output != "" {
-		if err := writeFileAtomic(opts.Output, buf.Bytes()); err != nil {
+		if err := commit(opts.ctx, opts.Output, func() error { return writeFileAtomic(opts.Output, buf.Bytes()) }); err != nil {
 			return badInput("%s: %v", opts.Output, err)
 		}
 	} else if _, err := opts.IO.Out.Write(buf.Bytes()); err != nil {

@@ -387,6 +387,11 @@ func TestVersionAndHelp(t *testing.T) {
 		if cmd.Example == "" {
 			t.Errorf("command %s has no example", cmd.Name())
 		}
+		for _, want := range []string{"Exit codes:", "\n  0  ", "\n  1  ", "\n  2  ", "\n  3  ", "\n  130  "} {
+			if !strings.Contains(cmd.Long, want) {
+				t.Errorf("onnxpe %s --help does not state the exit code %q", cmd.Name(), strings.TrimSpace(want))
+			}
+		}
 	}
 	code, out, _ = runCLI(t, "--help")
 	if code != 0 || !strings.Contains(out, "Exit codes") {

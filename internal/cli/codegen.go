@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -29,6 +30,7 @@ type codegenOptions struct {
 	Module       string
 	MaxPositions int
 	JSON         bool
+	ctx          context.Context
 }
 
 // NewCmdCodegen builds `onnxpe codegen`.
@@ -85,8 +87,9 @@ attention op) are listed and left out.
   onnxpe codegen model.onnx --lang c --package llama_pe -o c/
   onnxpe codegen model.onnx --lang go --package pe -o pe --json`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Model = args[0]
+			opts.ctx = cmd.Context()
 			return codegenRun(opts)
 		},
 	}
@@ -176,7 +179,7 @@ func codegenRun(opts *codegenOptions) error {
 	case err != nil:
 		return fmt.Errorf("%s: codegen: %w", opts.Model, err)
 	}
-	if err := writeDir(opts.Out, res.Files); err != nil {
+	if err := commit(opts.ctx, opts.Out, func() error { return writeDir(opts.Out, res.Files) }); err != nil {
 		return err
 	}
 	out := CodegenReport{Model: opts.Model, SHA256: sum, Lang: opts.Lang, Package: opts.Package, Dir: opts.Out,

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ type convertOptions struct {
 	Location  string
 	InPlace   bool
 	JSON      bool
+	ctx       context.Context
 }
 
 // ConvertReport is the JSON form of `onnxpe convert`.
@@ -55,8 +57,9 @@ unless --in-place is given.
   onnxpe convert model.onnx -o out/model.onnx --external-data --threshold 4096
   onnxpe convert split.onnx -o whole.onnx --inline`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.In = args[0]
+			opts.ctx = cmd.Context()
 			return convertRun(opts)
 		},
 	}
@@ -126,7 +129,8 @@ func convertRun(opts *convertOptions) error {
 	case opts.Inline:
 		so.External = graph.InlineAll
 	}
-	if err := m.Save(opts.Out, so); err != nil {
+	so.Context = ctxOr(opts.ctx)
+	if err := commit(opts.ctx, opts.Out, func() error { return m.Save(opts.Out, so) }); err != nil {
 		return badInput("%s: %v", opts.Out, err)
 	}
 	fi, err := os.Stat(opts.Out)

@@ -19,7 +19,13 @@ const exitCodesHelp = `Exit codes:
   1  a check failed (verify found a difference, a policy was violated)
   2  usage error, or an input that cannot be read (missing, truncated,
      corrupt or unsafe file); nothing was written
-  3  internal error (a bug: please report it)`
+  3  internal error (a bug: please report it)
+` + exitInterruptedHelp
+
+// exitInterruptedHelp is the line of every command's exit codes about
+// SIGINT and SIGTERM.
+const exitInterruptedHelp = `  130  interrupted (SIGINT, SIGTERM): a write in progress is undone,
+       nothing is left half-written`
 
 // inputError marks errors about what the user gave us: exit 2.
 type inputError struct{ err error }

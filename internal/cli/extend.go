@@ -106,7 +106,8 @@ Exit codes:
   2  usage error, unreadable input, a request the model does not allow
      (N not above its maximum, a method that does not fit its encoding, a
      factor of 1 or less, a scaling rule already there)
-  3  internal error (a bug: please report it)`,
+  3  internal error (a bug: please report it)
+` + exitInterruptedHelp,
 		Example: `  onnxpe extend llama.onnx -o llama_8k.onnx --to 8192 --method yarn --original-max-positions 2048
   onnxpe extend llama.onnx -o llama_8k.onnx --to 8192 --method llama3 --original-max-positions 2048 --high-freq-factor 4
   onnxpe extend llama31.onnx -o out.onnx --to 262144 --method yarn --replace-scaling replace
@@ -222,11 +223,12 @@ func extendRun(opts *extendOptions) error {
 		}
 		return &checkFailed{msg: rep.Summary}
 	}
-	if rep.Changed {
-		err = saveRewritten(m, x.M, opts.Out)
-	} else {
-		err = m.Save(opts.Out, graph.SaveOptions{})
-	}
+	err = commit(ctx, opts.Out, func() error {
+		if rep.Changed {
+			return saveRewritten(ctx, m, x.M, opts.Out)
+		}
+		return m.Save(opts.Out, graph.SaveOptions{Context: ctx})
+	})
 	if err != nil {
 		return badInput("%s: %v", opts.Out, err)
 	}

@@ -109,7 +109,8 @@ Exit codes:
   0  rewritten and proven equal (or nothing to rewrite)
   1  the rewritten model is not equal to IN: nothing was written
   2  usage error, unreadable input, a model verify cannot run
-  3  internal error (a bug: please report it)`,
+  3  internal error (a bug: please report it)
+` + exitInterruptedHelp,
 		Example: `  onnxpe rewrite model.onnx -o model_pe.onnx
   onnxpe rewrite model.onnx -o model_pe.onnx --rope-op onnx --max-positions 8192
   onnxpe rewrite model.onnx -o model_pe.onnx --passes rope,alibi --json
@@ -264,12 +265,12 @@ func rewriteRun(opts *rewriteOptions) error {
 	switch {
 	case opts.DryRun:
 	case !rep.Changed:
-		if err := m.Save(opts.Out, graph.SaveOptions{}); err != nil {
+		if err := commit(ctx, opts.Out, func() error { return m.Save(opts.Out, graph.SaveOptions{Context: ctx}) }); err != nil {
 			return badInput("%s: %v", opts.Out, err)
 		}
 		rep.Written = true
 	default:
-		if err := saveRewritten(m, rw.M, opts.Out); err != nil {
+		if err := commit(ctx, opts.Out, func() error { return saveRewritten(ctx, m, rw.M, opts.Out) }); err != nil {
 			return badInput("%s: %v", opts.Out, err)
 		}
 		rep.Written = true
@@ -323,7 +324,7 @@ func checkModelOutput(out, in string, orig *graph.Model) error {
 // saveRewritten writes the rewritten model atomically. When the original
 // keeps tensors in side files, the output does too (its own OUT.data),
 // new tables included.
-func saveRewritten(orig, m *graph.Model, out string) error {
+func saveRewritten(ctx context.Context, orig, m *graph.Model, out string) error {
 	smallest := int64(-1)
 	orig.Graph.Walk(func(*graph.Node) {})
 	for _, v := range orig.Graph.Initializers {
@@ -334,9 +335,9 @@ func saveRewritten(orig, m *graph.Model, out string) error {
 		}
 	}
 	if smallest < 0 {
-		return m.Save(out, graph.SaveOptions{})
+		return m.Save(out, graph.SaveOptions{Context: ctx})
 	}
-	return m.Save(out, graph.SaveOptions{External: graph.ExternalizeLarge, Threshold: max(smallest, 1), Location: filepath.Base(out) + ".data"})
+	return m.Save(out, graph.SaveOptions{External: graph.ExternalizeLarge, Threshold: max(smallest, 1), Location: filepath.Base(out) + ".data", Context: ctx})
 }
 
 func printRewrite(opts *rewriteOptions, rep *rewriteReport) error {

@@ -7,9 +7,12 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 )
@@ -92,17 +95,42 @@ func wrapArgs(c *cobra.Command) {
 	}
 }
 
-// Main runs the command line and returns the exit code.
-func Main() int { return run(System(), os.Args[1:]) }
+// Main runs the command line and returns the exit code. SIGINT and
+// SIGTERM stop the command: a write in progress is finished or undone
+// first, and the exit code is ExitInterrupted.
+func Main() int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ctx, guard := withGuard(ctx)
+	ios := System()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		guard.why = signalName(s)
+		cancel()
+		os.Exit(guard.interrupted(ios.ErrOut))
+	}()
+	return runContext(ctx, guard, ios, os.Args[1:])
+}
 
 // Run runs the command line with args on the given streams and returns the
 // exit code (what tests of other packages use to run onnxpe).
 func Run(ios *IOStreams, args []string) int { return run(ios, args) }
 
 func run(ios *IOStreams, args []string) int {
+	ctx, guard := withGuard(context.Background())
+	return runContext(ctx, guard, ios, args)
+}
+
+func runContext(ctx context.Context, guard *writeGuard, ios *IOStreams, args []string) int {
 	root := NewRootCmd(ios)
 	root.SetArgs(args)
-	err := root.Execute()
+	err := root.ExecuteContext(ctx)
+	if ctx.Err() != nil {
+		// Interrupted: the command stopped (or finished) meanwhile.
+		return guard.interrupted(ios.ErrOut)
+	}
 	if err != nil {
 		msg := err.Error()
 		if strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "unknown flag") || strings.HasPrefix(msg, "unknown shorthand") {

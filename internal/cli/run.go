@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -21,6 +22,7 @@ type runOptions struct {
 	Outputs    string
 	JSON       bool
 	Accumulate string
+	ctx        context.Context
 }
 
 // NewCmdRun builds `onnxpe run`.
@@ -45,8 +47,9 @@ reductions, matrix products and normalisations: a reference-grade mode.
   onnxpe run model.onnx --inputs feeds.npz --outputs out/ --json
   onnxpe run model.onnx --inputs feeds.npz --accumulate float64`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Model = args[0]
+			opts.ctx = cmd.Context()
 			return runRun(opts)
 		},
 	}
@@ -146,7 +149,7 @@ func runRun(opts *runOptions) error {
 		r.Outputs = append(r.Outputs, statsOf(v.Name, outs[v.Name]))
 	}
 	if opts.Outputs != "" {
-		if err := writeOutputs(opts.Outputs, m.Graph.Outputs, outs); err != nil {
+		if err := commit(opts.ctx, opts.Outputs, func() error { return writeOutputs(opts.Outputs, m.Graph.Outputs, outs) }); err != nil {
 			return badInput("%s: %v", opts.Outputs, err)
 		}
 		r.Written = opts.Outputs

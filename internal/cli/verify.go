@@ -110,7 +110,8 @@ Exit codes:
   1  an output differs (precision: a value exceeds the bound)
   2  usage error, unreadable input, or a pair that cannot be compared:
      different input names or types, a model that cannot run
-  3  internal error (a bug: please report it)`,
+  3  internal error (a bug: please report it)
+` + exitInterruptedHelp,
 		Example: `  onnxpe verify model.onnx model_rewritten.onnx
   onnxpe verify model.onnx ort_optimized.onnx --json --junit verify.xml
   onnxpe verify model.onnx --against test_data_set_0
@@ -263,7 +264,7 @@ func verifyRun(opts *verifyOptions) error {
 		if err := rep.WriteJUnit(&buf); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(opts.JUnit, buf.Bytes()); err != nil {
+		if err := commit(ctx, opts.JUnit, func() error { return writeFileAtomic(opts.JUnit, buf.Bytes()) }); err != nil {
 			return badInput("%s: %v", opts.JUnit, err)
 		}
 	}

@@ -24,6 +24,7 @@ func NewCmdVersion(ios *IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "version",
 		Short:   "Print the version of onnxpe",
+		Long:    "Version prints onnxpe's version, the commit it was built from and the Go version.\n\n" + exitCodesHelp,
 		Example: "  onnxpe version\n  onnxpe version --json",
 		Args:    cobra.NoArgs,
 		RunE:    func(*cobra.Command, []string) error { return versionRun(opts) },
