@@ -54,7 +54,7 @@ unless --in-place is given.
 
 ` + exitCodesHelp,
 		Example: `  onnxpe convert model.onnx -o copy.onnx
-  onnxpe convert model.onnx -o out/model.onnx --external-data --threshold 4096
+  onnxpe convert model.onnx -o model_ext.onnx --external-data --threshold 4096
   onnxpe convert split.onnx -o whole.onnx --inline`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

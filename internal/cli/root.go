@@ -21,23 +21,45 @@ import (
 func NewRootCmd(ios *IOStreams) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "onnxpe <command>",
-		Short: "Audit, rewrite and verify the positional encodings of ONNX models",
-		Long: `onnxpe is a tool for the positional encodings of ONNX models (sinusoidal,
-learned, RoPE and its variants, ALiBi, T5 relative bias, Shaw relative
-embeddings, NoPE). It inspects models, converts their storage without
-losing a byte, runs them with its own reference kernels, and verifies that
-two models compute the same outputs on inputs that exercise positions;
-auditing, rewriting and code generation (the model's exact encoding as Go
-or C source with its own tests) are built on these.
+		Short: "Audit, rewrite, extend, verify and generate code for the positional encodings of ONNX models",
+		Long: `onnxpe works on the positional encodings of ONNX models: sinusoidal and
+learned absolute tables; RoPE (half-split, interleaved, partial, with its
+scaling rules; multimodal M-RoPE of Qwen2-VL; 2-D RoPE over a ViT's patch
+grid); ALiBi; T5's bucketed relative bias; Shaw's clipped relative
+embeddings; Transformer-XL's and XLNet's relative sinusoids; DeBERTa's
+disentangled attention; complex-order word embeddings; FLOATER's
+integrated positions; and none at all (NoPE).
+
+  audit    which scheme, in which attention layers, with which parameters,
+           read from the graph alone: a table, JSON, markdown, or an HTML
+           report with plots; policies for CI (--require, --forbid)
+  rewrite  computed encodings become precomputed constants, RoPE becomes
+           fused RotaryEmbedding nodes, ALiBi and T5 bias are folded or
+           fused; the result is proven equal to the model before it is
+           written
+  extend   a longer context: RoPE scaling rules (linear, NTK, dynamic NTK,
+           YaRN, Llama 3), learned tables extended, tables and bias
+           constants continued; checked before writing
+  codegen  the model's exact encoding as standalone Go or C source, with
+           tests whose golden vectors onnxpe computed on the model
+  verify   whether two models compute the same outputs on inputs that
+           exercise positions (large positions, KV caches, padding), in
+           onnxpe's kernels and ONNX Runtime; --precision audits cos/sin
+           values in half precision
+  inspect  what a model file holds (opsets, inputs, nodes, weights)
+  convert  re-save a model losslessly, moving weights to or from a side file
+  run      run a model with onnxpe's own reference kernels
 
 ` + exitCodesHelp,
 		Example: `  onnxpe audit model.onnx
-  onnxpe inspect model.onnx
+  onnxpe audit model.onnx --format html -o audit.html
+  onnxpe rewrite model.onnx -o model_pe.onnx
+  onnxpe extend llama.onnx -o llama_8k.onnx --to 8192 --method yarn --original-max-positions 2048
+  onnxpe codegen model.onnx --lang go --package pe -o pe
+  onnxpe verify model.onnx model_pe.onnx
   onnxpe inspect model.onnx --json
   onnxpe convert big.onnx -o small.onnx --external-data
-  onnxpe run model.onnx --inputs test_data_set_0
-  onnxpe verify model.onnx rewritten.onnx
-  onnxpe codegen model.onnx --lang go --package pe -o pe`,
+  onnxpe run model.onnx --inputs test_data_set_0`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,15 +43,25 @@ type verifyOptions struct {
 	ctx          context.Context
 }
 
-const verifyToleranceHelp = `Tolerance: an element b of B passes when |a - b| <= atol + rtol*|a|, a
+// verifyToleranceHelp is the tolerance policy, with verify's defaults.
+var verifyToleranceHelp = fmt.Sprintf(`Tolerance: an element b of B passes when |a - b| <= atol + rtol*|a|, a
 being A's (or the reference's) element; NaN only equals NaN, an infinity
 only the same infinity; integer and bool outputs must be equal. Defaults
 per element type:
-  float32, float64  rtol 1e-5  atol 1e-5
-  float16           rtol 4e-3  atol 4e-3
-  bfloat16          rtol 3e-2  atol 3e-2
---rtol and --atol replace that part for every float type. The report also
-gives the largest distance in units in the last place (ULP) of the type.`
+  float32, float64  rtol %-5s atol %s
+  float16           rtol %-5s atol %s
+  bfloat16          rtol %-5s atol %s
+One model in two runtimes (--runtime both: A go / A ort) is compared at
+twice these. --rtol and --atol replace that part for every float type. The
+report also gives the largest distance in units in the last place (ULP) of
+the type.`, sci(verify.DefaultFloat32.Rtol), sci(verify.DefaultFloat32.Atol), sci(verify.DefaultFloat16.Rtol), sci(verify.DefaultFloat16.Atol),
+	sci(verify.DefaultBFloat16.Rtol), sci(verify.DefaultBFloat16.Atol))
+
+// sci prints a tolerance as 1e-5, 4e-3.
+func sci(x float64) string {
+	s := strconv.FormatFloat(x, 'e', -1, 64)
+	return strings.Replace(strings.Replace(s, "e-0", "e-", 1), "e+00", "", 1)
+}
 
 // NewCmdVerify builds `onnxpe verify`.
 func NewCmdVerify(ios *IOStreams) *cobra.Command {

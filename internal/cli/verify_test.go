@@ -303,6 +303,21 @@ func TestVerifyHelpDocumentsPolicy(t *testing.T) {
 			t.Errorf("help lacks %q", want)
 		}
 	}
+	// The defaults printed are verify's.
+	for _, c := range []struct {
+		row string
+		tol verify.Tolerance
+	}{
+		{"float32, float64  ", verify.DefaultFloat32},
+		{"float16           ", verify.DefaultFloat16},
+		{"bfloat16          ", verify.DefaultBFloat16},
+	} {
+		_, rest, _ := strings.Cut(out, "\n  "+c.row)
+		line, _, _ := strings.Cut(rest, "\n")
+		if f := strings.Fields(line); len(f) != 4 || f[1] != sci(c.tol.Rtol) || f[3] != sci(c.tol.Atol) {
+			t.Errorf("verify --help: %q, want rtol %s atol %s", c.row+line, sci(c.tol.Rtol), sci(c.tol.Atol))
+		}
+	}
 }
 
 // TestVerifyProgressOnATerminal draws the progress line on a terminal
