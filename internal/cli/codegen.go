@@ -210,10 +210,34 @@ func printCodegen(w io.Writer, r *CodegenReport) {
 	for _, f := range r.Files {
 		fmt.Fprintf(w, "  %s (%d bytes)\n", filepath.Join(r.Dir, f.Name), f.Bytes)
 	}
-	if r.Lang == "go" {
+	switch {
+	case r.Lang == "go" && inGoModule(r.Dir):
 		fmt.Fprintf(w, "test it: (cd %s && go test)\n", r.Dir)
-	} else {
+	case r.Lang == "go":
+		// Outside a module `go test` refuses to run: make DIR one (or give
+		// --module).
+		fmt.Fprintf(w, "test it: (cd %s && go mod init %s && go test)\n", r.Dir, r.Package)
+	default:
 		fmt.Fprintf(w, "test it: (cd %s && cc -std=c99 -o %s_test %s_test.c -lm && ./%s_test)\n", r.Dir, r.Package, r.Package, r.Package)
+	}
+}
+
+// inGoModule says whether dir is inside a Go module (a go.mod in it or
+// above it).
+func inGoModule(dir string) bool {
+	d, err := filepath.Abs(dir)
+	if err != nil {
+		return false
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return true
+		}
+		up := filepath.Dir(d)
+		if up == d {
+			return false
+		}
+		d = up
 	}
 }
 

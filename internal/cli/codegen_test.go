@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -63,6 +64,32 @@ func TestCodegenWritesAPackage(t *testing.T) {
 	}
 	if got := listDir(t, out); !slices.Equal(got, []string{"mine.c", "pe.h", "pe_test.c"}) {
 		t.Fatalf("the refused run changed the folder: %v", got)
+	}
+}
+
+// TestCodegenTestItRuns runs the command codegen prints to test what it
+// wrote, in a folder outside any Go module (go test refuses to run there
+// without a go.mod) and with --module.
+func TestCodegenTestItRuns(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Fatalf("no go command: %v", err)
+	}
+	for _, extra := range [][]string{nil, {"--module", "example.com/pe"}} {
+		out := filepath.Join(t.TempDir(), "pe")
+		code, stdout, errOut := runCLI(t, append([]string{"codegen", corpusModel("alibi_mpt"), "--lang", "go", "--package", "pe", "-o", out}, extra...)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		_, hint, ok := strings.Cut(stdout, "test it: ")
+		if !ok {
+			t.Fatalf("%v: no test command in\n%s", extra, stdout)
+		}
+		hint = strings.TrimSpace(hint)
+		cmd := exec.Command("sh", "-c", hint)
+		cmd.Env = append(os.Environ(), "GOWORK=off")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s: %v\n%s", extra, hint, err, b)
+		}
 	}
 }
 
