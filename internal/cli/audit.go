@@ -25,18 +25,21 @@ import (
 )
 
 type auditOptions struct {
-	IO       *IOStreams
-	Models   []string
-	Name     string
-	Format   string
-	JSON     bool
-	Output   string
-	Trace    bool
-	Require  []string
-	Forbid   []string
-	MinPos   int
-	Parallel int
-	ctx      context.Context
+	IO     *IOStreams
+	Models []string
+	Name   string
+	Format string
+	JSON   bool
+	// formatSet says --format was given (it does not go with --json
+	// unless it says json).
+	formatSet bool
+	Output    string
+	Trace     bool
+	Require   []string
+	Forbid    []string
+	MinPos    int
+	Parallel  int
+	ctx       context.Context
 }
 
 // NewCmdAudit builds `onnxpe audit`.
@@ -83,6 +86,7 @@ fails). A violated policy prints the reason and exits 1.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Models = args
 			opts.ctx = cmd.Context()
+			opts.formatSet = cmd.Flags().Changed("format")
 			return auditRun(opts)
 		},
 	}
@@ -114,6 +118,9 @@ type auditResult struct {
 
 func auditRun(opts *auditOptions) error {
 	if opts.JSON {
+		if opts.formatSet && opts.Format != "json" {
+			return badInput("audit: --json is --format json; it does not go with --format %s", opts.Format)
+		}
 		opts.Format = "json"
 	}
 	switch opts.Format {

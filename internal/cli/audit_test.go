@@ -104,9 +104,12 @@ func TestAuditBadModelExits2(t *testing.T) {
 	os.WriteFile(bad, []byte("not a model"), 0o644)
 	out := filepath.Join(dir, "out.json")
 	code, stdout, errOut := runCLI(t, "audit", corpusModel("rope_llama"), bad, "--json", "-o", out)
-	if code != 2 || stdout != "" || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, "bad.onnx") {
+	if code != 2 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, "bad.onnx") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, errOut)
 	}
+	// With -o the report goes to the file; the error object of --json to
+	// standard output.
+	checkErrorJSON(t, compileSchema(t, "error.schema.json", ErrorSchema), []string{"audit"}, code, stdout, errOut)
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Error("a failed audit wrote its output file")
 	}

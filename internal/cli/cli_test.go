@@ -148,14 +148,52 @@ func snapshot(t *testing.T, dir string) map[string]string {
 // TestBadInputExits2WithOneLine runs every command on inputs it cannot
 // read, outputs it cannot or must not write and bad flag values: each
 // exits 2 with one line on stderr naming the problem, prints nothing on
-// stdout, writes nothing (no output, no temporary file) and leaves its
-// inputs as they were.
+// stdout (the error object when it asked for JSON), writes nothing (no
+// output, no temporary file) and leaves its inputs as they were.
 func TestBadInputExits2WithOneLine(t *testing.T) {
 	b := newBadInputs(t)
-	type badCase struct {
-		args []string
-		want string
+	cases := badInputCases(t, b)
+	errSchema := compileSchema(t, "error.schema.json", ErrorSchema)
+	for _, c := range cases {
+		before := snapshot(t, b.dir)
+		code, out, errOut := runCLI(t, c.args...)
+		if code != ExitBadInput {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", c.args, code, errOut)
+		}
+		if strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, c.want) || !strings.HasPrefix(errOut, "onnxpe: ") {
+			t.Errorf("%v: stderr %q, want one line mentioning %q", c.args, errOut, c.want)
+		}
+		switch {
+		case jsonInArgs(c.args):
+			// Asked for JSON: the error object (TestBadInputWithJSON).
+			checkErrorJSON(t, errSchema, c.args, code, out, errOut)
+		case out != "":
+			t.Errorf("%v: wrote to stdout: %q", c.args, out)
+		}
+		if got := listDir(t, b.out); len(got) != 0 {
+			t.Errorf("%v: left %v in the output folder", c.args, got)
+			for _, n := range got {
+				os.RemoveAll(filepath.Join(b.out, n))
+			}
+		}
+		if after := snapshot(t, b.dir); !maps.Equal(before, after) {
+			t.Errorf("%v: changed the inputs' folder:\n%v\n%v", c.args, before, after)
+		}
 	}
+	t.Logf("%d bad inputs", len(cases))
+}
+
+// badCase is a command line that must exit 2 with one line on stderr
+// mentioning want.
+type badCase struct {
+	args []string
+	want string
+}
+
+// badInputCases are the command lines of TestBadInputExits2WithOneLine:
+// every command on inputs it cannot read, outputs it cannot or must not
+// write, and bad flag values.
+func badInputCases(t *testing.T, b *badInputs) []badCase {
 	var cases []badCase
 	add := func(want string, args ...string) { cases = append(cases, badCase{args, want}) }
 	o := func(name string) string { return filepath.Join(b.out, name) }
@@ -225,6 +263,7 @@ func TestBadInputExits2WithOneLine(t *testing.T) {
 	cg := []string{"codegen", g, "--lang", "go", "--package", "pe", "-o", o("pe")}
 	for _, c := range []badCase{
 		{[]string{"audit", g, "--format", "pdf"}, "--format"},
+		{[]string{"audit", g, "--format", "markdown", "--json"}, "--json"},
 		{[]string{"audit", g, "--require", "rotary"}, "rotary"},
 		{[]string{"audit", g, "--forbid", "alibi,magic"}, "magic"},
 		{[]string{"audit", g, "--max-positions-at-least", "-1"}, "--max-positions-at-least"},
@@ -302,30 +341,7 @@ func TestBadInputExits2WithOneLine(t *testing.T) {
 	} {
 		cases = append(cases, c)
 	}
-
-	for _, c := range cases {
-		before := snapshot(t, b.dir)
-		code, out, errOut := runCLI(t, c.args...)
-		if code != ExitBadInput {
-			t.Errorf("%v: exit %d, want 2 (stderr %q)", c.args, code, errOut)
-		}
-		if strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, c.want) || !strings.HasPrefix(errOut, "onnxpe: ") {
-			t.Errorf("%v: stderr %q, want one line mentioning %q", c.args, errOut, c.want)
-		}
-		if out != "" {
-			t.Errorf("%v: wrote to stdout: %q", c.args, out)
-		}
-		if got := listDir(t, b.out); len(got) != 0 {
-			t.Errorf("%v: left %v in the output folder", c.args, got)
-			for _, n := range got {
-				os.RemoveAll(filepath.Join(b.out, n))
-			}
-		}
-		if after := snapshot(t, b.dir); !maps.Equal(before, after) {
-			t.Errorf("%v: changed the inputs' folder:\n%v\n%v", c.args, before, after)
-		}
-	}
-	t.Logf("%d bad inputs", len(cases))
+	return cases
 }
 
 func TestConvertRoundTripAndStorage(t *testing.T) {

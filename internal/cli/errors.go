@@ -23,9 +23,15 @@ const exitCodesHelp = `Exit codes:
 ` + exitInterruptedHelp
 
 // exitInterruptedHelp is the line of every command's exit codes about
-// SIGINT and SIGTERM.
+// SIGINT and SIGTERM, and what --json prints when a command fails.
 const exitInterruptedHelp = `  130  interrupted (SIGINT, SIGTERM): a write in progress is undone,
-       nothing is left half-written`
+       nothing is left half-written
+
+Errors are one line on standard error. With --json, standard output holds
+one JSON document whatever the exit code: the command's report, or, when
+the command fails before it has one, {"error": {"command", "exit_code",
+"kind", "message"}} (kind check_failed, bad_input, internal or
+interrupted; the message is the line on standard error).`
 
 // inputError marks errors about what the user gave us: exit 2.
 type inputError struct{ err error }

@@ -27,6 +27,9 @@ type writeGuard struct {
 	code    int
 	// why names the signal (set by the handler before it cancels).
 	why string
+	// stopped, when set, is told the exit code and the message (without
+	// "onnxpe: ") of an interrupt: with --json it prints the error object.
+	stopped func(code int, msg string)
 }
 
 type guardKey struct{}
@@ -35,6 +38,13 @@ type guardKey struct{}
 func withGuard(ctx context.Context) (context.Context, *writeGuard) {
 	g := &writeGuard{}
 	return context.WithValue(ctx, guardKey{}, g), g
+}
+
+// onStop sets what an interrupt tells (see writeGuard.stopped).
+func (g *writeGuard) onStop(f func(code int, msg string)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.stopped = f
 }
 
 // commit runs write, which writes out, unless ctx is done (the command was
@@ -70,12 +80,15 @@ func (g *writeGuard) interrupted(w io.Writer) int {
 	g.once.Do(func() {
 		why := cmp.Or(g.why, "SIGINT")
 		g.mu.Lock() // never unlocked: the process ends
-		msg := "onnxpe: interrupted (" + why + "); nothing written"
+		msg := "interrupted (" + why + "); nothing written"
 		if len(g.written) > 0 {
-			msg = "onnxpe: interrupted (" + why + "); " + strings.Join(g.written, ", ") + " had been written completely before"
+			msg = "interrupted (" + why + "); " + strings.Join(g.written, ", ") + " had been written completely before"
 		}
-		fmt.Fprintln(w, msg)
+		fmt.Fprintln(w, "onnxpe: "+msg)
 		g.code = ExitInterrupted
+		if g.stopped != nil {
+			g.stopped(g.code, msg)
+		}
 	})
 	return g.code
 }

@@ -118,9 +118,9 @@ func TestInterruptDuringAWrite(t *testing.T) {
 	}
 }
 
-// TestInterruptDuringVerify sends SIGINT to onnxpe verify --junit while it
-// compares (a 4096-token sweep set): it exits 130 with one line and
-// writes no report.
+// TestInterruptDuringVerify sends SIGTERM to onnxpe verify --junit --json
+// while it compares (a 4096-token sweep set): it exits 130 with one line,
+// writes no report, and standard output holds the error object saying so.
 func TestInterruptDuringVerify(t *testing.T) {
 	model := corpusModel("rope_llama")
 	out := t.TempDir()
@@ -130,8 +130,12 @@ func TestInterruptDuringVerify(t *testing.T) {
 		t.Fatalf("signal: %v (verify was over: stderr %q)", err, stderr)
 	}
 	code := exitOf(t, cmd)
-	if code != ExitInterrupted || stderr.String() != "onnxpe: interrupted (SIGTERM); nothing written\n" || stdout.Len() != 0 {
+	if code != ExitInterrupted || stderr.String() != "onnxpe: interrupted (SIGTERM); nothing written\n" {
 		t.Fatalf("exit %d, stderr %q, stdout %q; want 130, one line and no report", code, stderr, stdout)
+	}
+	checkErrorJSON(t, compileSchema(t, "error.schema.json", ErrorSchema), []string{"verify"}, code, stdout.String(), stderr.String())
+	if !strings.Contains(stdout.String(), `"kind": "interrupted"`) {
+		t.Errorf("stdout %q: want the error object of an interrupt", stdout)
 	}
 	if left := listDir(t, out); len(left) != 0 {
 		t.Fatalf("left %v", left)

@@ -146,7 +146,15 @@ func run(ios *IOStreams, args []string) int {
 }
 
 func runContext(ctx context.Context, guard *writeGuard, ios *IOStreams, args []string) int {
-	root := NewRootCmd(ios)
+	// Commands write to out, which knows whether they wrote anything and
+	// whether they print JSON: a command given --json that fails before
+	// printing its report prints the error object instead.
+	out := newStdout(ios.Out)
+	cios := *ios
+	cios.Out = out
+	root := NewRootCmd(&cios)
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { out.parsed(cmd) }
+	guard.onStop(func(code int, msg string) { out.fail(root, args, code, msg) })
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if ctx.Err() != nil {
@@ -163,6 +171,7 @@ func runContext(ctx context.Context, guard *writeGuard, ios *IOStreams, args []s
 			prefix += "internal error: "
 		}
 		fmt.Fprintln(ios.ErrOut, prefix+oneLine(msg))
+		out.fail(root, args, exitCode(err), oneLine(msg))
 	}
 	return exitCode(err)
 }

@@ -1,0 +1,218 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/passes"
+)
+
+// compileSchema compiles one of the JSON Schemas the command line
+// promises.
+func compileSchema(t *testing.T, name string, doc []byte) *jsonschema.Schema {
+	t.Helper()
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource(name, v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	s, err := c.Compile(name)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return s
+}
+
+// oneJSON decodes out, which must hold exactly one JSON value.
+func oneJSON(out string) (any, error) {
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.UseNumber()
+	v, err := jsonschema.UnmarshalJSON(strings.NewReader(out))
+	if err != nil {
+		return nil, err
+	}
+	var first any
+	if err := dec.Decode(&first); err != nil {
+		return nil, err
+	}
+	var more any
+	if err := dec.Decode(&more); err != io.EOF {
+		return nil, io.ErrUnexpectedEOF // a second document or trailing garbage
+	}
+	return v, nil
+}
+
+// checkErrorJSON checks the error object a command given --json prints
+// when it fails: valid against error.schema.json, with the exit code, the
+// command's name and the message of the line on stderr.
+func checkErrorJSON(t *testing.T, s *jsonschema.Schema, args []string, code int, out, errOut string) {
+	t.Helper()
+	v, err := oneJSON(out)
+	if err != nil {
+		t.Errorf("%v: exit %d, stdout is not one JSON document (%v): %q", args, code, err, out)
+		return
+	}
+	if err := s.Validate(v); err != nil {
+		t.Errorf("%v: the error object does not follow error.schema.json: %v\n%s", args, err, out)
+		return
+	}
+	var r errorReport
+	json.Unmarshal([]byte(out), &r)
+	line := strings.TrimSuffix(errOut, "\n")
+	line = strings.TrimPrefix(strings.TrimPrefix(line, "onnxpe: "), "internal error: ")
+	if r.Error.ExitCode != code || r.Error.Message != line {
+		t.Errorf("%v: exit %d, stderr %q; the error object says exit %d, %q", args, code, errOut, r.Error.ExitCode, r.Error.Message)
+	}
+	if cmd, _, err := NewRootCmd(&IOStreams{}).Find(args); err == nil && cmd.Parent() != nil && r.Error.Command != cmd.Name() {
+		t.Errorf("%v: the error object names the command %q", args, r.Error.Command)
+	}
+}
+
+// TestJSONOnEveryOutcome runs every command that takes --json on success
+// and on failures (exit 1) with --json: standard output holds exactly one
+// JSON document, the command's report (the audit's valid against
+// passes/report.schema.json) or, when the command failed before it had
+// one, the error object of error.schema.json. Every command with a --json
+// flag has a successful case here.
+func TestJSONOnEveryOutcome(t *testing.T) {
+	reportSchema := compileSchema(t, "report.schema.json", passes.ReportSchema)
+	errorSchema := compileSchema(t, "error.schema.json", ErrorSchema)
+	dir := t.TempDir()
+	o := func(name string) string { return filepath.Join(dir, name) }
+	g := corpusModel("rope_llama")
+	data := corpusFile("rope_llama", "test_data_set_0")
+	// A copy of GPT-2 whose last position's row differs: verify finds it.
+	differs := saveEdited(t, "learned_gpt2", func(m *graph.Model) {
+		for _, v := range m.Graph.Initializers {
+			if v.Name == "wpe.weight" {
+				d, _ := v.Const.Data()
+				w := append([]float32(nil), d.([]float32)...)
+				w[63*32+5] += 0.01
+				v.Const, _ = graph.NewTensor(v.Name, graph.Float, v.Const.Dims(), w)
+				return
+			}
+		}
+		t.Fatal("no wpe.weight")
+	})
+	const (
+		report  = "report" // passes/report.schema.json: one report, or an array of them
+		errObj  = "error"  // error.schema.json
+		anyJSON = "object" // one JSON object (the command's report; no schema published)
+	)
+	cases := []struct {
+		args []string
+		code int
+		kind string
+	}{
+		{[]string{"audit", g, "--json"}, 0, report},
+		{[]string{"audit", g, "--format", "json"}, 0, report},
+		{[]string{"audit", g, corpusModel("nope_causal"), "--json"}, 0, report},
+		{[]string{"audit", g, "--json", "--forbid", "rope"}, 1, report},
+		{[]string{"inspect", g, "--json"}, 0, anyJSON},
+		{[]string{"convert", g, "-o", o("c.onnx"), "--json"}, 0, anyJSON},
+		{[]string{"rewrite", g, "-o", o("r.onnx"), "--json"}, 0, anyJSON},
+		{[]string{"extend", g, "-o", o("e.onnx"), "--to", "128", "--method", "linear", "--original-max-positions", "32", "--json"}, 0, anyJSON},
+		{[]string{"codegen", g, "--lang", "go", "--package", "pe", "-o", o("pe"), "--json"}, 0, anyJSON},
+		{[]string{"codegen", corpusModel("nope_causal"), "--lang", "go", "--package", "pe", "-o", o("nope"), "--json"}, 1, errObj},
+		{[]string{"verify", g, g, "--json"}, 0, anyJSON},
+		{[]string{"verify", corpusModel("learned_gpt2"), differs, "--json"}, 1, anyJSON},
+		{[]string{"verify", "--precision", g, "--json", "--bound", "1e-3"}, 0, anyJSON},
+		{[]string{"verify", "--precision", g, "--json"}, 1, anyJSON},
+		{[]string{"run", g, "--inputs", data, "--json"}, 0, anyJSON},
+		{[]string{"version", "--json"}, 0, anyJSON},
+	}
+	covered := map[string]bool{}
+	for _, c := range cases {
+		code, out, errOut := runCLI(t, c.args...)
+		if code != c.code {
+			t.Errorf("%v: exit %d, want %d (stderr %q)", c.args, code, c.code, errOut)
+			continue
+		}
+		if code == 0 {
+			covered[c.args[0]] = true
+		}
+		if code != 0 && strings.Count(errOut, "\n") < 1 {
+			t.Errorf("%v: exit %d and nothing on stderr", c.args, code)
+		}
+		if c.kind == errObj {
+			checkErrorJSON(t, errorSchema, c.args, code, out, errOut)
+			continue
+		}
+		v, err := oneJSON(out)
+		if err != nil {
+			t.Errorf("%v: stdout is not one JSON document (%v): %q", c.args, err, out)
+			continue
+		}
+		if obj, ok := v.(map[string]any); ok {
+			if _, isErr := obj["error"]; isErr && len(obj) == 1 {
+				t.Errorf("%v: printed the error object, want its report: %s", c.args, out)
+			}
+		} else if c.kind == anyJSON {
+			t.Errorf("%v: stdout is not a JSON object: %s", c.args, out)
+		}
+		if c.kind == report {
+			reports := []any{v}
+			if a, ok := v.([]any); ok {
+				reports = a
+			}
+			for _, r := range reports {
+				if err := reportSchema.Validate(r); err != nil {
+					t.Errorf("%v: the report does not follow passes/report.schema.json: %v", c.args, err)
+				}
+			}
+		}
+	}
+	for _, cmd := range NewRootCmd(&IOStreams{}).Commands() {
+		if cmd.Flags().Lookup("json") != nil && !covered[cmd.Name()] {
+			t.Errorf("onnxpe %s takes --json but no successful case here runs it", cmd.Name())
+		}
+	}
+	t.Logf("%d command lines", len(cases))
+}
+
+// TestBadInputWithJSON runs every command line of
+// TestBadInputExits2WithOneLine again with --json (those whose command
+// takes it, and unknown commands): each still exits 2 with one line on
+// stderr and writes nothing, and standard output holds the error object
+// (error.schema.json) with that line's message.
+func TestBadInputWithJSON(t *testing.T) {
+	errorSchema := compileSchema(t, "error.schema.json", ErrorSchema)
+	b := newBadInputs(t)
+	root := NewRootCmd(&IOStreams{})
+	n, skipped := 0, map[string]int{}
+	for _, c := range badInputCases(t, b) {
+		if cmd, _, err := root.Find(c.args); err == nil && cmd != root && cmd.Flags().Lookup("json") == nil {
+			skipped[cmd.Name()]++
+			continue
+		}
+		args := append(slices.Clone(c.args), "--json")
+		code, out, errOut := runCLI(t, args...)
+		n++
+		if code != ExitBadInput || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and one line mentioning %q", args, code, errOut, c.want)
+		}
+		checkErrorJSON(t, errorSchema, args, code, out, errOut)
+		if got := listDir(t, b.out); len(got) != 0 {
+			t.Errorf("%v: left %v in the output folder", args, got)
+			for _, n := range got {
+				os.RemoveAll(filepath.Join(b.out, n))
+			}
+		}
+	}
+	t.Logf("%d bad inputs with --json; skipped (no --json flag): %v", n, skipped)
+	if n < 100 {
+		t.Errorf("only %d bad inputs with --json", n)
+	}
+}
