@@ -95,7 +95,7 @@ var pending = map[string]string{}
 func init() {
 	// Issue 14: the generators of these schemes come after their detectors.
 	for m, scheme := range map[string]string{
-		"rope_mrope": "multimodal rope", "rope_axial_vit": "2-D rope", "complex_order": "complex_order",
+		"rope_axial_vit": "2-D rope", "complex_order": "complex_order",
 		"floater_unrolled": "floater", "floater_loop": "floater",
 	} {
 		for _, v := range []string{"", "_ort_basic", "_ort_extended"} {

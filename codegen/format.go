@@ -163,7 +163,7 @@ func snake(s string) string {
 // cname is the C name of a Go name: the package prefix and the snake
 // case (RoPECosSin -> pkg_rope_cos_sin).
 func cname(pkg, name string) string {
-	name = strings.NewReplacer("RoPE", "Rope", "roPE", "rope", "ALiBi", "Alibi", "BFloat16", "Bfloat16").Replace(name)
+	name = strings.NewReplacer("MRoPE", "Mrope", "mRoPE", "mrope", "RoPE", "Rope", "roPE", "rope", "ALiBi", "Alibi", "BFloat16", "Bfloat16").Replace(name)
 	return pkg + "_" + snake(name)
 }
 

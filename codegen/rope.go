@@ -82,8 +82,11 @@ func emitRoPE(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	if ev.Synthetic {
 		return nil, skip("the cos/sin (or their frequencies) are graph inputs: their values are not in the file")
 	}
-	if p.MultimodalSections != nil || p.Axes == 2 {
-		return nil, skip("multimodal or 2-D RoPE: the pairs turn with several positions")
+	if p.MultimodalSections != nil {
+		return emitMRoPE(g, f, p, ev, suffix)
+	}
+	if p.Axes == 2 {
+		return nil, skip("2-D RoPE: the pairs turn with several positions")
 	}
 	if len(ev.Blocks) == 0 {
 		return nil, skip("no rotation of q or k to test the code against")

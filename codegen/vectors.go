@@ -112,8 +112,23 @@ func (r *rng) next() float64 {
 	return float64(x>>11)/float64(1<<52) - 1
 }
 
-// tensorOf makes a tensor of element type dt from values (rounded to dt).
+// tensorOf makes a tensor of element type dt from values (rounded to dt;
+// int64 and int32 truncate).
 func tensorOf(dt graph.DataType, shape []int, vals []float64) (*kernels.Tensor, error) {
+	switch dt {
+	case graph.Int64:
+		v := make([]int64, len(vals))
+		for i, x := range vals {
+			v[i] = int64(x)
+		}
+		return kernels.FromSlice(shape, v), nil
+	case graph.Int32:
+		v := make([]int32, len(vals))
+		for i, x := range vals {
+			v[i] = int32(x)
+		}
+		return kernels.FromSlice(shape, v), nil
+	}
 	dims := make([]int64, len(shape))
 	for i, d := range shape {
 		dims[i] = int64(d)

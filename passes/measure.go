@@ -42,6 +42,10 @@ type rotation struct {
 	// frequencies per stream of multi-stream positions (M-RoPE).
 	axial    *axialRot
 	sections []int
+	// streamsIn is the [streams, batch, seq] positions input and
+	// pairStream the stream turning each pair (M-RoPE).
+	streamsIn  *graph.Value
+	pairStream []int
 }
 
 type dynPoint struct {

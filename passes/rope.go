@@ -100,6 +100,11 @@ type RoPEEvidence struct {
 	// the grid (not rotated).
 	PairAxis   []int
 	GridOffset int
+	// Streams names the positions input of a multimodal rotation (M-RoPE),
+	// read as [streams, batch, seq], and PairStream the stream turning
+	// each pair (in the order of Pairs).
+	Streams    string
+	PairStream []int
 }
 
 // RoPEBlock is one block's rotations of q and k.
@@ -211,6 +216,9 @@ func runRoPE(c *Context) (any, error) {
 			ev := f.Evidence.(*RoPEEvidence)
 			if ax := h.m.rot.axial; ax != nil {
 				ev.PairAxis, ev.GridOffset = ax.Axis, ax.Offset
+			}
+			if r := h.m.rot; r.streamsIn != nil {
+				ev.Streams, ev.PairStream = w.OrigValue(r.streamsIn), r.pairStream
 			}
 			ev.Start, ev.Cos, ev.Sin = w.cosSinRows(sides[h.b].Q, h.m.rot)
 			ev.Positions, ev.PositionsWhy = w.ropePositions(sides[h.b].Q, h.m.rot)

@@ -229,5 +229,5 @@ func (w *Work) measureStreams(s *side, r *rotation) {
 		}
 		sections[st]++
 	}
-	r.sections = sections
+	r.sections, r.streamsIn, r.pairStream = sections, in, owner
 }

@@ -46,7 +46,8 @@ with a comment naming the tensor or node it came from, and the functions
 that compute what the model computes:
 
   rope              RoPECosSin, ApplyRoPE (float16/bfloat16 variants where
-                    the model rotates in those types)
+                    the model rotates in those types); multimodal RoPE
+                    (M-RoPE, Qwen2-VL): MRoPECosSin
   sinusoidal        SinusoidalTable
   learned_absolute  PositionEmbedding
   alibi             ALiBiBias

@@ -1,0 +1,270 @@
+package codegen
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
+	"github.com/onnxpe/onnxpe/passes"
+)
+
+// mropeData is what the mrope templates read: multimodal RoPE (M-RoPE,
+// Qwen2-VL), whose position ids have a leading axis of streams
+// ([streams, batch, seq]: temporal, height, width) and whose pairs each
+// turn with the position of one stream (the sections).
+type mropeData struct {
+	Doc                []string
+	HeadDim, RotaryDim int
+	K                  int
+	Pairs              [][2]int
+	Streams            int
+	Sections           []int
+	PairStream         []int
+	// Freq are the frequencies as the model stores them (FreqFrom),
+	// multiplied by the positions in Product, in Type; Scale (ScaleFrom)
+	// multiplies cos and sin after.
+	Freq              *table
+	FreqFrom, Product string
+	Type              string
+	Scale             float64
+	ScaleFrom         string
+	PosFrom           string
+
+	// Golden: cos and sin [n][K] at the tokens whose positions (one per
+	// stream, [Streams][n]) are Positions.
+	Cases []*mropeCase
+}
+
+// mropeCase is one call of MRoPECosSin.
+type mropeCase struct {
+	N         int
+	Positions *table
+	Cos, Sin  *table
+}
+
+func emitMRoPE(g *gen, f *passes.Finding, p *passes.RoPEParams, ev *passes.RoPEEvidence, suffix string) (*part, error) {
+	if ev.Streams == "" || len(ev.PairStream) != len(ev.Pairs) {
+		return nil, skip("multimodal RoPE: the audit did not name the positions input the streams are read from")
+	}
+	a := ev.Angles
+	if a == nil || a.Program != nil {
+		return nil, skip("multimodal RoPE: the cos/sin are not the positions times constant frequencies the graph computes (%s)", ev.ExactWhy)
+	}
+	if a.Type != graph.Float || a.Out != graph.Float {
+		return nil, skip("multimodal RoPE computed in %s (applied in %s): codegen writes float32 M-RoPE", typeName(a.Type), typeName(a.Out))
+	}
+	if len(ev.Blocks) == 0 {
+		return nil, skip("no rotation of q or k to test the code against")
+	}
+	rot, err := g.rotationOf(ev.Blocks[0])
+	if err != nil {
+		return nil, err
+	}
+	d := &mropeData{HeadDim: p.HeadDim, RotaryDim: p.RotaryDim, K: len(ev.Pairs), Pairs: ev.Pairs, Streams: len(p.MultimodalSections),
+		Sections: p.MultimodalSections, PairStream: ev.PairStream, FreqFrom: a.FreqFrom, Product: a.Product, Type: typeName(a.Type),
+		Scale: 1, PosFrom: ev.Streams}
+	if a.ScaleFrom != "" {
+		d.Scale, d.ScaleFrom = a.Scale, a.ScaleFrom
+	}
+	d.Freq = &table{Name: "MRoPEInvFreq" + suffix, Type: "float64", Vals: a.Freq, From: a.FreqFrom}
+	pt := &part{Tmpl: "mrope", Data: d}
+
+	// Golden vectors: tokens whose streams hold different positions (up
+	// to MaxPositions-1), and a Qwen2-VL prompt (text on the diagonal, a
+	// 3 x 4 image grid at one time step, text after it).
+	sp := samplePositions(g.opts.MaxPositions)
+	n := len(sp)
+	mixed := make([]float64, d.Streams*n)
+	for s := 0; s < d.Streams; s++ {
+		for i := 0; i < n; i++ {
+			mixed[s*n+i] = float64(sp[(i*(6*s+1)+3*s)%n])
+		}
+	}
+	var prompt [][]float64
+	for i := 0; i < 5; i++ {
+		prompt = append(prompt, []float64{float64(i), float64(i), float64(i)})
+	}
+	for r := 0; r < 3; r++ {
+		for c := 0; c < 4; c++ {
+			prompt = append(prompt, []float64{5, float64(5 + r), float64(5 + c)})
+		}
+	}
+	for i := 0; i < 4; i++ {
+		prompt = append(prompt, []float64{float64(9 + i), float64(9 + i), float64(9 + i)})
+	}
+	pv := make([]float64, d.Streams*len(prompt))
+	for i, tok := range prompt {
+		for s := 0; s < d.Streams; s++ {
+			pv[s*len(prompt)+i] = tok[min(s, len(tok)-1)]
+		}
+	}
+	for _, c := range [][]float64{mixed, pv} {
+		m := len(c) / d.Streams
+		_, pdt, err := g.ctx.BoundShape(ev.Streams, m)
+		if err != nil {
+			return nil, fmt.Errorf("golden vectors: the positions input: %w", err)
+		}
+		pos, err := tensorOf(pdt, []int{d.Streams, 1, m}, c)
+		if err != nil {
+			return nil, fmt.Errorf("golden vectors: %w", err)
+		}
+		cos, sin, err := g.unitCosSin(rot, ev, p.HeadDim, m, map[string]*kernels.Tensor{ev.Streams: pos})
+		if err != nil {
+			return nil, fmt.Errorf("golden vectors: %w", err)
+		}
+		x := len(d.Cases)
+		mc := &mropeCase{N: m,
+			Positions: &table{Name: fmt.Sprintf("goldenMRoPEPositions%s_%d", suffix, x), Type: "int64", Vals: c, Golden: true},
+			Cos:       &table{Name: fmt.Sprintf("goldenMRoPECos%s_%d", suffix, x), Type: "float32", Golden: true},
+			Sin:       &table{Name: fmt.Sprintf("goldenMRoPESin%s_%d", suffix, x), Type: "float32", Golden: true}}
+		for i := 0; i < m; i++ {
+			mc.Cos.Vals = append(mc.Cos.Vals, cos[i]...)
+			mc.Sin.Vals = append(mc.Sin.Vals, sin[i]...)
+			// The arithmetic the templates write must give the model's
+			// values.
+			for k := range d.Pairs {
+				ac, as := d.cosSin(int64(c[d.PairStream[k]*m+i]), k)
+				if !close32(ac, cos[i][k]) || !close32(as, sin[i][k]) {
+					return nil, skip("at token %d (positions %v) pair %d the model gives (%.9g, %.9g), the arithmetic (%.9g, %.9g)",
+						i, tokenPositions(c, d.Streams, m, i), k, cos[i][k], sin[i][k], ac, as)
+				}
+			}
+		}
+		d.Cases = append(d.Cases, mc)
+	}
+	var secs []string
+	names := []string{"temporal", "height", "width"}
+	for s, x := range d.Sections {
+		nm := fmt.Sprintf("stream %d", s)
+		if d.Streams == 3 {
+			nm = names[s]
+		}
+		secs = append(secs, fmt.Sprintf("%d from the %s positions", x, nm))
+	}
+	d.Doc = []string{fmt.Sprintf("Multimodal RoPE (M-RoPE) of layers %s: head dim %d, %d pairs, %d position streams read from %s ([streams, batch, seq]); the frequencies are split into sections, %s. The angles are each pair's stream position times the frequencies of %s, computed in %s by %s as the model does, then cos and sin%s.",
+		layerList(f.Layers), p.HeadDim, d.K, d.Streams, d.PosFrom, joinAnd(secs), d.FreqFrom, d.Type, d.Product, mropeScaleDoc(d.Scale, d.ScaleFrom))}
+	pt.Emitted = Emitted{Functions: []string{"MRoPECosSin" + suffix}, Form: "computed", Positions: g.opts.MaxPositions}
+	for _, c := range d.Cases {
+		pt.Emitted.Golden += len(c.Cos.Vals) + len(c.Sin.Vals)
+	}
+	return pt, nil
+}
+
+// cosSin is the cos and sin of pair k at position pos as the templates
+// compute them.
+func (d *mropeData) cosSin(pos int64, k int) (float64, float64) {
+	x := roundTo(graph.Float, float64(pos))
+	t := roundTo(graph.Float, x*d.Freq.Vals[k])
+	c, s := roundTo(graph.Float, math.Cos(t)), roundTo(graph.Float, math.Sin(t))
+	if d.ScaleFrom != "" {
+		c, s = roundTo(graph.Float, c*d.Scale), roundTo(graph.Float, s*d.Scale)
+	}
+	return c, s
+}
+
+func tokenPositions(c []float64, streams, m, i int) []float64 {
+	var out []float64
+	for s := 0; s < streams; s++ {
+		out = append(out, c[s*m+i])
+	}
+	return out
+}
+
+func mropeScaleDoc(scale float64, from string) string {
+	if from == "" {
+		return ""
+	}
+	return fmt.Sprintf(" scaled by %s (%s)", fmtFloat(scale, 32), from)
+}
+
+func joinAnd(s []string) string {
+	switch len(s) {
+	case 0:
+		return ""
+	case 1:
+		return s[0]
+	}
+	out := ""
+	for i, x := range s[:len(s)-1] {
+		if i > 0 {
+			out += ", "
+		}
+		out += x
+	}
+	return out + " and " + s[len(s)-1]
+}
+
+// close32 is the generated tests' comparison: within 1e-6 relative to
+// max(1, |want|).
+func close32(got, want float64) bool {
+	return math.Abs(got-want) <= 1e-6*math.Max(1, math.Abs(want))
+}
+
+// unitCosSin runs the rotation of rot as the model computes it, for q one
+// at the first dimension of every pair at n positions, with other values
+// given at cuts: the rotated q holds the cos and sin applied to every
+// token, [token][pair] (head 0).
+func (g *gen) unitCosSin(rot *rotation, ev *passes.RoPEEvidence, headDim, n int, cuts map[string]*kernels.Tensor) ([][]float64, [][]float64, error) {
+	shape, qType, err := g.ctx.BoundShape(rot.in, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := newQLayout(shape, n, headDim, ev.Axis)
+	if err != nil {
+		return nil, nil, err
+	}
+	size := 1
+	for _, x := range shape {
+		size *= x
+	}
+	v := make([]float64, size)
+	for s := 0; s < shape[l.pos]; s++ {
+		for h := 0; h < l.heads; h++ {
+			for _, pr := range ev.Pairs {
+				v[l.index(s, h, pr[0])] = 1
+			}
+		}
+	}
+	q, err := tensorOf(qType, shape, v)
+	if err != nil {
+		return nil, nil, err
+	}
+	all := map[string]*kernels.Tensor{rot.in: q}
+	for k, t := range cuts {
+		all[k] = t
+	}
+	if rot.others != nil {
+		others, err := rot.others(n)
+		if err != nil {
+			return nil, nil, err
+		}
+		for k, t := range others {
+			all[k] = t
+		}
+	}
+	r, err := g.extract(passes.ExtractSpec{Values: []string{rot.out}, Seq: n, Cuts: all})
+	if err != nil {
+		return nil, nil, err
+	}
+	out, err := r.run(nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	lo := l
+	if !slices.Equal(out[0].Shape, shape) {
+		if lo, err = newQLayout(out[0].Shape, n, headDim, -1); err != nil || lo.heads != l.heads {
+			return nil, nil, fmt.Errorf("the rotation gives shape %v for q of shape %v", out[0].Shape, shape)
+		}
+	}
+	o := out[0].Float64s()
+	cos, sin := make([][]float64, n), make([][]float64, n)
+	for s := 0; s < n; s++ {
+		for _, pr := range ev.Pairs {
+			cos[s] = append(cos[s], o[lo.index(s, 0, pr[0])])
+			sin[s] = append(sin[s], o[lo.index(s, 0, pr[1])])
+		}
+	}
+	return cos, sin, nil
+}
