@@ -28,8 +28,8 @@ type model struct {
 }
 
 // models lists every model of testmodels/: the PyTorch exports and ONNX
-// Runtime's optimised saves of them, the Go-built forms and the
-// deployment forms.
+// Runtime's optimised saves of them, the Go-built forms (axial 2-D RoPE's
+// included) and the deployment forms.
 func models(t *testing.T) []model {
 	man, err := testmodels.Load()
 	if err != nil {
@@ -53,7 +53,7 @@ func models(t *testing.T) []model {
 			}
 		}
 	}
-	for _, s := range testmodels.Synthetics() {
+	for _, s := range append(testmodels.Synthetics(), testmodels.AxialSynthetics()...) {
 		out = append(out, model{name: s.Name, build: func() (*graph.Model, error) { return s.Build(), nil }})
 	}
 	for _, f := range testmodels.DeployForms {
@@ -95,7 +95,7 @@ var pending = map[string]string{}
 func init() {
 	// Issue 14: the generators of these schemes come after their detectors.
 	for m, scheme := range map[string]string{
-		"rope_axial_vit": "2-D rope", "complex_order": "complex_order",
+		"complex_order":    "complex_order",
 		"floater_unrolled": "floater", "floater_loop": "floater",
 	} {
 		for _, v := range []string{"", "_ort_basic", "_ort_extended"} {

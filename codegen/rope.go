@@ -86,7 +86,7 @@ func emitRoPE(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		return emitMRoPE(g, f, p, ev, suffix)
 	}
 	if p.Axes == 2 {
-		return nil, skip("2-D RoPE: the pairs turn with several positions")
+		return emitAxial(g, f, p, ev, suffix)
 	}
 	if len(ev.Blocks) == 0 {
 		return nil, skip("no rotation of q or k to test the code against")

@@ -1,0 +1,219 @@
+package codegen
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/passes"
+)
+
+// axialData is what the axial templates read: 2-D RoPE over a patch grid
+// (rope-vit, EVA-02), whose pairs turn with the column or the row of a
+// patch.
+type axialData struct {
+	Doc       []string
+	HeadDim   int
+	RotaryDim int
+	K         int
+	Pairs     [][2]int
+	// PairAxis is 0 for a pair turning with the column, 1 with the row.
+	PairAxis []int
+	// Offset tokens come before the grid and are not rotated; Rows and
+	// Cols are the model's grid.
+	Offset     int
+	Rows, Cols int
+	// Freq are the frequencies per pair, exactly as the model stores them
+	// (FreqFrom), multiplied by the row or column in Type.
+	Freq     *table
+	FreqFrom string
+	Type     string
+
+	// Golden: the cos and sin of every cell of grids the model computes.
+	Cases []*axialCase
+}
+
+// axialCase is one call of AxialRoPECosSin: the grid and the model's cos
+// and sin, [rows·cols][K] (the model's own grid: its image size is fixed).
+type axialCase struct {
+	Rows, Cols int
+	Cos, Sin   *table
+}
+
+func emitAxial(g *gen, f *passes.Finding, p *passes.RoPEParams, ev *passes.RoPEEvidence, suffix string) (*part, error) {
+	if len(ev.PairAxis) != len(ev.Pairs) {
+		return nil, skip("2-D RoPE: the audit did not say which axis turns each pair")
+	}
+	if len(ev.Blocks) == 0 {
+		return nil, skip("no rotation of q or k to test the code against")
+	}
+	rot, err := g.rotationOf(ev.Blocks[0])
+	if err != nil {
+		return nil, err
+	}
+	d := &axialData{HeadDim: p.HeadDim, RotaryDim: p.RotaryDim, K: len(ev.Pairs), Pairs: ev.Pairs, PairAxis: ev.PairAxis, Offset: ev.GridOffset, Type: "float32"}
+	if len(p.Grid) == 2 {
+		d.Rows, d.Cols = p.Grid[0], p.Grid[1]
+	}
+	freq, from, err := g.axialFreqs(ev)
+	if err != nil {
+		return nil, err
+	}
+	d.Freq = &table{Name: "AxialRoPEInvFreq" + suffix, Type: "float64", Vals: freq, From: strings.Join(from, " and ")}
+	d.FreqFrom = d.Freq.From
+	pt := &part{Tmpl: "axial", Data: d}
+
+	if d.Rows == 0 {
+		return nil, skip("2-D RoPE: the audit read no fixed patch grid to test the code against")
+	}
+	// The golden vectors: every cell of the model's grid.
+	n := d.Offset + d.Rows*d.Cols
+	cos, sin, err := g.unitCosSin(rot, ev, d.HeadDim, n, nil)
+	if err != nil {
+		return nil, fmt.Errorf("golden vectors of the %d x %d grid: %w", d.Rows, d.Cols, err)
+	}
+	if len(cos) != n {
+		return nil, fmt.Errorf("golden vectors: %d tokens for %d before a %d x %d grid", len(cos), d.Offset, d.Rows, d.Cols)
+	}
+	for i := 0; i < d.Offset; i++ {
+		for k := range d.Pairs {
+			if !close32(cos[i][k], 1) || !close32(sin[i][k], 0) {
+				return nil, skip("token %d before the grid is rotated (pair %d: cos %.9g, sin %.9g)", i, k, cos[i][k], sin[i][k])
+			}
+		}
+	}
+	c := &axialCase{Rows: d.Rows, Cols: d.Cols,
+		Cos: &table{Name: "goldenAxialRoPECos" + suffix, Type: "float32", Golden: true},
+		Sin: &table{Name: "goldenAxialRoPESin" + suffix, Type: "float32", Golden: true}}
+	for t := 0; t < d.Rows*d.Cols; t++ {
+		r, col := t/d.Cols, t%d.Cols
+		mc, ms := cos[d.Offset+t], sin[d.Offset+t]
+		c.Cos.Vals = append(c.Cos.Vals, mc...)
+		c.Sin.Vals = append(c.Sin.Vals, ms...)
+		// The arithmetic the templates write must give the model's values.
+		for k := range d.Pairs {
+			ac, as := d.cosSin(r, col, k)
+			if !close32(ac, mc[k]) || !close32(as, ms[k]) {
+				return nil, skip("at row %d column %d of the %d x %d grid pair %d the model gives (%.9g, %.9g), the arithmetic (%.9g, %.9g)",
+					r, col, d.Rows, d.Cols, k, mc[k], ms[k], ac, as)
+			}
+		}
+	}
+	d.Cases = append(d.Cases, c)
+	cols, rows := 0, 0
+	for _, a := range d.PairAxis {
+		if a == 0 {
+			cols++
+		} else {
+			rows++
+		}
+	}
+	line := fmt.Sprintf("Axial 2-D RoPE of layers %s: head dim %d, %d pairs, %d turning with the column and %d with the row of a patch (t = row·cols + col), over the model's %d x %d grid",
+		layerList(f.Layers), d.HeadDim, d.K, cols, rows, d.Rows, d.Cols)
+	if d.Offset > 0 {
+		line += fmt.Sprintf(" after %d unrotated token(s)", d.Offset)
+	}
+	line += fmt.Sprintf(". The angles are the column or row times the frequencies of %s, computed in %s as the model does, then cos and sin.", d.FreqFrom, d.Type)
+	d.Doc = []string{line}
+	pt.Emitted = Emitted{Functions: []string{"AxialRoPECell" + suffix, "AxialRoPECosSin" + suffix}, Form: "computed"}
+	for _, c := range d.Cases {
+		pt.Emitted.Positions = max(pt.Emitted.Positions, c.Rows*c.Cols)
+		pt.Emitted.Golden += len(c.Cos.Vals) + len(c.Sin.Vals)
+	}
+	pt.Emitted.MaxPositions = d.Rows * d.Cols
+	return pt, nil
+}
+
+// cosSin is the cos and sin of pair k at the cell (row, col) as the
+// templates compute them.
+func (d *axialData) cosSin(row, col, k int) (float64, float64) {
+	x := float64(col)
+	if d.PairAxis[k] == 1 {
+		x = float64(row)
+	}
+	t := roundTo(graph.Float, roundTo(graph.Float, x)*d.Freq.Vals[k])
+	return roundTo(graph.Float, math.Cos(t)), roundTo(graph.Float, math.Sin(t))
+}
+
+// axialFreqs reads the frequencies of each axis from the float32 constant
+// of the graph's cos/sin computation that holds them (the measured
+// frequencies of the axis's pairs, in order, within 1e-5).
+func (g *gen) axialFreqs(ev *passes.RoPEEvidence) ([]float64, []string, error) {
+	nodes := map[string]bool{}
+	for _, n := range ev.CosSinNodes {
+		nodes[n] = true
+	}
+	// The float32 constants the computation reads (initializers and
+	// Constant nodes of the model as it is, before any folding).
+	type constant struct {
+		name string
+		vals []float64
+	}
+	var consts []constant
+	seen := map[string]bool{}
+	g.ctx.Model.Walk(func(n *graph.Node) {
+		name := n.Name
+		if name == "" && len(n.Outputs()) > 0 {
+			name = n.Output(0).Name
+		}
+		if !nodes[name] {
+			return
+		}
+		for _, v := range n.Inputs() {
+			if v == nil || seen[v.Name] {
+				continue
+			}
+			seen[v.Name] = true
+			t, ok := graph.ConstantValue(v)
+			if !ok || t.DataType() != graph.Float || t.IsExternal() {
+				continue
+			}
+			if vals, err := t.Float64s(); err == nil {
+				consts = append(consts, constant{v.Name, vals})
+			}
+		}
+	})
+	out := make([]float64, len(ev.Pairs))
+	var from []string
+	for axis := 0; axis < 2; axis++ {
+		var idx []int
+		var om []float64
+		for k, a := range ev.PairAxis {
+			if a == axis {
+				idx = append(idx, k)
+				om = append(om, ev.InvFreq[k])
+			}
+		}
+		found := false
+		for _, c := range consts {
+			name, vals := c.name, c.vals
+			for s := 0; s+len(om) <= len(vals) && !found; s++ {
+				ok := true
+				for j, w := range om {
+					if math.Abs(vals[s+j]-w) > 1e-5*math.Abs(w) {
+						ok = false
+						break
+					}
+				}
+				if ok {
+					found = true
+					for j, k := range idx {
+						out[k] = vals[s+j]
+					}
+					if !slices.Contains(from, name) {
+						from = append(from, name)
+					}
+				}
+			}
+			if found {
+				break
+			}
+		}
+		if !found {
+			return nil, nil, skip("2-D RoPE: no float32 constant of the cos/sin computation holds the frequencies of the %s", []string{"columns", "rows"}[axis])
+		}
+	}
+	return out, from, nil
+}
