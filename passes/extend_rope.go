@@ -36,7 +36,11 @@ func (x *Extended) planRoPE(f *Finding) (*ExtendItem, error) {
 	it := &ExtendItem{Scheme: RoPEScheme, Layers: f.Layers, Method: o.Method, f: f}
 	where := "the RoPE of layers " + layerList(f.Layers)
 	if p.Axes == 2 {
-		return nil, extendErr("%s rotates over a %v patch grid (axial 2-D RoPE): its positions are an image's rows and columns, not a sequence to make longer", where, p.Grid)
+		grid := "an image's patch grid (its size follows the image)"
+		if len(p.Grid) == 2 {
+			grid = fmt.Sprintf("a %d x %d patch grid", p.Grid[0], p.Grid[1])
+		}
+		return nil, extendErr("%s rotates over %s (axial 2-D RoPE): its positions are an image's rows and columns, not a sequence to make longer", where, grid)
 	}
 	if ev.Synthetic {
 		return nil, extendErr("%s reads its frequencies or cos/sin caches from graph inputs: the values are not in the file (give the extended caches at run time)", where)

@@ -169,8 +169,8 @@ type RoPEParams struct {
 	// MultimodalSections are the numbers of frequencies each position
 	// stream turns (M-RoPE's [t, h, w]), nil for one stream.
 	MultimodalSections []int
-	// Axes is 2 for a rotation over a patch grid (Grid [rows, cols]),
-	// 0 otherwise.
+	// Axes is 2 for a rotation over a patch grid (Grid [rows, cols], nil
+	// when the grid follows an image of open size), 0 otherwise.
 	Axes int
 	Grid []int
 }

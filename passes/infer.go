@@ -514,11 +514,7 @@ func (w *Work) infer(n *graph.Node) {
 		for j := 2; j < len(d); j++ {
 			d[j] = w.syms.fresh()
 		}
-		spatial := true // the spatial sizes decide the output's (the batch may be a symbol)
-		for _, x := range s.Dims[min(2, len(s.Dims)):] {
-			spatial = spatial && x.Known()
-		}
-		if n.OpType == "Conv" && spatial {
+		if n.OpType == "Conv" && len(s.Dims) > 2 {
 			if k := n.AttrInts("kernel_shape"); len(k) == len(d)-2 {
 				st := n.AttrInts("strides")
 				pads := n.AttrInts("pads")
@@ -535,8 +531,18 @@ func (w *Work) infer(n *graph.Node) {
 					if len(pads) == 2*(len(d)-2) {
 						p = pads[j-2] + pads[j-2+len(d)-2]
 					}
-					if n.AttrString("auto_pad", "NOTSET") == "NOTSET" && stride > 0 {
-						d[j] = Dim((int64(s.Dims[j])+p-dl*(k[j-2]-1)-1)/stride + 1)
+					if n.AttrString("auto_pad", "NOTSET") != "NOTSET" || stride <= 0 {
+						continue
+					}
+					// floor((x + p - dl·(k-1) - 1) / stride) + 1: a known
+					// size, or of an open image the derived symbol a
+					// probe computes from the image's (the patch grid).
+					c := p - dl*(k[j-2]-1) - 1
+					switch x := s.Dims[j]; {
+					case x.Known():
+						d[j] = Dim((int64(x)+c)/stride + 1)
+					case x.IsSym():
+						d[j] = w.exprDiv(x, c+stride, stride)
 					}
 				}
 			}
@@ -748,10 +754,16 @@ func (w *Work) inferSlice(n *graph.Node, set func(int, Shape)) {
 		d := s.Dims[ax]
 		st, en, sp := starts[i], ends[i], steps[i]
 		if !d.Known() {
-			if st == 0 && sp == 1 && en >= math.MaxInt32 {
+			switch {
+			case st == 0 && sp == 1 && en >= math.MaxInt32:
 				continue // the whole axis
+			case d.IsSym() && st == 0 && en == 1 && sp == 1:
+				out[ax] = 1 // the first (a class token)
+			case d.IsSym() && st > 0 && st < math.MaxInt32 && en >= math.MaxInt32 && sp == 1:
+				out[ax] = w.exprSym('+', []Dim{d}, -st) // all after the first st
+			default:
+				out[ax] = w.syms.fresh()
 			}
-			out[ax] = w.syms.fresh()
 			continue
 		}
 		dim := int64(d)
@@ -865,21 +877,61 @@ func (w *Work) inferConcat(n *graph.Node, set func(int, Shape)) {
 // constant, so that two concatenations of the same parts (the KV cache of
 // every layer) agree, and a probe can compute its size from the symbols'.
 func (w *Work) exprSym(op byte, syms []Dim, c int64) Dim {
+	if op == '+' {
+		// Sums of sums are one sum: the tokens after a leading one,
+		// (1 + n) - 1, are n again, and 1 + n is the same symbol however
+		// it was reached.
+		var flat []Dim
+		for _, d := range syms {
+			d = w.syms.canon(d)
+			if e, ok := w.exprs[d]; ok && e.op == '+' {
+				flat = append(flat, e.args...)
+				c += e.c
+			} else if d.Known() {
+				c += int64(d)
+			} else {
+				flat = append(flat, d)
+			}
+		}
+		switch {
+		case len(flat) == 0:
+			return Dim(c)
+		case len(flat) == 1 && c == 0:
+			return flat[0]
+		}
+		syms = flat
+	}
 	key := fmt.Sprint(string(op), syms, c)
 	if d, ok := w.sums[key]; ok {
 		return d
 	}
-	d := w.syms.fresh()
+	d := w.syms.derived()
 	w.sums[key] = d
 	w.exprs[d] = symExpr{op: op, args: append([]Dim(nil), syms...), c: c}
 	return d
 }
 
-// symExpr is how a derived symbol is computed from others.
+// exprDiv names floor((x + c) / div) for symbol x and div > 0 (the
+// output size of a convolution over an open image).
+func (w *Work) exprDiv(x Dim, c, div int64) Dim {
+	key := fmt.Sprint("/", x, c, div)
+	if d, ok := w.sums[key]; ok {
+		return d
+	}
+	d := w.syms.derived()
+	w.sums[key] = d
+	w.exprs[d] = symExpr{op: '/', args: []Dim{x}, c: c, div: div}
+	return d
+}
+
+// symExpr is how a derived symbol is computed from others: the sum (op
+// '+') or product ('*') of args and c, or floor((args[0] + c) / div)
+// (op '/').
 type symExpr struct {
 	op   byte
 	args []Dim
 	c    int64
+	div  int64
 }
 
 func (w *Work) inferEinsum(n *graph.Node, set func(int, Shape)) {

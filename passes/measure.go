@@ -67,6 +67,7 @@ func (w *Work) measureRotation(s *side) (*rotation, string) {
 		if r != nil {
 			w.checkDynamic(s, r)
 			w.measureStreams(s, r)
+			w.checkOpenGrid(s, r)
 			return r, ""
 		}
 		last = why

@@ -13,7 +13,10 @@ import (
 // Probe evaluates values of the working copy with the kernels for one
 // choice of the model's free sizes: batch symbols take Batch, the sizes
 // of a KV cache given as input Past, masks over cached and new tokens
-// Past+Seq, every other symbol Seq; the inputs get values that respect
+// Past+Seq, the open height and width of an image cut into patches a
+// grid of rows × (rows+1) patches (probeGrid(Seq)), every other symbol
+// Seq; sizes derived from those (a convolution's output, a product, a
+// sum) are computed from them; the inputs get values that respect
 // their roles (positions Start..Start+Seq-1, masks of ones, token ids,
 // zeros for content, pseudo-random values for parameters given as
 // inputs). Cut values replace what the graph would compute (a probe of
@@ -117,6 +120,13 @@ func (p *Probe) Bind(d Dim) (int, bool) {
 		return 0, false
 	}
 	if e, ok := p.w.exprs[d]; ok {
+		if e.op == '/' {
+			x, ok := p.Bind(e.args[0])
+			if !ok || int64(x)+e.c < 0 {
+				return 0, false
+			}
+			return int((int64(x) + e.c) / e.div), true
+		}
 		acc := e.c
 		for _, a := range e.args {
 			x, ok := p.Bind(a)
@@ -142,6 +152,12 @@ func (p *Probe) Bind(d Dim) (int, bool) {
 		return p.Past, true
 	case symTotal:
 		return p.Past + p.Seq, true
+	case symImageH, symImageW:
+		rows, cols := probeGrid(p.Seq)
+		if p.w.symKindOf(d) == symImageW {
+			rows = cols
+		}
+		return rows * p.w.sizes.patch[p.w.syms.canon(d)], true
 	}
 	return p.Seq, true
 }

@@ -404,8 +404,11 @@ func computesTrig(nodes []*graph.Node) bool {
 func (r *Rewrite) axial(w *Work, f *Finding, ch *Change) error {
 	ev, ok := f.Evidence.(*RoPEEvidence)
 	p := f.Params.(*RoPEParams)
-	if !ok || ev.Synthetic || len(ev.Blocks) == 0 || len(p.Grid) != 2 {
+	if !ok || ev.Synthetic || len(ev.Blocks) == 0 {
 		return fmt.Errorf("%w: no measured rotation over a grid", ErrRewrite)
+	}
+	if len(p.Grid) != 2 {
+		return fmt.Errorf("%w: grid null: the patch grid follows the image's size, so its cos and sin are computed for every call; there is no fixed grid whose cos and sin could be stored", ErrRewrite)
 	}
 	// The values entering the rotations that the graph computes with Sin
 	// or Cos; indices computed from shapes (the q[:, :, 1:] assignment of

@@ -41,12 +41,17 @@ var rewriteWant = map[string]string{
 	"llama_fused_ms": "", "llama_fused_onnx": "",
 	"sinusoidal_if": "sinusoidal", "sinusoidal_loop": "sinusoidal",
 	"rope_axial_divmod": "axial_rope", "rope_axial_meshgrid": "axial_rope",
+	// Images of open size: the grid's cos/sin are computed per call
+	// (rewriteSkips holds the reason printed).
+	"rope_axial_divmod_open": "", "rope_axial_meshgrid_open": "",
 }
 
 // rewriteSkips are the findings the default rewrite leaves, by model: the
 // reason it must print.
 var rewriteSkips = map[string]string{
 	"disentangled_deberta_unshared": "position_buckets null: the relative positions are q - k clamped",
+	"rope_axial_divmod_open":        "rope (layers [0 1]): grid null: the patch grid follows the image's size",
+	"rope_axial_meshgrid_open":      "rope (layers [0 1]): grid null: the patch grid follows the image's size",
 }
 
 type corpusModel struct {

@@ -350,7 +350,13 @@ func (w *Work) ropeParams(b *Block, bs *BlockSides, mq, mk *ropeMeasure) (*RoPEP
 	}
 	p.MultimodalSections = r.sections
 	if r.axial != nil {
-		p.Axes, p.Grid = 2, []int{r.axial.Rows, r.axial.Cols}
+		p.Axes = 2
+		if !r.axial.Open {
+			p.Grid = []int{r.axial.Rows, r.axial.Cols}
+		}
+		if r.axial.OpenWhy != "" {
+			notes = append(notes, r.axial.OpenWhy)
+		}
 	}
 	if r.synthetic {
 		notes = append(notes, "base, scaling and factor: the frequencies (or the cos/sin caches) are not in the file (graph inputs, or an absent external-data file)")

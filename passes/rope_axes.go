@@ -20,6 +20,52 @@ type axialRot struct {
 	Offset     int // tokens before the grid (not rotated: a class token)
 	Rows, Cols int
 	Axis       []int
+	// Open: the grid follows the image (a probe of another image size
+	// turned the same pairs by the same frequencies over another grid);
+	// OpenWhy says why a grid whose size is not fixed was not confirmed.
+	Open    bool
+	OpenWhy string
+}
+
+// checkOpenGrid measures a 2-D rotation whose tokens are not a fixed
+// number again over another image size: the same offset, pair axes and
+// frequencies over another grid mean the grid follows the image.
+func (w *Work) checkOpenGrid(s *side, r *rotation) {
+	if r.axial == nil || r.synthetic {
+		return
+	}
+	if d := w.syms.canon(w.Shape(s.In).Dims[r.posAxis]); d.Known() {
+		return
+	}
+	ax := r.axial
+	ax.OpenWhy = "grid: the number of patches is not fixed, but a probe of another image size did not measure the same rotation over another grid"
+	// A larger image first: a small grid's last row frequencies turn
+	// little, and the pairing probe may not see every pair turn.
+	for _, seq := range []int{2 * probeSeqs[0], probeSeqs[1]} {
+		p := w.NewProbe(1, seq, 0)
+		shape, ok := p.BindShape(w.Shape(s.In))
+		if !ok || shape[r.posAxis] == r.seq {
+			continue
+		}
+		o, _ := w.measureAt(p, s)
+		if o == nil || o.axial == nil || o.posAxis != r.posAxis || o.layout != r.layout || !slices.Equal(o.pairs, r.pairs) {
+			continue
+		}
+		oa := o.axial
+		if oa.Offset != ax.Offset || !slices.Equal(oa.Axis, ax.Axis) || oa.Rows == ax.Rows && oa.Cols == ax.Cols {
+			continue
+		}
+		same := true
+		for k, x := range r.omega {
+			same = same && math.Abs(o.omega[k]-x) <= 1e-4*math.Abs(x)+1e-7
+		}
+		if !same {
+			ax.OpenWhy = "grid: the frequencies change with the image's size"
+			return
+		}
+		ax.Open, ax.OpenWhy = true, ""
+		return
+	}
 }
 
 // axialAngles fits per-pair angles that are not linear in the token index

@@ -67,6 +67,9 @@ const unknownDim Dim = -1 << 62
 type symbol struct {
 	name string // the dim_param it comes from ("" for fresh ones)
 	axis int    // axis of the graph input it was first seen at (-1 for fresh)
+	// derived: a fresh symbol computed from others (Work.exprs), which a
+	// probe can bind.
+	derived bool
 }
 
 // symbols hands out symbolic dimensions. Broadcasting shows that two
@@ -90,7 +93,7 @@ func (s *symbols) canon(d Dim) Dim {
 }
 
 // unify records that a and b are the same size. Sizes win over symbols,
-// named symbols over fresh ones.
+// named symbols over fresh ones, derived over other fresh ones.
 func (s *symbols) unify(a, b Dim) {
 	a, b = s.canon(a), s.canon(b)
 	if a == b || (!a.IsSym() && !b.IsSym()) || a == 0 || b == 0 {
@@ -105,6 +108,8 @@ func (s *symbols) unify(a, b Dim) {
 	case !a.IsSym():
 		s.alias[b] = a
 	case s.info(b).name != "" && s.info(a).name == "":
+		s.alias[a] = b
+	case s.info(a).name == "" && s.info(b).name == "" && s.info(b).derived && !s.info(a).derived:
 		s.alias[a] = b
 	default:
 		s.alias[b] = a
@@ -126,6 +131,12 @@ func (s *symbols) named(name string, axis int) Dim {
 
 func (s *symbols) fresh() Dim {
 	s.list = append(s.list, symbol{axis: -1})
+	return symBase - Dim(len(s.list)-1)
+}
+
+// derived is a fresh symbol computed from others.
+func (s *symbols) derived() Dim {
+	s.list = append(s.list, symbol{axis: -1, derived: true})
 	return symBase - Dim(len(s.list)-1)
 }
 

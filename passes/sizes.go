@@ -1,16 +1,22 @@
 package passes
 
-import "github.com/onnxpe/onnxpe/graph"
+import (
+	"slices"
+
+	"github.com/onnxpe/onnxpe/graph"
+)
 
 // symKind is what a symbolic size of the model's inputs counts, for the
 // binding of a probe.
 type symKind uint8
 
 const (
-	symSeq   symKind = iota // new tokens (and any other size)
-	symBatch                // the leading size of inputs of rank 2 or more
-	symPast                 // tokens held in a KV cache given as input
-	symTotal                // past and new tokens (a mask over both)
+	symSeq    symKind = iota // new tokens (and any other size)
+	symBatch                 // the leading size of inputs of rank 2 or more
+	symPast                  // tokens held in a KV cache given as input
+	symTotal                 // past and new tokens (a mask over both)
+	symImageH                // the height of an image cut into patches
+	symImageW                // its width
 )
 
 // sizes classifies the symbols of the inputs' shapes.
@@ -20,12 +26,15 @@ type sizes struct {
 	// tokens (the same symbol), so only an empty cache agrees with its
 	// shapes (a probe then binds the past to 0).
 	pastZero bool
+	// patch is the patch size along an image's open height or width.
+	patch map[Dim]int
 }
 
 // findSizes reads, once roles are known, which symbols count the batch,
 // the KV cache (the axis along which a cache input is concatenated with
-// new keys, or a fused attention op's past axis), and past plus new
-// tokens (the other sizes of masks, when the model has a cache).
+// new keys, or a fused attention op's past axis), past plus new tokens
+// (the other sizes of masks, when the model has a cache), and the height
+// and width of images a patch convolution reads.
 func (w *Work) findSizes() *sizes {
 	sz := &sizes{kind: map[Dim]symKind{}}
 	ins := w.Inputs()
@@ -43,6 +52,28 @@ func (w *Work) findSizes() *sizes {
 	for _, v := range ins {
 		if w.Role(v) == RoleContent {
 			w.cacheAxes(v, func(d Dim) { set(d, symPast) })
+		}
+	}
+	// Images of open size [batch, channels, height, width] cut into
+	// patches: a probe gives them a grid of whole patches.
+	for _, v := range ins {
+		s := w.Shape(v)
+		if s.Rank() != 4 || !isFloatType(w.ElemType(v)) {
+			continue
+		}
+		st := patchStrides(v)
+		if st == nil {
+			continue
+		}
+		for i, k := range []symKind{symImageH, symImageW} {
+			d := w.syms.canon(s.Dims[2+i])
+			if _, ok := sz.kind[d]; d.IsSym() && !ok {
+				sz.kind[d] = k
+				if sz.patch == nil {
+					sz.patch = map[Dim]int{}
+				}
+				sz.patch[d] = int(st[i])
+			}
 		}
 	}
 	if !sz.hasPast() {
@@ -164,4 +195,44 @@ func (w *Work) defaultPast(seq int) int {
 		return 2
 	}
 	return 3
+}
+
+// patchStrides are the strides of the 2-D convolution reading v (through
+// casts) whose kernel is its stride, without padding: a patch embedding
+// (nil when there is none).
+func patchStrides(v *graph.Value) []int64 {
+	for steps := 0; steps < 4 && v != nil; steps++ {
+		var next *graph.Value
+		for _, u := range v.Uses() {
+			n := u.Node
+			if !isONNX(n) {
+				continue
+			}
+			switch {
+			case n.OpType == "Conv" && u.Index == 0:
+				st, k := n.AttrInts("strides"), n.AttrInts("kernel_shape")
+				pads := n.AttrInts("pads")
+				if len(st) == 2 && slices.Equal(st, k) && st[0] > 1 && st[1] > 1 &&
+					!slices.ContainsFunc(pads, func(p int64) bool { return p != 0 }) &&
+					n.AttrString("auto_pad", "NOTSET") == "NOTSET" && len(n.AttrInts("dilations")) == 0 {
+					return st
+				}
+			case n.OpType == "Cast":
+				next = n.Output(0)
+			}
+		}
+		v = next
+	}
+	return nil
+}
+
+// probeGrid is the patch grid a probe of seq tokens gives an image of
+// open size: rows × (rows+1) patches, at most seq (more columns than rows,
+// so that the axes are not confused).
+func probeGrid(seq int) (rows, cols int) {
+	rows = 1
+	for (rows+1)*(rows+2) <= seq {
+		rows++
+	}
+	return rows, rows + 1
 }

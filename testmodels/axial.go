@@ -232,11 +232,16 @@ func AxialTruth(cfg AxialConfig) Truth {
 
 // AxialSynthetics are the Go-built 2-D RoPE models whose cos and sin the
 // graph computes from the patch grid (the corpus's rope_axial_vit stores
-// them). They are kept out of Synthetics while codegen has no 2-D RoPE
+// them), of a fixed image and, as real ViTs are exported, of an image of
+// open size (pixel_values [batch, 3, height, width]: the grid follows the
+// image). They are kept out of Synthetics while codegen has no 2-D RoPE
 // generator: codegen's acceptance test generates every Synthetics model.
 func AxialSynthetics() []Synthetic {
 	mesh := DefaultAxial
 	mesh.Form, mesh.Theta, mesh.Seed = AxialMeshgrid, 10000, 22
+	open, meshOpen := DefaultAxial, mesh
+	open.ImageH, open.ImageW, open.Seed = 0, 0, 23
+	meshOpen.ImageH, meshOpen.ImageW, meshOpen.Seed = 0, 0, 24
 	var out []Synthetic
 	for _, c := range []struct {
 		name, note string
@@ -244,6 +249,8 @@ func AxialSynthetics() []Synthetic {
 	}{
 		{"rope_axial_divmod", "rope-vit's compute_axial_cis in the graph: col = t % cols, row = t / cols of the 4 x 6 grid the patch embedding's shape gives, complex-pair rotation, class token not rotated", DefaultAxial},
 		{"rope_axial_meshgrid", "EVA-02's VisionRotaryEmbeddingFast in the graph: Range(rows) and Range(cols) frequencies repeated per pair and broadcast over the 4 x 6 grid (rows first), t·cos + rotate_half(t)·sin, θ 10000", mesh},
+		{"rope_axial_divmod_open", "rope_axial_divmod over images of open size (pixel_values [batch, 3, height, width]): the grid's rows and columns are the patch embedding's output sizes at run time", open},
+		{"rope_axial_meshgrid_open", "rope_axial_meshgrid over images of open size (pixel_values [batch, 3, height, width]): the two Ranges run over the patch embedding's output sizes at run time", meshOpen},
 	} {
 		cfg := c.cfg
 		out = append(out, Synthetic{Name: c.name, Note: c.note, Build: func() *graph.Model { return AxialViT(cfg) }, Truth: AxialTruth(cfg)})

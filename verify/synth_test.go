@@ -355,3 +355,43 @@ func TestImageGridsExerciseBothAxes(t *testing.T) {
 		t.Errorf("sets of one row: %d, of several: %d", rows[false], rows[true])
 	}
 }
+
+// TestOpenImageViTsEqualThemselves verifies the Go-built ViTs with axial
+// 2-D RoPE over images of open size against themselves, with the audit's
+// hints as the command uses them (the audit finds their RoPE, grid null):
+// equal on every set, and the sets are grids of several sizes.
+func TestOpenImageViTsEqualThemselves(t *testing.T) {
+	n := 0
+	for _, s := range testmodels.AxialSynthetics() {
+		if s.Truth.Findings[0].Params["grid"] != nil {
+			continue
+		}
+		n++
+		t.Run(s.Name, func(t *testing.T) {
+			m := s.Build()
+			h, err := verify.AuditHints(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := verify.Compare(context.Background(), m, s.Build(), verify.Options{Seed: 1, Hints: h})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.Equal {
+				t.Fatalf("the model differs from itself: %s", r.Summary)
+			}
+			grids := map[[2]int]bool{}
+			for _, set := range r.Sets {
+				if sh := set.Inputs[0].Shape; len(sh) == 4 {
+					grids[[2]int{sh[2], sh[3]}] = true
+				}
+			}
+			if len(grids) < 3 {
+				t.Errorf("the sets' images are %v: want 3 grids at least", grids)
+			}
+		})
+	}
+	if n != 2 {
+		t.Errorf("%d ViTs of open image size, want 2 (divmod and meshgrid)", n)
+	}
+}

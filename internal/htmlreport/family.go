@@ -166,6 +166,8 @@ func ropeSplit(ids *idGen, ev *passes.RoPEEvidence, p *passes.RoPEParams) *figur
 		caption += fmt.Sprintf(" Sections %v: each stream of the [%d, batch, sequence] position ids turns its own run of frequencies.", p.MultimodalSections, len(p.MultimodalSections))
 	} else if len(p.Grid) == 2 {
 		caption += fmt.Sprintf(" A %d×%d patch grid: token t (after %d unrotated) is at row t / %d, column t mod %d.", p.Grid[0], p.Grid[1], ev.GridOffset, p.Grid[1], p.Grid[1])
+	} else if p.Axes == 2 {
+		caption += fmt.Sprintf(" The patch grid follows the image's size: token t (after %d unrotated) is at row t / cols, column t mod cols.", ev.GridOffset)
 	}
 	desc := fmt.Sprintf("Scatter plot of %d rotary pair frequencies on a log scale, from %s to %s, in %d groups.", len(owner), valueLabel(lo), valueLabel(hi), len(order))
 	return stackFigure(ids, kind, title, desc, caption, c)
