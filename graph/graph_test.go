@@ -3,6 +3,7 @@ package graph_test
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -556,5 +557,30 @@ func TestReplaceKeepingName(t *testing.T) {
 	}
 	if a.NumUses() != 0 {
 		t.Errorf("the old value is still read %d times", a.NumUses())
+	}
+}
+
+// TestRoundTo: float64 values round to the nearest value of the element
+// type, ties to even; float64 and other types keep them.
+func TestRoundTo(t *testing.T) {
+	for _, c := range []struct {
+		dt      graph.DataType
+		x, want float64
+	}{
+		{graph.Float, 1 + 0x1p-30, 1},
+		{graph.Float, 1 + 0x1p-23, 1 + 0x1p-23},
+		{graph.Float, 1 + 0x1p-24, 1},               // a tie: to the even 1
+		{graph.Float, 1 + 3*0x1p-24, 1 + 2*0x1p-23}, // a tie: to the even 1+2^-22
+		{graph.Float16, 1 + 0x1p-11, 1},             // a tie: to the even 1
+		{graph.Float16, 1 + 3*0x1p-11, 1 + 0x1p-9},
+		{graph.Float16, 70000, math.Inf(1)},
+		{graph.BFloat16, 1 + 0x1p-8, 1},
+		{graph.BFloat16, 1 + 3*0x1p-8, 1 + 0x1p-6},
+		{graph.Double, 1 + 0x1p-40, 1 + 0x1p-40},
+		{graph.Int32, 1.5, 1.5},
+	} {
+		if got := graph.RoundTo(c.dt, c.x); got != c.want {
+			t.Errorf("RoundTo(%v, %v) = %v, want %v", c.dt, c.x, got, c.want)
+		}
 	}
 }

@@ -23,6 +23,21 @@ func BF16FromFloat32(f float32) BF16 {
 	return BF16(u >> 16)
 }
 
+// RoundTo rounds x to element type dt: float32, or float16 and bfloat16
+// through float32 (as the executor rounds a float64 result); x stays as it
+// is for float64 and every other type.
+func RoundTo(dt DataType, x float64) float64 {
+	switch dt {
+	case Float:
+		return float64(float32(x))
+	case Float16:
+		return float64(float16.Fromfloat32(float32(x)).Float32())
+	case BFloat16:
+		return float64(BF16FromFloat32(float32(x)).Float32())
+	}
+	return x
+}
+
 // Float16FromFloat32 rounds f to the nearest IEEE half, ties to even.
 func Float16FromFloat32(f float32) float16.Float16 { return float16.Fromfloat32(f) }
 

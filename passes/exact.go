@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/x448/float16"
-
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 )
@@ -83,29 +81,15 @@ type FreqArg struct {
 	From  string
 }
 
-// roundTo rounds x to element type dt (float32, float16, bfloat16; float64
-// stays).
-func roundTo(dt graph.DataType, x float64) float64 {
-	switch dt {
-	case graph.Float:
-		return float64(float32(x))
-	case graph.Float16:
-		return float64(float16.Fromfloat32(float32(x)).Float32())
-	case graph.BFloat16:
-		return float64(graph.BF16FromFloat32(float32(x)).Float32())
-	}
-	return x
-}
-
 // sinCos is what Angles give at one position for frequency f: cos and sin
 // rounded as the model rounds them.
 func (a *Angles) sinCos(pos float64, f float64) (c, s float64) {
-	t := roundTo(a.Type, roundTo(a.Type, pos)*f)
-	c, s = roundTo(a.Type, math.Cos(t)), roundTo(a.Type, math.Sin(t))
+	t := graph.RoundTo(a.Type, graph.RoundTo(a.Type, pos)*f)
+	c, s = graph.RoundTo(a.Type, math.Cos(t)), graph.RoundTo(a.Type, math.Sin(t))
 	if a.ScaleFrom != "" {
-		c, s = roundTo(a.Type, c*a.Scale), roundTo(a.Type, s*a.Scale)
+		c, s = graph.RoundTo(a.Type, c*a.Scale), graph.RoundTo(a.Type, s*a.Scale)
 	}
-	return roundTo(a.Out, c), roundTo(a.Out, s)
+	return graph.RoundTo(a.Out, c), graph.RoundTo(a.Out, s)
 }
 
 // freqsAt are the frequencies per pair for the positions 0..n-1.
@@ -158,7 +142,7 @@ func (pg *FreqProgram) eval(maxPos, n int64) ([]float64, error) {
 					return nil, fmt.Errorf("FreqProgram.Eval: step %d is the op %s, which it does not evaluate", k, st.Op)
 				}
 			}
-			out[i] = roundTo(st.Type, x)
+			out[i] = graph.RoundTo(st.Type, x)
 			if st.Type.IsInt() {
 				out[i] = math.Trunc(x)
 			}
@@ -831,7 +815,7 @@ func (w *Work) storedCosSin(vs []*graph.Value, start int, cos, sin [][]float64, 
 		col:
 			for c := 0; c < t.cols; c++ {
 				for i := range want {
-					x := roundTo(out, t.v[(start+i)*t.cols+c])
+					x := graph.RoundTo(out, t.v[(start+i)*t.cols+c])
 					if math.Abs(x-want[i][k]) > 1e-6*math.Max(1, math.Abs(x)) {
 						continue col
 					}

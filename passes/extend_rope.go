@@ -462,7 +462,7 @@ func (x *Extended) callLength(ev *RoPEEvidence) (*graph.Value, error) {
 // (cast to the table's type), each column the cos or sin of its pair as in
 // the stored table.
 func (x *Extended) ropeTablesDynamic(it *ExtendItem, pl *ropePlan, u *RoPERule, amp float64) error {
-	r, st := x.r, pl.ev.Stored
+	r := x.r
 	Lint, err := x.callLength(pl.ev)
 	if err != nil {
 		return err
@@ -500,31 +500,12 @@ func (x *Extended) ropeTablesDynamic(it *ExtendItem, pl *ropePlan, u *RoPERule, 
 		sinV = r.op1("Mul", []*graph.Value{sinV, scal(amp)})
 	}
 	all := typed(r.op1("Concat", []*graph.Value{cosV, sinV, r.op1("Neg", []*graph.Value{cosV}), r.op1("Neg", []*graph.Value{sinV})}, graph.IntAttr("axis", 1)), f64, 2)
-	var names []string
-	for _, c := range append(slices.Clone(st.Cos), st.Sin...) {
-		if !slices.Contains(names, c.Table) {
-			names = append(names, c.Table)
-		}
+	tables, err := x.storedCosSin(pl)
+	if err != nil {
+		return err
 	}
-	for _, name := range names {
-		base, err := x.baseConst(name)
-		if err != nil {
-			return err
-		}
-		tab, err := x.tableOf(base)
-		if err != nil {
-			return err
-		}
-		row0 := 0
-		for _, c := range append(slices.Clone(st.Cos), st.Sin...) {
-			if c.Table == name {
-				row0 = c.Row0
-			}
-		}
-		cols, err := identifyColumns(tab, row0, pl.ev.InvFreq, pl.ev.Amplitude)
-		if err != nil {
-			return extendErr("the cos/sin table %q: %v", base.Name, err)
-		}
+	for _, s := range tables {
+		base, tab, row0, cols := s.base, s.tab, s.row0, s.cols
 		idx := make([]int64, len(cols))
 		for j, c := range cols {
 			k := int64(c.pair)
@@ -708,33 +689,13 @@ func (x *Extended) replaceConst(v *graph.Value, t *graph.Tensor) {
 // fused ops included) in float64 with the new frequencies and amplitude,
 // for positions 0..N-1.
 func (x *Extended) ropeTables(it *ExtendItem, pl *ropePlan, omega []float64, amp float64) error {
-	st := pl.ev.Stored
-	var names []string
-	for _, c := range append(slices.Clone(st.Cos), st.Sin...) {
-		if !slices.Contains(names, c.Table) {
-			names = append(names, c.Table)
-		}
+	tables, err := x.storedCosSin(pl)
+	if err != nil {
+		return err
 	}
 	n := x.Opts.To
-	for _, name := range names {
-		base, err := x.baseConst(name)
-		if err != nil {
-			return err
-		}
-		tab, err := x.tableOf(base)
-		if err != nil {
-			return err
-		}
-		row0 := 0
-		for _, c := range append(slices.Clone(st.Cos), st.Sin...) {
-			if c.Table == name {
-				row0 = c.Row0
-			}
-		}
-		cols, err := identifyColumns(tab, row0, pl.ev.InvFreq, pl.ev.Amplitude)
-		if err != nil {
-			return extendErr("the cos/sin table %q: %v", base.Name, err)
-		}
+	for _, s := range tables {
+		base, tab, row0, cols := s.base, s.tab, s.row0, s.cols
 		vals := make([]float64, (row0+n)*tab.width)
 		copy(vals, tab.vals[:row0*tab.width])
 		for p := 0; p < n; p++ {
@@ -763,6 +724,55 @@ func (x *Extended) ropeTables(it *ExtendItem, pl *ropePlan, omega []float64, amp
 }
 
 func u2s(u *RoPERule) string { return u.String() }
+
+// storedTable is one stored cos/sin table of a RoPE finding: the constant,
+// read as [rows, width], the row of position 0 and what every column holds.
+type storedTable struct {
+	base *graph.Value
+	tab  *tableConst
+	row0 int
+	cols []column
+}
+
+// storedCosSin reads the distinct cos/sin tables the finding's evidence
+// names (StoredCosSin) and identifies their columns by value. Names that
+// lead to one constant (through layout ops and casts) give it once.
+func (x *Extended) storedCosSin(pl *ropePlan) ([]storedTable, error) {
+	st := pl.ev.Stored
+	all := append(slices.Clone(st.Cos), st.Sin...)
+	var names []string
+	for _, c := range all {
+		if !slices.Contains(names, c.Table) {
+			names = append(names, c.Table)
+		}
+	}
+	var out []storedTable
+	for _, name := range names {
+		base, err := x.baseConst(name)
+		if err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(out, func(s storedTable) bool { return s.base == base }) {
+			continue
+		}
+		tab, err := x.tableOf(base)
+		if err != nil {
+			return nil, err
+		}
+		row0 := 0
+		for _, c := range all {
+			if c.Table == name {
+				row0 = c.Row0
+			}
+		}
+		cols, err := identifyColumns(tab, row0, pl.ev.InvFreq, pl.ev.Amplitude)
+		if err != nil {
+			return nil, extendErr("the cos/sin table %q: %v", base.Name, err)
+		}
+		out = append(out, storedTable{base, tab, row0, cols})
+	}
+	return out, nil
+}
 
 // tableConst is a constant read as [rows, width]: every axis but the last
 // has size 1 except the rows axis.

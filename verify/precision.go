@@ -10,8 +10,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/x448/float16"
-
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 )
@@ -161,19 +159,6 @@ func sameSeries(a, b []cosSin) bool {
 	return true
 }
 
-// roundTo rounds x to element type dt.
-func roundTo(dt graph.DataType, x float64) float64 {
-	switch dt {
-	case graph.Float:
-		return float64(float32(x))
-	case graph.Float16:
-		return float64(float16.Fromfloat32(float32(x)).Float32())
-	case graph.BFloat16:
-		return float64(graph.BF16FromFloat32(float32(x)).Float32())
-	}
-	return x
-}
-
 // auditSeries fits every (cos, sin) series and compares it with float64.
 func auditSeries(cols []cosSin, dt graph.DataType, bound float64) []FrequencyPrecision {
 	var out []FrequencyPrecision
@@ -198,7 +183,7 @@ func auditSeries(cols []cosSin, dt graph.DataType, bound float64) []FrequencyPre
 			if col.skip != nil && col.skip[p] {
 				continue
 			}
-			c, s := roundTo(dt, col.c[p]), roundTo(dt, col.s[p])
+			c, s := graph.RoundTo(dt, col.c[p]), graph.RoundTo(dt, col.s[p])
 			th := f*float64(p) + phase
 			e := math.Max(math.Abs(c-amp*math.Cos(th)), math.Abs(s-amp*math.Sin(th)))
 			fp.MaxErr = math.Max(fp.MaxErr, e)
