@@ -84,17 +84,7 @@ func runAbsolute(c *Context) (any, error) {
 			if f == nil {
 				continue
 			}
-			merged := false
-			for _, g := range out {
-				if g.Scheme == f.Scheme && sameParams(g.Params, f.Params) {
-					g.Layers = sortedUnique(append(g.Layers, f.Layers...))
-					g.Nodes = w.sortOrig(append(g.Nodes, f.Nodes...))
-					merged = true
-				}
-			}
-			if !merged {
-				out = append(out, f)
-			}
+			out = w.mergeFinding(out, f, nil)
 		}
 	}
 	return out, nil

@@ -106,22 +106,12 @@ func runScoreBias(c *Context) (any, error) {
 		}
 	}
 	var out []*Finding
-	add := func(f *Finding) {
-		for _, g := range out {
-			if g.Scheme == f.Scheme && sameParams(g.Params, f.Params) {
-				g.Layers = sortedUnique(append(g.Layers, f.Layers...))
-				g.Nodes = w.sortOrig(append(g.Nodes, f.Nodes...))
-				return
-			}
-		}
-		out = append(out, f)
-	}
 	// One probe for every bias: layers sharing a mask compute it once.
 	p := w.NewProbe(1, 16, 0)
 	for _, b := range blocks {
 		for _, bt := range b.Bias {
 			if f := w.biasFinding(c, p, b, bt, readers); f != nil {
-				add(f)
+				out = w.mergeFinding(out, f, nil)
 			}
 		}
 	}

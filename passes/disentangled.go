@@ -75,19 +75,7 @@ func runDisentangled(c *Context) (any, error) {
 			}
 			continue
 		}
-		merged := false
-		for _, g := range out {
-			if sameParams(g.Params, f.Params) {
-				g.Layers = sortedUnique(append(g.Layers, f.Layers...))
-				g.Nodes = w.sortOrig(append(g.Nodes, f.Nodes...))
-				ge := g.Evidence.(*DisentangledEvidence)
-				ge.Blocks = append(ge.Blocks, f.Evidence.(*DisentangledEvidence).Blocks...)
-				merged = true
-			}
-		}
-		if !merged {
-			out = append(out, f)
-		}
+		out = w.mergeFinding(out, f, nil)
 	}
 	return out, nil
 }

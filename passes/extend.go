@@ -1,6 +1,7 @@
 package passes
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -355,26 +356,8 @@ func (x *Extended) extend() error {
 	return nil
 }
 
-// layerList prints layer indexes compactly: 0-3,5.
-func layerList(ls []int) string {
-	if len(ls) == 0 {
-		return "-"
-	}
-	var parts []string
-	for i := 0; i < len(ls); {
-		j := i
-		for j+1 < len(ls) && ls[j+1] == ls[j]+1 {
-			j++
-		}
-		if j > i {
-			parts = append(parts, fmt.Sprintf("%d-%d", ls[i], ls[j]))
-		} else {
-			parts = append(parts, fmt.Sprint(ls[i]))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ",")
-}
+// layerList prints layer indexes compactly: 0-3,5 ("-" for none).
+func layerList(ls []int) string { return cmp.Or(LayerRanges(ls, "-", ","), "-") }
 
 // roundTrip is v rounded to element type dt (what a tensor of dt stores).
 func roundTrip(dt graph.DataType, v float64) float64 {

@@ -363,6 +363,40 @@ func sameParams(a, b Params) bool {
 	return string(x) == string(y)
 }
 
+// mergeFinding adds f to a detector's findings out: merged into the first
+// finding with f's scheme and params (and for which alike, when given,
+// holds), or appended. One scheme and parameter set is one finding over
+// every layer it reaches.
+func (w *Work) mergeFinding(out []*Finding, f *Finding, alike func(g, f *Finding) bool) []*Finding {
+	for _, g := range out {
+		if g.Scheme == f.Scheme && sameParams(g.Params, f.Params) && (alike == nil || alike(g, f)) {
+			w.merge(g, f)
+			return out
+		}
+	}
+	return append(out, f)
+}
+
+// merge adds f's layers and nodes to g, and the per-block evidence of the
+// schemes that keep one (RoPE, Shaw, relative sinusoids, DeBERTa).
+func (w *Work) merge(g, f *Finding) {
+	g.Layers = sortedUnique(append(g.Layers, f.Layers...))
+	g.Nodes = w.sortOrig(append(g.Nodes, f.Nodes...))
+	switch ge := g.Evidence.(type) {
+	case *RoPEEvidence:
+		if fe, ok := f.Evidence.(*RoPEEvidence); ok {
+			ge.Blocks = append(ge.Blocks, fe.Blocks...)
+			ge.CosSinNodes = w.sortOrig(append(ge.CosSinNodes, fe.CosSinNodes...))
+		}
+	case *ShawEvidence:
+		ge.Blocks = append(ge.Blocks, f.Evidence.(*ShawEvidence).Blocks...)
+	case *RelSinEvidence:
+		ge.Blocks = append(ge.Blocks, f.Evidence.(*RelSinEvidence).Blocks...)
+	case *DisentangledEvidence:
+		ge.Blocks = append(ge.Blocks, f.Evidence.(*DisentangledEvidence).Blocks...)
+	}
+}
+
 // sortedUnique sorts and dedups.
 func sortedUnique[T int | string](s []T) []T {
 	s = slices.Clone(s)

@@ -44,24 +44,12 @@ func runFused(c *Context) (any, error) {
 	blocks := c.ResultOf[Blocks].([]*Block)
 	sides := c.ResultOf[Sides].(map[*Block]*BlockSides)
 	var out []*Finding
+	alike := func(g, f *Finding) bool { return g.Fused == f.Fused && slices.Equal(g.Notes, f.Notes) }
 	add := func(f *Finding) {
-		for _, g := range out {
-			if g.Scheme == f.Scheme && g.Fused == f.Fused && sameParams(g.Params, f.Params) && slices.Equal(g.Notes, f.Notes) {
-				g.Layers = sortedUnique(append(g.Layers, f.Layers...))
-				g.Nodes = w.sortOrig(append(g.Nodes, f.Nodes...))
-				if ev, ok := g.Evidence.(*RoPEEvidence); ok {
-					if fv, ok := f.Evidence.(*RoPEEvidence); ok {
-						ev.Blocks = append(ev.Blocks, fv.Blocks...)
-						ev.CosSinNodes = w.sortOrig(append(ev.CosSinNodes, fv.CosSinNodes...))
-					}
-				}
-				return
-			}
-		}
 		if f.Layers == nil {
 			f.Layers = []int{}
 		}
-		out = append(out, f)
+		out = w.mergeFinding(out, f, alike)
 	}
 	for _, f := range w.fusedRotary(c, blocks, sides) {
 		add(f)

@@ -338,3 +338,37 @@ func TestCorpusMatchesTheManifest(t *testing.T) {
 		t.Errorf("only %d models checked", checked)
 	}
 }
+
+// TestLayerRanges: layer indexes print as runs of consecutive ones, with
+// the caller's dash and separator.
+func TestLayerRanges(t *testing.T) {
+	for _, c := range []struct {
+		ls        []int
+		dash, sep string
+		want      string
+	}{
+		{nil, "-", ",", ""},
+		{[]int{4}, "-", ",", "4"},
+		{[]int{0, 1}, "-", ",", "0-1"},
+		{[]int{0, 1, 2, 3, 5}, "-", ",", "0-3,5"},
+		{[]int{0, 1, 2, 5, 7, 8}, "–", ", ", "0–2, 5, 7–8"},
+		{[]int{1, 3, 5}, "-", ",", "1,3,5"},
+		{[]int{2, 3, 3, 4}, "-", ",", "2-3,3-4"}, // not a set: runs as given
+	} {
+		if got := passes.LayerRanges(c.ls, c.dash, c.sep); got != c.want {
+			t.Errorf("LayerRanges(%v, %q, %q) = %q, want %q", c.ls, c.dash, c.sep, got, c.want)
+		}
+	}
+}
+
+// TestSchemeRuns: the scheme of every layer prints in runs of consecutive
+// layers with one scheme.
+func TestSchemeRuns(t *testing.T) {
+	ls := []passes.LayerScheme{{0, "rope"}, {1, "rope"}, {2, "rope"}, {3, "nope"}, {4, "rope"}, {6, "rope"}, {7, "rope"}}
+	if got, want := passes.SchemeRuns(ls, "-"), "0-2 rope, 3 nope, 4 rope, 6-7 rope"; got != want {
+		t.Errorf("SchemeRuns = %q, want %q", got, want)
+	}
+	if got := passes.SchemeRuns(nil, "-"); got != "" {
+		t.Errorf("SchemeRuns(nil) = %q", got)
+	}
+}

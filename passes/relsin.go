@@ -81,19 +81,7 @@ func runRelSin(c *Context) (any, error) {
 				}
 				continue
 			}
-			merged := false
-			for _, g := range out {
-				if sameParams(g.Params, f.Params) {
-					g.Layers = sortedUnique(append(g.Layers, f.Layers...))
-					g.Nodes = w.sortOrig(append(g.Nodes, f.Nodes...))
-					ge := g.Evidence.(*RelSinEvidence)
-					ge.Blocks = append(ge.Blocks, f.Evidence.(*RelSinEvidence).Blocks...)
-					merged = true
-				}
-			}
-			if !merged {
-				out = append(out, f)
-			}
+			out = w.mergeFinding(out, f, nil)
 		}
 	}
 	return out, nil

@@ -56,19 +56,7 @@ func runShaw(c *Context) (any, error) {
 				continue
 			}
 			tables[table] = true
-			merged := false
-			for _, g := range out {
-				if sameParams(g.Params, f.Params) {
-					g.Layers = sortedUnique(append(g.Layers, f.Layers...))
-					g.Nodes = w.sortOrig(append(g.Nodes, f.Nodes...))
-					ge := g.Evidence.(*ShawEvidence)
-					ge.Blocks = append(ge.Blocks, f.Evidence.(*ShawEvidence).Blocks...)
-					merged = true
-				}
-			}
-			if !merged {
-				out = append(out, f)
-			}
+			out = w.mergeFinding(out, f, nil)
 		}
 	}
 	for _, f := range out {

@@ -365,44 +365,6 @@ func paramLines(f *passes.Finding, width int) []string {
 	return lines
 }
 
-// layerRuns prints the scheme of every layer in runs: "0-2 rope, 3 nope".
-func layerRuns(ls []passes.LayerScheme) string {
-	var parts []string
-	for i := 0; i < len(ls); {
-		j := i
-		for j+1 < len(ls) && ls[j+1].Scheme == ls[i].Scheme && ls[j+1].Index == ls[j].Index+1 {
-			j++
-		}
-		if j > i {
-			parts = append(parts, fmt.Sprintf("%d-%d %s", ls[i].Index, ls[j].Index, ls[i].Scheme))
-		} else {
-			parts = append(parts, fmt.Sprintf("%d %s", ls[i].Index, ls[i].Scheme))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ", ")
-}
-
-func layersString(ls []int) string {
-	if len(ls) == 0 {
-		return "-"
-	}
-	var parts []string
-	for i := 0; i < len(ls); {
-		j := i
-		for j+1 < len(ls) && ls[j+1] == ls[j]+1 {
-			j++
-		}
-		if j > i {
-			parts = append(parts, fmt.Sprintf("%d-%d", ls[i], ls[j]))
-		} else {
-			parts = append(parts, fmt.Sprint(ls[i]))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ",")
-}
-
 func writeAuditTable(out io.Writer, reports []*passes.Report) {
 	for i, r := range reports {
 		if i > 0 {
@@ -435,9 +397,9 @@ func writeAuditTable(out io.Writer, reports []*passes.Report) {
 // generation op runs it ("2-3 in BeamSearch_0/decoder").
 func layersWhere(f *passes.Finding) string {
 	if f.Subgraph == "" {
-		return layersString(f.Layers)
+		return layerRange(f.Layers)
 	}
-	return layersString(f.Layers) + " in " + f.Subgraph
+	return layerRange(f.Layers) + " in " + f.Subgraph
 }
 
 func writeSummary(out io.Writer, reports []*passes.Report, md bool) {
@@ -470,7 +432,7 @@ func writeAuditMarkdown(out io.Writer, reports []*passes.Report) {
 		}
 		fmt.Fprintf(out, "## `%s`\n\n", r.Model)
 		fmt.Fprintf(out, "Schemes: %s; %d attention layers", strings.Join(r.Schemes, ", "), len(r.Layers))
-		if runs := layerRuns(r.Layers); runs != "" {
+		if runs := passes.SchemeRuns(r.Layers, "-"); runs != "" {
 			fmt.Fprintf(out, " (%s)", runs)
 		}
 		fmt.Fprintln(out, ".")

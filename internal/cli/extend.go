@@ -183,16 +183,8 @@ func extendRun(opts *extendOptions) error {
 	if opts.Threads < 0 {
 		return badInput("extend: --threads must not be negative (0: all cores)")
 	}
-	if opts.Out != "" {
-		if err := checkOutputFile("-o", opts.Out, opts.In); err != nil {
-			return err
-		}
-	}
-	m, err := loadModel(opts.IO.ErrOut, opts.In)
+	m, err := loadModelInto(opts.IO, opts.In, opts.Out)
 	if err != nil {
-		return err
-	}
-	if err := checkModelOutput(opts.Out, opts.In, m); err != nil {
 		return err
 	}
 	x, err := passes.ExtendModel(m, opts.Ext)

@@ -204,16 +204,8 @@ func rewriteRun(opts *rewriteOptions) error {
 			}
 		}
 	}
-	if opts.Out != "" {
-		if err := checkOutputFile("-o", opts.Out, opts.In); err != nil {
-			return err
-		}
-	}
-	m, err := loadModel(opts.IO.ErrOut, opts.In)
+	m, err := loadModelInto(opts.IO, opts.In, opts.Out)
 	if err != nil {
-		return err
-	}
-	if err := checkModelOutput(opts.Out, opts.In, m); err != nil {
 		return err
 	}
 	rw, _, err := passes.RewriteModel(m, passes.Options{Rewrite: ro}, ps...)
@@ -304,6 +296,25 @@ func rewriteRun(opts *rewriteOptions) error {
 	return printRewrite(opts, rep)
 }
 
+// loadModelInto loads the model in, which a command rewrites into out
+// ("" with --dry-run): out is checked before (it can be written and is not
+// in) and after loading (it is none of in's side files, nor is out.data).
+func loadModelInto(ios *IOStreams, in, out string) (*graph.Model, error) {
+	if out != "" {
+		if err := checkOutputFile("-o", out, in); err != nil {
+			return nil, err
+		}
+	}
+	m, err := loadModel(ios.ErrOut, in)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkModelOutput(out, in, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // checkModelOutput refuses an output that saveRewritten would write over
 // a file model orig (loaded from in) is read from: out, or its side file
 // out.data, being in or a side file of orig.
@@ -378,23 +389,5 @@ func printRewrite(opts *rewriteOptions, rep *rewriteReport) error {
 	return err
 }
 
-// layerRange prints layer indexes compactly: 0-3,5.
-func layerRange(ls []int) string {
-	if len(ls) == 0 {
-		return "-"
-	}
-	var parts []string
-	for i := 0; i < len(ls); {
-		j := i
-		for j+1 < len(ls) && ls[j+1] == ls[j]+1 {
-			j++
-		}
-		if j > i {
-			parts = append(parts, fmt.Sprintf("%d-%d", ls[i], ls[j]))
-		} else {
-			parts = append(parts, fmt.Sprint(ls[i]))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ",")
-}
+// layerRange prints layer indexes compactly: 0-3,5 ("-" for none).
+func layerRange(ls []int) string { return cmp.Or(passes.LayerRanges(ls, "-", ","), "-") }

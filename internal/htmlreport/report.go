@@ -195,44 +195,11 @@ func params(fd *passes.Finding) []param {
 	return out
 }
 
-// layersString prints sorted layer indexes as runs: 0-3,5.
-func layersString(ls []int) string {
-	if len(ls) == 0 {
-		return ""
-	}
-	var parts []string
-	for i := 0; i < len(ls); {
-		j := i
-		for j+1 < len(ls) && ls[j+1] == ls[j]+1 {
-			j++
-		}
-		if j > i {
-			parts = append(parts, fmt.Sprintf("%d–%d", ls[i], ls[j]))
-		} else {
-			parts = append(parts, fmt.Sprint(ls[i]))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ", ")
-}
+// layersString prints sorted layer indexes as runs: 0–3, 5.
+func layersString(ls []int) string { return passes.LayerRanges(ls, "–", ", ") }
 
 // layerRuns prints the layers' schemes in runs: "0–2 rope, 3 nope".
-func layerRuns(ls []passes.LayerScheme) string {
-	var parts []string
-	for i := 0; i < len(ls); {
-		j := i
-		for j+1 < len(ls) && ls[j+1].Scheme == ls[i].Scheme && ls[j+1].Index == ls[j].Index+1 {
-			j++
-		}
-		if j > i {
-			parts = append(parts, fmt.Sprintf("%d–%d %s", ls[i].Index, ls[j].Index, ls[i].Scheme))
-		} else {
-			parts = append(parts, fmt.Sprintf("%d %s", ls[i].Index, ls[i].Scheme))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ", ")
-}
+func layerRuns(ls []passes.LayerScheme) string { return passes.SchemeRuns(ls, "–") }
 
 // jsonText prints a value as JSON with a space after commas and colons,
 // so that lists and objects wrap in a table cell.
