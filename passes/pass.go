@@ -46,7 +46,11 @@ type Context struct {
 
 	trace   *Trace
 	timings map[string]time.Duration
+	running map[string]bool
 }
+
+// Runs reports whether the pass named name is one of this run's.
+func (c *Context) Runs(name string) bool { return c.running[name] }
 
 // Work is the normalised working copy made by the Normalize pass.
 func (c *Context) Work() *Work { return c.ResultOf[Normalize].(*Work) }
@@ -67,7 +71,10 @@ func Run(m *graph.Model, opts Options, passes ...*Pass) (*Context, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx := &Context{Model: m, ResultOf: map[*Pass]any{}, Options: opts, timings: map[string]time.Duration{}}
+	ctx := &Context{Model: m, ResultOf: map[*Pass]any{}, Options: opts, timings: map[string]time.Duration{}, running: map[string]bool{}}
+	for _, p := range order {
+		ctx.running[p.Name] = true
+	}
 	if opts.Trace {
 		ctx.trace = &Trace{}
 	}

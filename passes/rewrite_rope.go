@@ -44,11 +44,15 @@ func runRewriteRoPE(c *Context) (any, error) {
 			continue
 		}
 		if p, ok := f.Params.(*RoPEParams); ok && (p.MultimodalSections != nil || p.Axes == 2) {
-			// RotaryEmbedding turns every pair by one position per token.
+			// RotaryEmbedding turns every pair by one position per token:
+			// these findings are their own passes' (which say what they
+			// did with them); said here only when that pass does not run.
+			owner, short, what := "rewrite_mrope", "mrope", "M-RoPE's position streams"
 			if p.Axes == 2 {
-				ch.skip(f, "RotaryEmbedding turns every pair with one position: the two axes of 2-D RoPE do not fit it (rewrite_axial_rope stores the cos/sin of a fixed grid)")
-			} else {
-				ch.skip(f, "RotaryEmbedding turns every pair with one position: M-RoPE's position streams do not fit it (rewrite_mrope stores its cos/sin)")
+				owner, short, what = "rewrite_axial_rope", "axial", "the two axes of 2-D RoPE"
+			}
+			if !c.Runs(owner) {
+				ch.skip(f, "%s do not fit RotaryEmbedding (one position turns every pair): the finding is %s's, which this run leaves out (--passes %s)", what, owner, short)
 			}
 			continue
 		}

@@ -104,6 +104,11 @@ func TestRewriteCorpus(t *testing.T) {
 				for _, s := range ch.Skipped {
 					t.Logf("skipped: %s", s)
 					skipped += s + "\n"
+					// Every pass runs: the owner of an M-RoPE or 2-D RoPE
+					// finding says what it did, rewrite_rope says nothing.
+					if ch.Pass == "rewrite_rope" && (strings.Contains(s, "M-RoPE") || strings.Contains(s, "2-D RoPE")) {
+						t.Errorf("rewrite_rope reports a finding another pass of the run owns: %s", s)
+					}
 				}
 			}
 			if why, ok := rewriteSkips[cm.name]; ok && !strings.Contains(skipped, why) {
@@ -474,5 +479,48 @@ func TestRewriteAuditsTheSame(t *testing.T) {
 	}
 	if !ntk {
 		t.Error("rope_ntk was not rewritten: its dynamic NTK, kept computed beside a fused rotation, is not checked")
+	}
+}
+
+// TestRewriteNamesTheOwnerLeftOut runs rewrite_rope alone on M-RoPE and
+// 2-D RoPE models: the finding is not rewritten, and the line says whose
+// it is (rewrite_mrope, rewrite_axial_rope) and that the run leaves that
+// pass out.
+func TestRewriteNamesTheOwnerLeftOut(t *testing.T) {
+	man, err := testmodels.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	models := map[string]*graph.Model{}
+	for _, e := range man.Models {
+		if e.Name == "rope_mrope" || e.Name == "rope_axial_vit" {
+			models[e.Name] = loadCorpus(t, e)
+		}
+	}
+	for _, s := range testmodels.AxialSynthetics() {
+		if s.Name == "rope_axial_meshgrid_open" {
+			models[s.Name] = s.Build()
+		}
+	}
+	owner := map[string]string{"rope_mrope": "rewrite_mrope's, which this run leaves out (--passes mrope)",
+		"rope_axial_vit":           "rewrite_axial_rope's, which this run leaves out (--passes axial)",
+		"rope_axial_meshgrid_open": "rewrite_axial_rope's, which this run leaves out (--passes axial)"}
+	if len(models) != len(owner) {
+		t.Fatalf("found %d of the %d models", len(models), len(owner))
+	}
+	for name, m := range models {
+		r, _, err := passes.RewriteModel(m, passes.Options{}, passes.RewriteRoPE)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string
+		for _, ch := range r.Changes {
+			if ch.Pass == "rewrite_rope" {
+				lines = append(lines, ch.Skipped...)
+			}
+		}
+		if r.Changed() || len(lines) != 1 || !strings.Contains(lines[0], owner[name]) {
+			t.Errorf("%s: changed %v, rewrite_rope's lines %q, want one naming %q", name, r.Changed(), lines, owner[name])
+		}
 	}
 }

@@ -106,7 +106,8 @@ rewrite is written unchanged. External data stays external: with side
 files, the output's tensors (new tables too) go to OUT.data.
 
 Exit codes:
-  0  rewritten and proven equal (or nothing to rewrite)
+  0  rewritten and proven equal, or nothing rewritten (IN written
+     unchanged; findings a pass leaves are listed with the reason)
   1  the rewritten model is not equal to IN: nothing was written
   2  usage error, unreadable input, a model verify cannot run
   3  internal error (a bug: please report it)
@@ -270,6 +271,15 @@ func rewriteRun(opts *rewriteOptions) error {
 	switch {
 	case !rep.Changed:
 		rep.Summary = "nothing to rewrite"
+		left := 0
+		for _, ch := range rep.Changes {
+			left += len(ch.Skipped)
+		}
+		if left > 0 {
+			// Findings a pass refused (the lines above say why): not
+			// "nothing to rewrite".
+			rep.Summary = fmt.Sprintf("nothing rewritten (%d finding(s) left, see 'not rewritten')", left)
+		}
 		if rep.Written {
 			rep.Summary += ": " + opts.Out + " is " + opts.In + " unchanged"
 		}

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -56,8 +57,18 @@ func TestRewriteCorpusIsProvenEqual(t *testing.T) {
 			if !rep.Changed {
 				a, _ := os.ReadFile(e.ModelPath())
 				b, _ := os.ReadFile(out)
-				if !bytes.Equal(a, b) || !strings.HasPrefix(rep.Summary, "nothing to rewrite") {
-					t.Fatalf("nothing to rewrite, but the output differs from the input (%s)", rep.Summary)
+				// Findings a pass refused are counted, not "nothing to
+				// rewrite".
+				left := 0
+				for _, ch := range rep.Changes {
+					left += len(ch.Skipped)
+				}
+				want := "nothing to rewrite"
+				if left > 0 {
+					want = fmt.Sprintf("nothing rewritten (%d finding(s) left", left)
+				}
+				if !bytes.Equal(a, b) || !strings.HasPrefix(rep.Summary, want) {
+					t.Fatalf("nothing rewritten, but the output differs from the input or the summary does not begin %q (%s)", want, rep.Summary)
 				}
 				return
 			}
@@ -352,5 +363,50 @@ func TestRewriteConvertsFusedRoPE(t *testing.T) {
 		if f := fusedOps(t, out); len(f) != 1 || f[c.want] == 0 {
 			t.Errorf("%s --rope-op %s: fused ops %v", c.model, c.op, f)
 		}
+	}
+}
+
+// TestRewriteRefusesAnOpenGrid rewrites a ViT with axial 2-D RoPE over
+// images of open size: rewrite_axial_rope refuses it with the reason (its
+// grid follows the image), no other pass claims it, the summary counts it
+// as left (not "nothing to rewrite") and the model is written unchanged;
+// with --passes rope the one line names the pass that owns the finding.
+func TestRewriteRefusesAnOpenGrid(t *testing.T) {
+	var open *testmodels.Synthetic
+	for _, s := range testmodels.AxialSynthetics() {
+		if s.Name == "rope_axial_meshgrid_open" {
+			open = &s
+		}
+	}
+	if open == nil {
+		t.Fatal("no rope_axial_meshgrid_open")
+	}
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.onnx"), filepath.Join(dir, "out.onnx")
+	if err := open.Build().Save(in, graph.SaveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "rewrite", in, "-o", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"not rewritten (axial_rope): rope (layers [0 1]): grid null: the patch grid follows the image's size",
+		"nothing rewritten (1 finding(s) left, see 'not rewritten'): " + out + " is " + in + " unchanged"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the report lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "not rewritten (rope)") {
+		t.Errorf("rewrite_rope reports rewrite_axial_rope's finding:\n%s", stdout)
+	}
+	a, _ := os.ReadFile(in)
+	b, _ := os.ReadFile(out)
+	if !bytes.Equal(a, b) {
+		t.Error("the output is not the input unchanged")
+	}
+	code, stdout, stderr = runCLI(t, "rewrite", in, "-o", out, "--passes", "rope")
+	if code != 0 || strings.Count(stdout, "not rewritten (") != 1 ||
+		!strings.Contains(stdout, "not rewritten (rope): rope (layers [0 1]): the two axes of 2-D RoPE do not fit RotaryEmbedding (one position turns every pair): the finding is rewrite_axial_rope's, which this run leaves out (--passes axial)") {
+		t.Errorf("--passes rope: exit %d:\n%s%s", code, stdout, stderr)
 	}
 }
