@@ -99,19 +99,6 @@ func thin(ps []int, k int) []int {
 	return slices.Compact(out)
 }
 
-// rng is a small deterministic generator for golden inputs.
-type rng uint64
-
-// next is a value in [-1, 1).
-func (r *rng) next() float64 {
-	x := uint64(*r)
-	x ^= x << 13
-	x ^= x >> 7
-	x ^= x << 17
-	*r = rng(x)
-	return float64(x>>11)/float64(1<<52) - 1
-}
-
 // tensorOf makes a tensor of element type dt from values (rounded to dt;
 // int64 and int32 truncate).
 func tensorOf(dt graph.DataType, shape []int, vals []float64) (*kernels.Tensor, error) {

@@ -36,7 +36,7 @@ var (
 // from their opset. Every registered op must have one (a test checks):
 // call it next to Register.
 func SetInputs(domain, op string, since int64, spec string) {
-	if strings.Trim(spec, "roRO+*") != "" || strings.IndexAny(spec, "+*") >= 0 && strings.IndexAny(spec, "+*") != len(spec)-1 {
+	if strings.Trim(spec, "roRO+*") != "" || strings.ContainsAny(spec, "+*") && strings.IndexAny(spec, "+*") != len(spec)-1 {
 		panic(fmt.Sprintf("kernels: SetInputs %s.%s: bad spec %q", domain, op, spec))
 	}
 	k := opKey{normDomain(domain), op}

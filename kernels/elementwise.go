@@ -206,7 +206,7 @@ func binaryT[T Num](c *Call, op binOp, a, b *Tensor) (*Tensor, error) {
 		}
 	}
 	var sbuf [bcastRank]int
-	shape := sbuf[:0]
+	var shape []int
 	if r := max(len(a.Shape), len(b.Shape)); r <= bcastRank {
 		shape = sbuf[:r]
 	} else {

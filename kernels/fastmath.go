@@ -210,11 +210,6 @@ var erfcVec = func() (v erfVecTab) {
 	return
 }()
 
-// erfcPos is erfc(y) for y >= 0 in float64 with a relative error near
-// 1e-12 (for float32 results). Beyond 10.5 h is taken at 10.5, which
-// changes nothing in float32 since erfc(y) then underflows float32.
-func erfcPos(y float64) float64 { return expf(-y*y) * erfcPoly(y) }
-
 // erfcPoly is h(y) = erfc(y)·e^(y²) for y >= 0.
 func erfcPoly(y float64) float64 {
 	a := min(y, erfcTabN*0.5) // NaN stays NaN

@@ -607,7 +607,7 @@ func fuzzFloat(src *byteSource) float64 {
 	case v < 220:
 		return float64(v - 200)
 	default:
-		return []float64{0, -0.0, math.NaN(), math.Inf(1), math.Inf(-1), 1e30, -1e30, 1e-30, 65504, 3.4e38}[int(v-220)%10]
+		return []float64{0, math.Copysign(0, -1), math.NaN(), math.Inf(1), math.Inf(-1), 1e30, -1e30, 1e-30, 65504, 3.4e38}[int(v-220)%10]
 	}
 }
 

@@ -260,15 +260,17 @@ func constantOfShape(c *Call, in []*Tensor) ([]*Tensor, error) {
 }
 
 func constant(c *Call, in []*Tensor) ([]*Tensor, error) {
-	for _, na := range c.attrs {
-		gt, err := graph.ConstantFromAttr(na.name, na.a, c.Node.Output(0).Name)
-		if err != nil {
-			return nil, err
-		}
-		t, err := FromGraph(gt)
-		return []*Tensor{t}, err
+	if len(c.attrs) == 0 {
+		return nil, fmt.Errorf("Constant has no value attribute")
 	}
-	return nil, fmt.Errorf("Constant has no value attribute")
+	// The first attribute: a Constant node has exactly one.
+	na := c.attrs[0]
+	gt, err := graph.ConstantFromAttr(na.name, na.a, c.Node.Output(0).Name)
+	if err != nil {
+		return nil, err
+	}
+	t, err := FromGraph(gt)
+	return []*Tensor{t}, err
 }
 
 // rangeCount is the number of elements of Range(start, limit, delta),

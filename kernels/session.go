@@ -174,21 +174,6 @@ func newEnv(p *plan, parent *env) *env {
 	return &env{vals: make([]*Tensor, len(p.slots)), plan: p, parent: parent}
 }
 
-// get returns the value of v seen from e (nil when it has none).
-func (e *env) get(v *graph.Value) *Tensor {
-	for s := e; s != nil; s = s.parent {
-		if i, ok := s.plan.slots[v]; ok {
-			if t := s.vals[i]; t != nil || s.plan.isInput[v] {
-				return t
-			}
-		}
-		if t, ok := s.plan.consts[v]; ok {
-			return t
-		}
-	}
-	return nil
-}
-
 // read returns the tensor r refers to from e.
 func (e *env) read(r *ref) *Tensor {
 	if r.k != nil {

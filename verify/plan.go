@@ -41,7 +41,6 @@ type planner struct {
 	opts   *Options
 	run    func(s SetSpec) (map[string]*kernels.Tensor, error)
 	cached map[string]map[string]*kernels.Tensor // A's outputs by set key
-	sets   []*inputSet
 }
 
 // Analyze reads what verify needs to know about a model's inputs from

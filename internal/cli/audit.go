@@ -312,9 +312,6 @@ func policyViolations(opts *auditOptions, reports []*passes.Report) []string {
 	return out
 }
 
-// paramString prints params as key=value pairs, sorted by key.
-func paramString(f *passes.Finding) string { return strings.Join(paramParts(f), " ") }
-
 // paramParts are the key=value pairs of the params, sorted by key.
 func paramParts(f *passes.Finding) []string {
 	if f.Params == nil {

@@ -261,7 +261,7 @@ func badInputCases(t *testing.T, b *badInputs) []badCase {
 	g, d := b.good, b.data
 	ext := []string{"extend", g, "-o", o("x.onnx"), "--to", "128", "--method", "linear", "--original-max-positions", "32"}
 	cg := []string{"codegen", g, "--lang", "go", "--package", "pe", "-o", o("pe")}
-	for _, c := range []badCase{
+	cases = append(cases, []badCase{
 		{[]string{"audit", g, "--format", "pdf"}, "--format"},
 		{[]string{"audit", g, "--format", "markdown", "--json"}, "--json"},
 		{[]string{"audit", g, "--require", "rotary"}, "rotary"},
@@ -338,9 +338,7 @@ func badInputCases(t *testing.T, b *badInputs) []badCase {
 		{[]string{"inspect"}, "accepts 1 arg"},
 		{[]string{"inspect", "--nope", gatherModel(t)}, "unknown flag"},
 		{[]string{"frobnicate"}, "unknown command"},
-	} {
-		cases = append(cases, c)
-	}
+	}...)
 	return cases
 }
 
