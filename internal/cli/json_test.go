@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/spf13/cobra"
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
@@ -214,5 +216,42 @@ func TestBadInputWithJSON(t *testing.T) {
 	t.Logf("%d bad inputs with --json; skipped (no --json flag): %v", n, skipped)
 	if n < 100 {
 		t.Errorf("only %d bad inputs with --json", n)
+	}
+}
+
+// TestPanicExits3 runs a command that panics (as a detector meeting a
+// model it did not expect would): exit 3 with one line saying it is an
+// internal error, not Go's crash (exit 2, which says bad input, and a
+// stack on stderr); with --json, the error object of kind internal.
+func TestPanicExits3(t *testing.T) {
+	withBoom := func(ios *IOStreams) *cobra.Command {
+		root := NewRootCmd(ios)
+		boom := &cobra.Command{Use: "boom", RunE: func(*cobra.Command, []string) error {
+			var m map[string]int
+			m["x"]++ // assignment to a nil map: a runtime panic
+			return nil
+		}}
+		boom.Flags().Bool("json", false, "print JSON")
+		root.AddCommand(boom)
+		return root
+	}
+	errorSchema := compileSchema(t, "error.schema.json", ErrorSchema)
+	for _, args := range [][]string{{"boom"}, {"boom", "--json"}} {
+		var out, errOut bytes.Buffer
+		ctx, guard := withGuard(context.Background())
+		code := runRoot(ctx, guard, &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, args, withBoom)
+		if code != ExitInternal || errOut.String() != "onnxpe: internal error: panic: assignment to entry in nil map\n" {
+			t.Errorf("%v: exit %d, stderr %q; want 3 and one line", args, code, errOut.String())
+		}
+		if len(args) == 1 {
+			if out.Len() != 0 {
+				t.Errorf("%v: stdout %q", args, out.String())
+			}
+			continue
+		}
+		checkErrorJSON(t, errorSchema, args, code, out.String(), errOut.String())
+		if !strings.Contains(out.String(), `"kind": "internal"`) {
+			t.Errorf("%v: %s", args, out.String())
+		}
 	}
 }

@@ -9,8 +9,10 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -117,6 +119,23 @@ func wrapArgs(c *cobra.Command) {
 	}
 }
 
+// execute runs root's command. A panic of the command (a bug: a model
+// the code did not expect) becomes an internal error, exit 3, instead of
+// Go's crash with exit 2, which says bad input; ONNXPE_DEBUG=1 prints its
+// stack. Panics in other goroutines are the kernels' (which turn them
+// into errors) or crash the process.
+func execute(ctx context.Context, root *cobra.Command, errOut io.Writer) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if os.Getenv("ONNXPE_DEBUG") == "1" {
+				fmt.Fprintf(errOut, "onnxpe: panic: %v\n%s\n", r, debug.Stack())
+			}
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return root.ExecuteContext(ctx)
+}
+
 // Main runs the command line and returns the exit code. SIGINT and
 // SIGTERM stop the command: a write in progress is finished or undone
 // first, and the exit code is ExitInterrupted.
@@ -146,17 +165,22 @@ func run(ios *IOStreams, args []string) int {
 }
 
 func runContext(ctx context.Context, guard *writeGuard, ios *IOStreams, args []string) int {
+	return runRoot(ctx, guard, ios, args, NewRootCmd)
+}
+
+// runRoot runs the command tree newRoot builds (tests add commands to it).
+func runRoot(ctx context.Context, guard *writeGuard, ios *IOStreams, args []string, newRoot func(*IOStreams) *cobra.Command) int {
 	// Commands write to out, which knows whether they wrote anything and
 	// whether they print JSON: a command given --json that fails before
 	// printing its report prints the error object instead.
 	out := newStdout(ios.Out)
 	cios := *ios
 	cios.Out = out
-	root := NewRootCmd(&cios)
+	root := newRoot(&cios)
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { out.parsed(cmd) }
 	guard.onStop(func(code int, msg string) { out.fail(root, args, code, msg) })
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	err := execute(ctx, root, ios.ErrOut)
 	if ctx.Err() != nil {
 		// Interrupted: the command stopped (or finished) meanwhile.
 		return guard.interrupted(ios.ErrOut)
