@@ -114,6 +114,7 @@ var emitters = map[string]emitter{
 	passes.RelativeClipped:    emitShaw,
 	passes.RelativeSinusoidal: emitRelSin,
 	passes.Disentangled:       emitDisentangled,
+	passes.ComplexOrder:       emitComplexOrder,
 }
 
 // errSkip marks findings the generator leaves out (with a reason), as

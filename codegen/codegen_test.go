@@ -95,7 +95,6 @@ var pending = map[string]string{}
 func init() {
 	// Issue 14: the generators of these schemes come after their detectors.
 	for m, scheme := range map[string]string{
-		"complex_order":    "complex_order",
 		"floater_unrolled": "floater", "floater_loop": "floater",
 	} {
 		for _, v := range []string{"", "_ort_basic", "_ort_extended"} {

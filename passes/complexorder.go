@@ -13,9 +13,15 @@ type ComplexOrderEvidence struct {
 	// phase); Positions the position operand, Frequency the per-word
 	// frequencies and Amplitude the amplitude they multiply.
 	Phase, Positions, Frequency, Amplitude string
-	// FreqTable and PhaseTable name the tables the frequencies and phases
-	// are gathered from ("" when they are not gathered).
-	FreqTable, PhaseTable string
+	// FreqTable, PhaseTable and AmplitudeTable name the tables the
+	// frequencies, phases and amplitudes are gathered from ("" when they
+	// are not gathered); TokenIDs the graph input holding the word ids the
+	// gathers read (through layout ops), "" when they read another value.
+	FreqTable, PhaseTable, AmplitudeTable string
+	TokenIDs                              string
+	// Real and Imag name the real and imaginary parts: the amplitude times
+	// the cos, and times the sin, of the phase.
+	Real, Imag string
 	// Pos are the positions of tokens 0..S-1 at probe length S.
 	Pos []float64
 	// Omega are the first words' frequencies, [word][dim] (at most 16
@@ -107,7 +113,8 @@ func (w *Work) complexOrderAt(phase *graph.Value, sinN *graph.Node, blocks []*Bl
 	// The amplitude: the Cos and Sin each multiply a token-dependent value.
 	var amp *graph.Value
 	var ampNodes []*graph.Node
-	for _, n := range []*graph.Node{cosN, sinN} {
+	var parts [2]*graph.Value // real, imaginary
+	for i, n := range []*graph.Node{cosN, sinN} {
 		for _, u := range n.Output(0).Uses() {
 			m := u.Node
 			if m.OpType == "Mul" && len(m.Inputs()) == 2 {
@@ -115,6 +122,7 @@ func (w *Work) complexOrderAt(phase *graph.Value, sinN *graph.Node, blocks []*Bl
 				if w.IsAct(other) {
 					amp = other
 					ampNodes = append(ampNodes, m)
+					parts[i] = m.Output(0)
 				}
 			}
 		}
@@ -149,11 +157,21 @@ func (w *Work) complexOrderAt(phase *graph.Value, sinN *graph.Node, blocks []*Bl
 		params.Dim = int(d)
 	}
 	ev := &ComplexOrderEvidence{Phase: w.name(phase), Positions: w.name(pos), Frequency: w.name(omega), Amplitude: w.name(amp), Pos: pv}
+	if parts[0] != nil && parts[1] != nil {
+		ev.Real, ev.Imag = w.name(parts[0]), w.name(parts[1])
+	}
 	if g := w.tokenTable(omega); g != nil {
 		params.LearnedFrequency = true
 		ev.FreqTable = w.name(g.Input(0))
 		ev.Omega = tableHead(w, g.Input(0), 16)
+		ev.TokenIDs = w.idsInput(g.Input(1))
 		nodes = append(nodes, g)
+	}
+	if g := w.tokenTable(amp); g != nil {
+		ev.AmplitudeTable = w.name(g.Input(0))
+		if ids := w.idsInput(g.Input(1)); ids != ev.TokenIDs {
+			ev.TokenIDs = ""
+		}
 	}
 	if theta != nil {
 		if g := w.tokenTable(theta); g != nil {
@@ -204,6 +222,25 @@ func (w *Work) tokenTable(v *graph.Value) *graph.Node {
 		v = n.Input(0)
 	}
 	return nil
+}
+
+// idsInput is the graph input v is read from through layout ops (the
+// word ids a table gather reads), or "".
+func (w *Work) idsInput(v *graph.Value) string {
+	for steps := 0; steps < 8 && v != nil; steps++ {
+		n := v.Producer()
+		if n == nil {
+			if v.IsGraphInput() {
+				return w.name(v)
+			}
+			return ""
+		}
+		if !layoutOps[n.OpType] && n.OpType != "Transpose" && n.OpType != "Cast" {
+			return ""
+		}
+		v = n.Input(0)
+	}
+	return ""
 }
 
 // tableHead is the first rows of a constant 2-D table, [row][col].

@@ -60,6 +60,8 @@ that compute what the model computes:
                     (Transformer-XL, XLNet)
   disentangled      DisentangledBucket, DisentangledRelativePositions,
                     DisentangledC2PIndex, DisentangledP2CIndex (DeBERTa)
+  complex_order     ComplexOrderPositions, ComplexOrderPhase,
+                    ComplexOrderEmbedding (Wang et al. 2020)
 
 The functions repeat the model's own arithmetic (the element types it
 computes in, rounding as it rounds); stored tables become data. A test
