@@ -22,7 +22,7 @@ type axialData struct {
 	// PairAxis is 0 for a pair turning with the column, 1 with the row.
 	PairAxis []int
 	// Offset tokens come before the grid and are not rotated; Rows and
-	// Cols are the model's grid.
+	// Cols are the model's grid (0 when it follows the image's size).
 	Offset     int
 	Rows, Cols int
 	// Freq are the frequencies per pair, exactly as the model stores them
@@ -36,7 +36,7 @@ type axialData struct {
 }
 
 // axialCase is one call of AxialRoPECosSin: the grid and the model's cos
-// and sin, [rows·cols][K] (the model's own grid: its image size is fixed).
+// and sin, [rows·cols][K].
 type axialCase struct {
 	Rows, Cols int
 	Cos, Sin   *table
@@ -65,43 +65,24 @@ func emitAxial(g *gen, f *passes.Finding, p *passes.RoPEParams, ev *passes.RoPEE
 	d.FreqFrom = d.Freq.From
 	pt := &part{Tmpl: "axial", Data: d}
 
+	// The golden vectors: every cell of the model's grid, or (an image of
+	// open size) of the grids of several image sizes.
+	seqs := []int{d.Offset + d.Rows*d.Cols}
 	if d.Rows == 0 {
-		return nil, skip("2-D RoPE: the audit read no fixed patch grid to test the code against")
+		seqs = []int{8, 16, 32, 64}
 	}
-	// The golden vectors: every cell of the model's grid.
-	n := d.Offset + d.Rows*d.Cols
-	cos, sin, err := g.unitCosSin(rot, ev, d.HeadDim, n, nil)
-	if err != nil {
-		return nil, fmt.Errorf("golden vectors of the %d x %d grid: %w", d.Rows, d.Cols, err)
-	}
-	if len(cos) != n {
-		return nil, fmt.Errorf("golden vectors: %d tokens for %d before a %d x %d grid", len(cos), d.Offset, d.Rows, d.Cols)
-	}
-	for i := 0; i < d.Offset; i++ {
-		for k := range d.Pairs {
-			if !close32(cos[i][k], 1) || !close32(sin[i][k], 0) {
-				return nil, skip("token %d before the grid is rotated (pair %d: cos %.9g, sin %.9g)", i, k, cos[i][k], sin[i][k])
-			}
+	for _, seq := range seqs {
+		c, err := g.axialCase(d, rot, ev, seq, suffix)
+		if err != nil {
+			return nil, err
+		}
+		if c != nil && !slices.ContainsFunc(d.Cases, func(x *axialCase) bool { return x.Rows == c.Rows && x.Cols == c.Cols }) {
+			d.Cases = append(d.Cases, c)
 		}
 	}
-	c := &axialCase{Rows: d.Rows, Cols: d.Cols,
-		Cos: &table{Name: "goldenAxialRoPECos" + suffix, Type: "float32", Golden: true},
-		Sin: &table{Name: "goldenAxialRoPESin" + suffix, Type: "float32", Golden: true}}
-	for t := 0; t < d.Rows*d.Cols; t++ {
-		r, col := t/d.Cols, t%d.Cols
-		mc, ms := cos[d.Offset+t], sin[d.Offset+t]
-		c.Cos.Vals = append(c.Cos.Vals, mc...)
-		c.Sin.Vals = append(c.Sin.Vals, ms...)
-		// The arithmetic the templates write must give the model's values.
-		for k := range d.Pairs {
-			ac, as := d.cosSin(r, col, k)
-			if !close32(ac, mc[k]) || !close32(as, ms[k]) {
-				return nil, skip("at row %d column %d of the %d x %d grid pair %d the model gives (%.9g, %.9g), the arithmetic (%.9g, %.9g)",
-					r, col, d.Rows, d.Cols, k, mc[k], ms[k], ac, as)
-			}
-		}
+	if len(d.Cases) == 0 || d.Rows == 0 && len(d.Cases) < 2 {
+		return nil, skip("2-D RoPE over images of open size: fewer than two grids of several rows to test the code against")
 	}
-	d.Cases = append(d.Cases, c)
 	cols, rows := 0, 0
 	for _, a := range d.PairAxis {
 		if a == 0 {
@@ -110,8 +91,17 @@ func emitAxial(g *gen, f *passes.Finding, p *passes.RoPEParams, ev *passes.RoPEE
 			rows++
 		}
 	}
-	line := fmt.Sprintf("Axial 2-D RoPE of layers %s: head dim %d, %d pairs, %d turning with the column and %d with the row of a patch (t = row·cols + col), over the model's %d x %d grid",
-		layerList(f.Layers), d.HeadDim, d.K, cols, rows, d.Rows, d.Cols)
+	line := fmt.Sprintf("Axial 2-D RoPE of layers %s: head dim %d, %d pairs, %d turning with the column and %d with the row of a patch (t = row·cols + col)",
+		layerList(f.Layers), d.HeadDim, d.K, cols, rows)
+	if d.Rows > 0 {
+		line += fmt.Sprintf(", over the model's %d x %d grid", d.Rows, d.Cols)
+	} else {
+		var gs []string
+		for _, c := range d.Cases {
+			gs = append(gs, fmt.Sprintf("%d x %d", c.Rows, c.Cols))
+		}
+		line += fmt.Sprintf(", over a grid that follows the image's size (tested on the grids %s)", joinAnd(gs))
+	}
 	if d.Offset > 0 {
 		line += fmt.Sprintf(" after %d unrotated token(s)", d.Offset)
 	}
@@ -124,6 +114,68 @@ func emitAxial(g *gen, f *passes.Finding, p *passes.RoPEParams, ev *passes.RoPEE
 	}
 	pt.Emitted.MaxPositions = d.Rows * d.Cols
 	return pt, nil
+}
+
+// axialCase runs the rotation at sequence length seq (an image of the
+// model's size, or the one bound for seq) and reads the cos and sin of
+// every cell of its grid; it checks the templates' arithmetic against
+// them. The grid of an image of open size is read from the rotation: its
+// columns are the cells before the first whose row pairs turn. nil when
+// the image has one row or the model refuses it.
+func (g *gen) axialCase(d *axialData, rot *rotation, ev *passes.RoPEEvidence, seq int, suffix string) (*axialCase, error) {
+	cos, sin, err := g.unitCosSin(rot, ev, d.HeadDim, seq, nil)
+	if err != nil {
+		if d.Rows == 0 {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("golden vectors of the %d x %d grid: %w", d.Rows, d.Cols, err)
+	}
+	cells := len(cos) - d.Offset
+	rows, cols := d.Rows, d.Cols
+	if rows == 0 {
+		cols = cells
+		for t := 1; t < cells && cols == cells; t++ {
+			for k, a := range d.PairAxis {
+				if a == 1 && !(close32(cos[d.Offset+t][k], 1) && close32(sin[d.Offset+t][k], 0)) {
+					cols = t
+					break
+				}
+			}
+		}
+		if cols < 1 || cells%cols != 0 || cells/cols < 2 {
+			return nil, nil
+		}
+		rows = cells / cols
+	}
+	if cells != rows*cols {
+		return nil, fmt.Errorf("golden vectors: %d tokens for %d before a %d x %d grid", len(cos), d.Offset, rows, cols)
+	}
+	for i := 0; i < d.Offset; i++ {
+		for k := range d.Pairs {
+			if !close32(cos[i][k], 1) || !close32(sin[i][k], 0) {
+				return nil, skip("token %d before the grid is rotated (pair %d: cos %.9g, sin %.9g)", i, k, cos[i][k], sin[i][k])
+			}
+		}
+	}
+	x := fmt.Sprintf("%s_%dx%d", suffix, rows, cols)
+	c := &axialCase{Rows: rows, Cols: cols,
+		Cos: &table{Name: "goldenAxialRoPECos" + x, Type: "float32", Golden: true},
+		Sin: &table{Name: "goldenAxialRoPESin" + x, Type: "float32", Golden: true}}
+	for t := 0; t < rows*cols; t++ {
+		r, col := t/cols, t%cols
+		mc, ms := cos[d.Offset+t], sin[d.Offset+t]
+		c.Cos.Vals = append(c.Cos.Vals, mc...)
+		c.Sin.Vals = append(c.Sin.Vals, ms...)
+		// The arithmetic the templates write must give the model's values.
+		for k := range d.Pairs {
+			ac, as := d.cosSin(r, col, k)
+			if !close32(ac, mc[k]) || !close32(as, ms[k]) {
+				return nil, skip("at row %d column %d of the %d x %d grid pair %d the model gives (%.9g, %.9g), the arithmetic (%.9g, %.9g)",
+					r, col, rows, cols, k, mc[k], ms[k], ac, as)
+			}
+		}
+	}
+	return c, nil
 }
 
 // cosSin is the cos and sin of pair k at the cell (row, col) as the

@@ -101,12 +101,6 @@ func init() {
 			pending[m+v] = "no generator for " + scheme + " yet (issue 14)"
 		}
 	}
-	// ViTs over images of open size: the audit reads grid null (the grid
-	// follows the image), and the axial generator's golden vectors are
-	// the cells of a fixed grid.
-	for _, m := range []string{"rope_axial_divmod_open", "rope_axial_meshgrid_open"} {
-		pending[m] = "2-D RoPE over an open grid (grid null): no golden vectors of a fixed grid to test the code against"
-	}
 }
 
 func pkgName(model string) string { return strings.ReplaceAll(strings.ToLower(model), "_", "") }

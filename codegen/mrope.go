@@ -202,14 +202,20 @@ func close32(got, want float64) bool {
 	return math.Abs(got-want) <= 1e-6*math.Max(1, math.Abs(want))
 }
 
-// unitCosSin runs the rotation of rot as the model computes it, for q one
-// at the first dimension of every pair at n positions, with other values
-// given at cuts: the rotated q holds the cos and sin applied to every
-// token, [token][pair] (head 0).
-func (g *gen) unitCosSin(rot *rotation, ev *passes.RoPEEvidence, headDim, n int, cuts map[string]*kernels.Tensor) ([][]float64, [][]float64, error) {
-	shape, qType, err := g.ctx.BoundShape(rot.in, n)
+// unitCosSin runs the rotation of rot as the model computes it for
+// sequence length seq (the binding of ExtractSpec.Seq), for q one at the
+// first dimension of every pair, with other values given at cuts: the
+// rotated q holds the cos and sin applied to every token, [token][pair]
+// (head 0). The tokens are q's position axis (seq of them, or those of
+// an image bound for seq).
+func (g *gen) unitCosSin(rot *rotation, ev *passes.RoPEEvidence, headDim, seq int, cuts map[string]*kernels.Tensor) ([][]float64, [][]float64, error) {
+	shape, qType, err := g.ctx.BoundShape(rot.in, seq)
 	if err != nil {
 		return nil, nil, err
+	}
+	n := seq
+	if a := ev.Axis; a > 0 && a < len(shape)-1 {
+		n = shape[a]
 	}
 	l, err := newQLayout(shape, n, headDim, ev.Axis)
 	if err != nil {
@@ -236,7 +242,7 @@ func (g *gen) unitCosSin(rot *rotation, ev *passes.RoPEEvidence, headDim, n int,
 		all[k] = t
 	}
 	if rot.others != nil {
-		others, err := rot.others(n)
+		others, err := rot.others(seq)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -244,7 +250,7 @@ func (g *gen) unitCosSin(rot *rotation, ev *passes.RoPEEvidence, headDim, n int,
 			all[k] = t
 		}
 	}
-	r, err := g.extract(passes.ExtractSpec{Values: []string{rot.out}, Seq: n, Cuts: all})
+	r, err := g.extract(passes.ExtractSpec{Values: []string{rot.out}, Seq: seq, Cuts: all})
 	if err != nil {
 		return nil, nil, err
 	}

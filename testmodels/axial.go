@@ -234,8 +234,8 @@ func AxialTruth(cfg AxialConfig) Truth {
 // graph computes from the patch grid (the corpus's rope_axial_vit stores
 // them), of a fixed image and, as real ViTs are exported, of an image of
 // open size (pixel_values [batch, 3, height, width]: the grid follows the
-// image). They are kept out of Synthetics while codegen has no 2-D RoPE
-// generator: codegen's acceptance test generates every Synthetics model.
+// image). They are kept apart from Synthetics; codegen's acceptance test
+// generates both lists.
 func AxialSynthetics() []Synthetic {
 	mesh := DefaultAxial
 	mesh.Form, mesh.Theta, mesh.Seed = AxialMeshgrid, 10000, 22

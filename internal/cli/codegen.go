@@ -84,8 +84,7 @@ files onnxpe generated.
 A model without a positional encoding (NoPE in every layer) is a check
 that fails: exit 1, nothing written. Findings codegen cannot reproduce
 exactly (cos/sin given as graph inputs, a rotation inside a fused
-attention op, 2-D RoPE over the grid of an image of open size) are
-listed and left out.
+attention op) are listed and left out.
 
 ` + exitCodesHelp,
 		Example: `  onnxpe codegen model.onnx --lang go --package llamarope -o internal/llamarope
