@@ -5,41 +5,8 @@ import (
 	"math"
 
 	"github.com/onnxpe/onnxpe/graph"
-	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
 )
-
-// biasView reads an evaluated attention bias as [head][query][key] (the
-// last three axes; axes of size 1 broadcast; leading axes at index 0).
-type biasView struct {
-	h, q, k int
-	v       []float64
-	dt      graph.DataType
-}
-
-func newBiasView(t *kernels.Tensor) biasView {
-	dims := []int{1, 1, 1}
-	r := t.Rank()
-	for i := 0; i < min(3, r); i++ {
-		dims[2-i] = t.Shape[r-1-i]
-	}
-	return biasView{h: dims[0], q: dims[1], k: dims[2], v: t.Float64s()[:dims[0]*dims[1]*dims[2]], dt: t.DType}
-}
-
-func (b biasView) at(h, i, j int) float64 {
-	if b.h == 1 {
-		h = 0
-	}
-	if b.q == 1 {
-		i = 0
-	}
-	return b.v[(h*b.q+i)*b.k+j]
-}
-
-// masked reports whether a bias entry masks its key out (the model's
-// causal or padding mask added to the same value): such entries are not
-// compared.
-func masked(x float64) bool { return x < -1e4 || math.IsInf(x, 0) || math.IsNaN(x) }
 
 // biasCase is one call of a bias function, dst [heads][Q][K], compared
 // with Want ([heads][Q][len(Keys)], NaN where the model masks) at the keys
@@ -62,16 +29,16 @@ func (g *gen) biasGolden(value string, n, nq, heads int, name string) (*biasCase
 	if err != nil {
 		return nil, err
 	}
-	bv := newBiasView(out[0])
-	if bv.k != n || bv.q != 1 && bv.q != n || bv.h != 1 && bv.h != heads {
+	bv, _ := passes.NewBiasView(out[0]) // a scalar views as 0 x 0 x 0
+	if bh, bq, bk := bv.Dims(); bk != n || bq != 1 && bq != n || bh != 1 && bh != heads {
 		return nil, fmt.Errorf("the bias has shape %v for %d positions and %d heads", out[0].Shape, n, heads)
 	}
 	c := &biasCase{Q: nq, K: n, Keys: samplePositions(n), Want: &table{Name: name, Type: "float32", Golden: true}}
 	for h := 0; h < heads; h++ {
 		for i := n - nq; i < n; i++ {
 			for _, j := range c.Keys {
-				x := bv.at(h, i, j)
-				if masked(x) {
+				x := bv.At(h, i, j)
+				if passes.Masked(x) { // the model's mask: not compared
 					x = math.NaN()
 				}
 				c.Want.Vals = append(c.Want.Vals, x)

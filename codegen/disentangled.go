@@ -86,8 +86,8 @@ func emitDisentangled(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	}
 	// by reads a [.., q, k] value at every relative position q - k.
 	by := func(t *kernels.Tensor, name string) (*table, error) {
-		bv := newBiasView(t)
-		if bv.q != n || bv.k != n {
+		bv, _ := passes.NewBiasView(t)
+		if _, q, k := bv.Dims(); q != n || k != n {
 			return nil, fmt.Errorf("golden vectors: %s has shape %v for %d positions", name, t.Shape, n)
 		}
 		tb := &table{Name: name, Type: "int32", Golden: true}
@@ -96,7 +96,7 @@ func emitDisentangled(g *gen, f *passes.Finding, suffix string) (*part, error) {
 			if rel < 0 {
 				i, j = 0, -rel
 			}
-			tb.Vals = append(tb.Vals, bv.at(0, i, j))
+			tb.Vals = append(tb.Vals, bv.At(0, i, j))
 		}
 		return tb, nil
 	}
@@ -124,14 +124,14 @@ func emitDisentangled(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	if out, err = r.run(nil); err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
-	bv := newBiasView(out[0])
-	if bv.q != d.M || bv.k != d.M {
+	bv, _ := passes.NewBiasView(out[0])
+	if _, q, k := bv.Dims(); q != d.M || k != d.M {
 		return nil, fmt.Errorf("golden vectors: the relative positions have shape %v for %d positions", out[0].Shape, d.M)
 	}
 	d.Matrix = &table{Name: "goldenDisentangledMatrix" + suffix, Type: "int32", Golden: true}
 	for i := 0; i < d.M; i++ {
 		for j := 0; j < d.M; j++ {
-			d.Matrix.Vals = append(d.Matrix.Vals, bv.at(0, i, j))
+			d.Matrix.Vals = append(d.Matrix.Vals, bv.At(0, i, j))
 		}
 	}
 	// The arithmetic the templates write must give the model's values.

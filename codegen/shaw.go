@@ -105,8 +105,8 @@ func emitShaw(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
-	bv := newBiasView(out[0])
-	if bv.q != n || bv.k != n {
+	bv, _ := passes.NewBiasView(out[0])
+	if _, q, k := bv.Dims(); q != n || k != n {
 		return nil, fmt.Errorf("golden vectors: the index has shape %v for %d positions", out[0].Shape, n)
 	}
 	d.Index = &table{Name: "goldenShawIndex" + suffix, Type: "int32", Golden: true}
@@ -115,7 +115,7 @@ func emitShaw(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		if rel < 0 {
 			i, j = -rel, 0
 		}
-		d.Index.Vals = append(d.Index.Vals, bv.at(0, i, j))
+		d.Index.Vals = append(d.Index.Vals, bv.At(0, i, j))
 	}
 	rows := []int{0, n / 2, n - 1}
 	golden := len(d.Index.Vals)

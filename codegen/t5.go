@@ -75,8 +75,8 @@ func emitT5(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
-	bv := newBiasView(out[0])
-	if bv.q != n || bv.k != n {
+	bv, _ := passes.NewBiasView(out[0])
+	if _, q, k := bv.Dims(); q != n || k != n {
 		return nil, fmt.Errorf("golden vectors: the bucket index has shape %v for %d positions", out[0].Shape, n)
 	}
 	d.N = n
@@ -86,7 +86,7 @@ func emitT5(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		if rel < 0 {
 			i, j = -rel, 0
 		}
-		d.Buckets.Vals = append(d.Buckets.Vals, bv.at(0, i, j))
+		d.Buckets.Vals = append(d.Buckets.Vals, bv.At(0, i, j))
 	}
 	small := min(n, 16)
 	c, err := g.biasGolden(ev.Bias, small, small, d.Heads, "goldenT5Bias"+suffix+"_16")

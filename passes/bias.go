@@ -9,27 +9,34 @@ import (
 	"github.com/onnxpe/onnxpe/kernels"
 )
 
-// biasView reads an evaluated bias as [head][query][key] with broadcast
-// axes of size 1.
-type biasView struct {
+// BiasView reads an evaluated attention bias (or a [.., query, key]
+// value) as [head][query][key]: the last three axes, axes of size 1
+// broadcast, leading axes (the batch) at index 0. The detectors read
+// biases with it and codegen its golden vectors.
+type BiasView struct {
 	h, q, k int
 	v       []float64
 }
 
-func newBiasView(t *kernels.Tensor) (biasView, bool) {
+// Dims are the heads, queries and keys of the view.
+func (b BiasView) Dims() (heads, queries, keys int) { return b.h, b.q, b.k }
+
+// NewBiasView views t; false for a scalar.
+func NewBiasView(t *kernels.Tensor) (BiasView, bool) {
 	r := t.Rank()
 	if r < 1 {
-		return biasView{}, false
+		return BiasView{}, false
 	}
 	dims := []int{1, 1, 1}
 	for i := 0; i < min(3, r); i++ {
 		dims[2-i] = t.Shape[r-1-i]
 	}
 	// Leading axes beyond three (the batch) are read at index 0.
-	return biasView{h: dims[0], q: dims[1], k: dims[2], v: t.Float64s()[:dims[0]*dims[1]*dims[2]]}, true
+	return BiasView{h: dims[0], q: dims[1], k: dims[2], v: t.Float64s()[:dims[0]*dims[1]*dims[2]]}, true
 }
 
-func (b biasView) at(h, i, j int) float64 {
+// At is the entry of head h, query i, key j.
+func (b BiasView) At(h, i, j int) float64 {
 	if b.h == 1 {
 		h = 0
 	}
@@ -39,8 +46,10 @@ func (b biasView) at(h, i, j int) float64 {
 	return b.v[(h*b.q+i)*b.k+j]
 }
 
-// masked reports whether a bias entry masks its key out.
-func masked(x float64) bool { return x < -1e4 || math.IsInf(x, 0) || math.IsNaN(x) }
+// Masked reports whether a bias entry masks its key out (the model's
+// causal or padding mask added to the same value): below -1e4, infinite
+// or NaN.
+func Masked(x float64) bool { return x < -1e4 || math.IsInf(x, 0) || math.IsNaN(x) }
 
 // ALiBiEvidence is what the ALiBi detector read.
 type ALiBiEvidence struct {
@@ -140,14 +149,14 @@ func (w *Work) biasFinding(c *Context, p *Probe, b *Block, bt BiasTerm, readers 
 // at at). cone are the nodes computing it. The fused detectors read the
 // bias of FlexAttention's score_mod with it.
 func (w *Work) readBias(c *Context, b *Block, bt BiasTerm, t *kernels.Tensor, cone []*graph.Node, readers map[*graph.Value][]int, at string) *Finding {
-	bv, ok := newBiasView(t)
+	bv, ok := NewBiasView(t)
 	if !ok || bv.k < 3 {
 		return nil
 	}
 	heads := w.scoreHeads(b, bv.h)
 	zero := true
 	for _, x := range bv.v {
-		if !masked(x) && x != 0 {
+		if !Masked(x) && x != 0 {
 			zero = false
 		}
 	}
@@ -208,7 +217,7 @@ func (w *Work) scoreHeads(b *Block, biasHeads int) int {
 // ALiBi), or falls by the same slope on both sides of the diagonal
 // (symmetric ALiBi, -m·|i-j|); eps is the relative rounding of the bias's
 // type.
-func alibiSlopes(bv biasView, heads int, eps float64) ([]float64, bool, bool) {
+func alibiSlopes(bv BiasView, heads int, eps float64) ([]float64, bool, bool) {
 	for _, sym := range []bool{false, true} {
 		if sym && bv.q < 2 {
 			break
@@ -219,8 +228,8 @@ func alibiSlopes(bv biasView, heads int, eps float64) ([]float64, bool, bool) {
 			slope := math.NaN()
 			for i := 0; i < bv.q && ok; i++ {
 				for j := 0; j+1 < bv.k; j++ {
-					a, c := bv.at(h, i, j), bv.at(h, i, j+1)
-					if masked(a) || masked(c) {
+					a, c := bv.At(h, i, j), bv.At(h, i, j+1)
+					if Masked(a) || Masked(c) {
 						continue
 					}
 					d := c - a
@@ -251,7 +260,7 @@ func alibiSlopes(bv biasView, heads int, eps float64) ([]float64, bool, bool) {
 }
 
 // toeplitz reports whether the bias depends only on key - query.
-func toeplitz(bv biasView) bool {
+func toeplitz(bv BiasView) bool {
 	if bv.q < 2 {
 		return false
 	}
@@ -259,14 +268,14 @@ func toeplitz(bv biasView) bool {
 	for h := 0; h < bv.h; h++ {
 		for i := 0; i+1 < bv.q; i++ {
 			for j := 0; j+1 < bv.k; j++ {
-				a, c := bv.at(h, i, j), bv.at(h, i+1, j+1)
-				if masked(a) || masked(c) {
+				a, c := bv.At(h, i, j), bv.At(h, i+1, j+1)
+				if Masked(a) || Masked(c) {
 					continue
 				}
 				if math.Abs(a-c) > 1e-6*math.Max(1, math.Abs(a)) {
 					return false
 				}
-				if !masked(bv.at(h, i, j+1)) && bv.at(h, i, j+1) != a {
+				if !Masked(bv.At(h, i, j+1)) && bv.At(h, i, j+1) != a {
 					varies = true
 				}
 			}
@@ -275,7 +284,7 @@ func toeplitz(bv biasView) bool {
 	return varies
 }
 
-func (w *Work) alibiFinding(b *Block, bt BiasTerm, bv biasView, slopes []float64, sym bool, cone []*graph.Node, eps float64) *Finding {
+func (w *Work) alibiFinding(b *Block, bt BiasTerm, bv BiasView, slopes []float64, sym bool, cone []*graph.Node, eps float64) *Finding {
 	ev := &ALiBiEvidence{Bias: w.OrigValue(bt.Value), Slopes: slopes}
 	params := &ALiBiParams{NumHeads: len(slopes), Slopes: slopes}
 	var notes []string
@@ -294,14 +303,14 @@ func (w *Work) alibiFinding(b *Block, bt BiasTerm, bv biasView, slopes []float64
 	lastZero, firstZero, diagZero := true, true, bv.q > 1
 	for h := range slopes {
 		for i := 0; i < bv.q; i++ {
-			if x := bv.at(h, i, bv.k-1); !masked(x) && x != 0 {
+			if x := bv.At(h, i, bv.k-1); !Masked(x) && x != 0 {
 				lastZero = false
 			}
-			if x := bv.at(h, i, 0); !masked(x) && x != 0 {
+			if x := bv.At(h, i, 0); !Masked(x) && x != 0 {
 				firstZero = false
 			}
 			if i < bv.k {
-				if x := bv.at(h, i, i); masked(x) || x != 0 {
+				if x := bv.At(h, i, i); Masked(x) || x != 0 {
 					diagZero = false
 				}
 			}
@@ -478,7 +487,7 @@ func (w *Work) t5Finding(b *Block, bt BiasTerm, cone []*graph.Node, readers map[
 	if err != nil {
 		return nil, "the bucket index could not be evaluated: " + err.Error()
 	}
-	bv, ok := newBiasView(t)
+	bv, ok := NewBiasView(t)
 	if !ok || bv.q != S || bv.k != S {
 		return nil, fmt.Sprintf("the bucket index is not [query, key] (%v)", t.Shape)
 	}
@@ -488,7 +497,7 @@ func (w *Work) t5Finding(b *Block, bt BiasTerm, cone []*graph.Node, readers map[
 	}
 	for i := 0; i < S; i++ {
 		for j := 0; j < S; j++ {
-			x := int(bv.at(0, i, j))
+			x := int(bv.At(0, i, j))
 			k := j - i + S - 1
 			if bm[k] >= 0 && bm[k] != x {
 				return nil, "the bucket index is not a function of key - query"

@@ -220,7 +220,7 @@ func (w *Work) flexScoreMod(c *Context, b *Block) *Finding {
 	}
 	v0, v1 := t0.Float64s(), t1.Float64s()
 	for i := range v0 {
-		if masked(v0[i]) {
+		if Masked(v0[i]) {
 			continue
 		}
 		if math.Abs(v1[i]-v0[i]-1) > 1e-4 {

@@ -99,7 +99,7 @@ func (w *Work) shawAt(b *Block, term *graph.Node) (*Finding, *graph.Value, strin
 	if err != nil {
 		return nil, nil, "the index could not be evaluated: " + err.Error()
 	}
-	bv, ok := newBiasView(t)
+	bv, ok := NewBiasView(t)
 	if !ok || bv.q != S || bv.k != S {
 		return nil, nil, fmt.Sprintf("the index is not [query, key] (%v)", t.Shape)
 	}
@@ -109,7 +109,7 @@ func (w *Work) shawAt(b *Block, term *graph.Node) (*Finding, *graph.Value, strin
 	}
 	for i := 0; i < S; i++ {
 		for j := 0; j < S; j++ {
-			x := int(bv.at(0, i, j))
+			x := int(bv.At(0, i, j))
 			k := j - i + S - 1
 			if im[k] >= 0 && im[k] != x {
 				return nil, nil, "the index is not a function of key - query"
