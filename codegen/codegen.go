@@ -115,6 +115,7 @@ var emitters = map[string]emitter{
 	passes.RelativeSinusoidal: emitRelSin,
 	passes.Disentangled:       emitDisentangled,
 	passes.ComplexOrder:       emitComplexOrder,
+	passes.Floater:            emitFloater,
 }
 
 // errSkip marks findings the generator leaves out (with a reason), as

@@ -92,17 +92,6 @@ var realModels = map[string]string{
 // (printed as skips, never silent).
 var pending = map[string]string{}
 
-func init() {
-	// Issue 14: the generators of these schemes come after their detectors.
-	for m, scheme := range map[string]string{
-		"floater_unrolled": "floater", "floater_loop": "floater",
-	} {
-		for _, v := range []string{"", "_ort_basic", "_ort_extended"} {
-			pending[m+v] = "no generator for " + scheme + " yet (issue 14)"
-		}
-	}
-}
-
 func pkgName(model string) string { return strings.ReplaceAll(strings.ToLower(model), "_", "") }
 
 // generate audits a model and generates its code in both languages.

@@ -23,12 +23,12 @@ import (
 // stored sinusoids, a learned table, ALiBi, T5 buckets, Shaw tables, a
 // clamped relative sinusoid (Transformer-XL), DeBERTa's log buckets,
 // M-RoPE's sections, axial 2-D RoPE's rows and columns, complex-order
-// embeddings. A
+// embeddings, FLOATER's states (unrolled and in a Loop). A
 // change of the generator shows in their diffs; the generated code is
 // checked against the models by codegen's own acceptance test.
 var codegenModels = []string{"rope_llama", "rope_gptj", "rope_llama_fp16", "rope_ntk", "sinusoidal_concat", "sinusoidal_fairseq",
 	"learned_gpt2", "alibi_mpt", "t5_encoder", "relative_shaw", "relative_transfo_xl", "disentangled_deberta",
-	"rope_mrope", "rope_axial_vit", "complex_order"}
+	"rope_mrope", "rope_axial_vit", "complex_order", "floater_unrolled", "floater_loop"}
 
 func TestGoldenCodegen(t *testing.T) {
 	man, err := testmodels.Load()

@@ -62,6 +62,8 @@ that compute what the model computes:
                     DisentangledC2PIndex, DisentangledP2CIndex (DeBERTa)
   complex_order     ComplexOrderPositions, ComplexOrderPhase,
                     ComplexOrderEmbedding (Wang et al. 2020)
+  floater           FloaterState, FloaterBiases (the states the model's
+                    solver integrates, as a table)
 
 The functions repeat the model's own arithmetic (the element types it
 computes in, rounding as it rounds); stored tables become data. A test
