@@ -382,23 +382,9 @@ instead (ONNX Runtime has it on CUDA only).`,
 
 func runRewriteT5(c *Context) (any, error) {
 	r := c.rewrite()
-	w := c.Work()
-	ch := r.begin("rewrite_t5", T5RelativeBias)
-	defer r.end(ch)
-	for _, f := range c.ResultOf[ScoreBias].([]*Finding) {
-		if f.Scheme != T5RelativeBias || f.Fused {
-			continue
-		}
-		if err := r.t5(w, f); err != nil {
-			if errors.Is(err, ErrRewrite) {
-				ch.skip(f, "%s", reason(err))
-				continue
-			}
-			return ch, err
-		}
-		ch.Layers = append(ch.Layers, f.Layers...)
-	}
-	return ch, nil
+	return r.findingsPass(c, "rewrite_t5", T5RelativeBias, ScoreBias,
+		func(f *Finding) bool { return f.Scheme == T5RelativeBias && !f.Fused },
+		func(w *Work, f *Finding, _ *Change) error { return r.t5(w, f) })
 }
 
 func (r *Rewrite) t5(w *Work, f *Finding) error {

@@ -27,7 +27,9 @@ gathered at distance + N where the model computed sin and cos. The
 distances themselves (a Range, clamp_len's Clip) stay in the graph.`,
 	Requires: []*Pass{Normalize, RelativeSinusoidalPass, Edit},
 	Run: func(c *Context) (any, error) {
-		return c.rewrite().familyPass(c, "rewrite_relative_sinusoidal", RelativeSinusoidal, RelativeSinusoidalPass, (*Rewrite).relSin)
+		r := c.rewrite()
+		return r.findingsPass(c, "rewrite_relative_sinusoidal", RelativeSinusoidal, RelativeSinusoidalPass, nil,
+			func(w *Work, f *Finding, _ *Change) error { return r.relSin(w, f) })
 	},
 }
 
@@ -45,7 +47,9 @@ logarithms and ceilings. Relative positions that are not bucketed
 table) are left, with that reason: a Clip is as cheap as a Gather.`,
 	Requires: []*Pass{Normalize, DisentangledPass, Edit},
 	Run: func(c *Context) (any, error) {
-		return c.rewrite().familyPass(c, "rewrite_disentangled", Disentangled, DisentangledPass, (*Rewrite).disentangled)
+		r := c.rewrite()
+		return r.findingsPass(c, "rewrite_disentangled", Disentangled, DisentangledPass, nil,
+			func(w *Work, f *Finding, _ *Change) error { return r.disentangled(w, f) })
 	},
 }
 
@@ -65,32 +69,24 @@ fused.)`,
 	Requires: []*Pass{Normalize, RoPE, Edit},
 	Run: func(c *Context) (any, error) {
 		r := c.rewrite()
-		w := c.Work()
-		ch := r.begin("rewrite_mrope", RoPEScheme)
-		defer r.end(ch)
-		for _, f := range c.ResultOf[RoPE].([]*Finding) {
-			if p, ok := f.Params.(*RoPEParams); !ok || p.MultimodalSections == nil {
-				continue
-			}
-			if err := r.mrope(w, f); err != nil {
-				if errors.Is(err, ErrRewrite) {
-					ch.skip(f, "%s", reason(err))
-					continue
-				}
-				return ch, err
-			}
-			ch.Layers = append(ch.Layers, f.Layers...)
-		}
-		return ch, nil
+		return r.findingsPass(c, "rewrite_mrope", RoPEScheme, RoPE,
+			func(f *Finding) bool { p, ok := f.Params.(*RoPEParams); return ok && p.MultimodalSections != nil },
+			func(w *Work, f *Finding, _ *Change) error { return r.mrope(w, f) })
 	},
 }
 
-func (r *Rewrite) familyPass(c *Context, pass, scheme string, det *Pass, do func(*Rewrite, *Work, *Finding) error) (*Change, error) {
+// findingsPass runs the rewrite do on every finding of det that want accepts
+// (nil: every one): a finding do refuses (ErrRewrite) is skipped with the
+// reason, any other error stops the pass.
+func (r *Rewrite) findingsPass(c *Context, pass, scheme string, det *Pass, want func(*Finding) bool, do func(*Work, *Finding, *Change) error) (*Change, error) {
 	w := c.Work()
 	ch := r.begin(pass, scheme)
 	defer r.end(ch)
 	for _, f := range c.ResultOf[det].([]*Finding) {
-		if err := do(r, w, f); err != nil {
+		if want != nil && !want(f) {
+			continue
+		}
+		if err := do(w, f, ch); err != nil {
 			if errors.Is(err, ErrRewrite) {
 				ch.skip(f, "%s", reason(err))
 				continue
@@ -370,23 +366,9 @@ does not apply. Cos and sin the model already stores are left.`,
 	Requires: []*Pass{Normalize, RoPE, Edit},
 	Run: func(c *Context) (any, error) {
 		r := c.rewrite()
-		w := c.Work()
-		ch := r.begin("rewrite_axial_rope", RoPEScheme)
-		defer r.end(ch)
-		for _, f := range c.ResultOf[RoPE].([]*Finding) {
-			if p, ok := f.Params.(*RoPEParams); !ok || p.Axes != 2 || f.Fused {
-				continue
-			}
-			if err := r.axial(w, f, ch); err != nil {
-				if errors.Is(err, ErrRewrite) {
-					ch.skip(f, "%s", reason(err))
-					continue
-				}
-				return ch, err
-			}
-			ch.Layers = append(ch.Layers, f.Layers...)
-		}
-		return ch, nil
+		return r.findingsPass(c, "rewrite_axial_rope", RoPEScheme, RoPE,
+			func(f *Finding) bool { p, ok := f.Params.(*RoPEParams); return ok && p.Axes == 2 && !f.Fused },
+			r.axial)
 	},
 }
 
@@ -475,7 +457,9 @@ would be an extension (onnxpe extend refuses FLOATER), so --max-positions
 does not apply. States that follow the call's length are refused.`,
 	Requires: []*Pass{Normalize, FloaterPass, Edit},
 	Run: func(c *Context) (any, error) {
-		return c.rewrite().familyPass(c, "rewrite_floater", Floater, FloaterPass, (*Rewrite).floater)
+		r := c.rewrite()
+		return r.findingsPass(c, "rewrite_floater", Floater, FloaterPass, nil,
+			func(w *Work, f *Finding, _ *Change) error { return r.floater(w, f) })
 	},
 }
 
