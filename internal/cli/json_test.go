@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,24 +36,9 @@ func compileSchema(t *testing.T, name string, doc []byte) *jsonschema.Schema {
 	return s
 }
 
-// oneJSON decodes out, which must hold exactly one JSON value.
-func oneJSON(out string) (any, error) {
-	dec := json.NewDecoder(strings.NewReader(out))
-	dec.UseNumber()
-	v, err := jsonschema.UnmarshalJSON(strings.NewReader(out))
-	if err != nil {
-		return nil, err
-	}
-	var first any
-	if err := dec.Decode(&first); err != nil {
-		return nil, err
-	}
-	var more any
-	if err := dec.Decode(&more); err != io.EOF {
-		return nil, io.ErrUnexpectedEOF // a second document or trailing garbage
-	}
-	return v, nil
-}
+// oneJSON decodes out, which must hold exactly one JSON value
+// (jsonschema.UnmarshalJSON refuses anything after it).
+func oneJSON(out string) (any, error) { return jsonschema.UnmarshalJSON(strings.NewReader(out)) }
 
 // checkErrorJSON checks the error object a command given --json prints
 // when it fails: valid against error.schema.json, with the exit code, the
