@@ -33,6 +33,17 @@ var ErrNoReference = fmt.Errorf("no reference")
 // rewrite does), the caches of fused ops are replaced. seqLen is the
 // length dynamic NTK is evaluated at (the largest position + 1 of the
 // inputs it will run on); other rules ignore it.
+//
+// The reference keeps the model's own precision, so that at large
+// positions it differs from the extension only by what the rule changes:
+// the formula scales each frequency of the fitted base by a factor
+// (ReferenceFrequencies), which multiplies the model's own frequencies
+// (those its graph multiplies the positions by, or those measured from
+// its tables; the base's when its own rule is replaced), and the cos/sin
+// of RoPE computed in the graph are those of the angles rounded as the
+// graph rounds them (its product's element type, then its scale and
+// cast), of stored tables and fused caches float64 (what the extension
+// promises for them).
 func (x *Extended) Reference(seqLen int) (*graph.Model, error) {
 	n := x.Opts.To
 	r, err := newRewrite(x.ctx.Model, RewriteOptions{MaxPositions: n})
@@ -50,19 +61,35 @@ func (x *Extended) Reference(seqLen int) (*graph.Model, error) {
 		if p.Base == nil {
 			return nil, fmt.Errorf("%w: the audit could not fit the base of the RoPE of layers %s", ErrNoReference, layerList(it.Layers))
 		}
-		inv, amp := ReferenceRoPE(*it.Rule, *p.Base, p.RotaryDim, seqLen)
-		if len(inv) != len(it.plan.ev.Pairs) {
-			return nil, fmt.Errorf("%w: %d reference frequencies for %d pairs", ErrNoReference, len(inv), len(it.plan.ev.Pairs))
-		}
 		ev := it.plan.ev
+		inv, amp, err := ReferenceFrequencies(*it.Rule, ev, p, seqLen)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrNoReference, err)
+		}
+		if len(inv) != len(ev.Pairs) {
+			return nil, fmt.Errorf("%w: %d reference frequencies for %d pairs", ErrNoReference, len(inv), len(ev.Pairs))
+		}
+		// sinCos is the cos and sin of pair k at pos: rounded as the
+		// graph computes them when it does, else in float64.
+		sinCos := func(pos, k int) (float64, float64) {
+			th := float64(pos) * inv[k]
+			return amp * math.Cos(th), amp * math.Sin(th)
+		}
+		if a := ev.Angles; it.Form == FormComputed && a != nil && a.Type.IsFloat() {
+			g := *a
+			g.Scale, g.ScaleFrom = amp, "reference"
+			f := make([]float64, len(inv))
+			for k := range inv {
+				f[k] = graph.RoundTo(g.Type, inv[k])
+			}
+			sinCos = func(pos, k int) (float64, float64) { return g.sinCos(float64(pos), f[k]) }
+		}
 		caches := func(rows, half int, col func([2]int) int) ([]float64, []float64, error) {
 			cs := make([]float64, rows*half)
 			sn := make([]float64, rows*half)
 			for pos := 0; pos < rows; pos++ {
 				for k, pr := range ev.Pairs {
-					th := float64(pos) * inv[k]
-					cs[pos*half+col(pr)] = amp * math.Cos(th)
-					sn[pos*half+col(pr)] = amp * math.Sin(th)
+					cs[pos*half+col(pr)], sn[pos*half+col(pr)] = sinCos(pos, k)
 				}
 			}
 			return cs, sn, nil
@@ -102,12 +129,11 @@ func (x *Extended) Reference(seqLen int) (*graph.Model, error) {
 			vals := make([]float64, n*width)
 			for k, c := range cols {
 				for pos := 0; pos < n; pos++ {
-					th := float64(pos) * inv[k]
+					cv, sv := sinCos(pos, k)
 					if sin {
-						vals[pos*width+c.Col] = amp * math.Sin(th)
-					} else {
-						vals[pos*width+c.Col] = amp * math.Cos(th)
+						cv = sv
 					}
+					vals[pos*width+c.Col] = cv
 				}
 			}
 			nt, err := graph.TensorFromFloat64(v.Name, t.DataType(), []int64{int64(n), int64(width)}, vals)
@@ -204,4 +230,40 @@ func (x *Extended) inPlaceReference(r *Rewrite, it *ExtendItem, inv []float64, a
 		return err
 	}
 	return x.ropeAmplitude(scratch, it.plan, amp)
+}
+
+// ReferenceFrequencies are the frequencies (pair order) and the cos/sin
+// amplitude a RoPE finding has under rule u by the published formula
+// (ReferenceRoPE, from the fitted base; seqLen as there): the formula
+// scales the base's frequency of pair k, base^(-2k/d), by some factor,
+// which is applied to the model's own frequency of that pair — the one its
+// graph multiplies the positions by, or the one measured from its cos/sin
+// tables — so that the reference keeps the model's frequencies exactly
+// where the rule keeps them (a float32 constant is rarely base^(-2k/d)
+// correctly rounded: one unit in the last place of 0.316 turns the angle at
+// position 16380 by 5e-4 rad). A model that has a rule of its own (its
+// frequencies scaled, or following the length) gets the formula's
+// frequencies of the base: the new rule replaces its own.
+func ReferenceFrequencies(u RoPERule, ev *RoPEEvidence, p *RoPEParams, seqLen int) ([]float64, float64, error) {
+	if p.Base == nil {
+		return nil, 0, fmt.Errorf("the audit could not fit the base")
+	}
+	inv, amp := ReferenceRoPE(u, *p.Base, p.RotaryDim, seqLen)
+	scaled := p.Scaling != nil && *p.Scaling != "none" || p.Dynamic != nil && *p.Dynamic || ev.Angles != nil && ev.Angles.Program != nil
+	if scaled {
+		return inv, amp, nil
+	}
+	own := ev.InvFreq
+	if ev.Angles != nil && len(ev.Angles.Freq) == len(ev.InvFreq) {
+		own = ev.Angles.Freq
+	}
+	plain, _ := ReferenceRoPE(RoPERule{Method: "default"}, *p.Base, p.RotaryDim, seqLen)
+	if len(own) != len(inv) || len(plain) != len(inv) {
+		return nil, 0, fmt.Errorf("%d reference frequencies for %d of the model's", len(inv), len(own))
+	}
+	out := make([]float64, len(inv))
+	for k := range inv {
+		out[k] = own[k] * (inv[k] / plain[k])
+	}
+	return out, amp, nil
 }

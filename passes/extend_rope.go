@@ -341,39 +341,45 @@ func (x *Extended) ropeFrequencies(it *ExtendItem, pl *ropePlan, u *RoPERule, va
 		return nil
 	}
 	// Dynamic NTK: ω_k · s^(-e_k), s = max(1, f·L/orig - (f-1)), L the
-	// largest position + 1.
-	L, err := x.maxPositionPlus1(pl.ev, dt)
+	// largest position + 1, computed in float64 and rounded once to the
+	// frequencies' type (a float32 Pow is off by an ulp or two, which at
+	// position 16384 turns an angle by 1e-3 rad).
+	f64 := graph.Double
+	L, err := x.maxPositionPlus1(pl.ev, f64)
 	if err != nil {
 		return err
 	}
 	scal := func(v float64) *graph.Value {
-		c, err := r.table("onnxpe_extend_const", dt, nil, []float64{v})
+		c, err := r.table("onnxpe_extend_const", f64, nil, []float64{v})
 		if err != nil {
 			panic("passes: " + err.Error())
 		}
 		return c
 	}
 	s := r.op1("Sub", []*graph.Value{r.op1("Mul", []*graph.Value{L, scal(u.Factor / float64(u.Orig))}), scal(u.Factor - 1)})
-	s = typed(r.op1("Max", []*graph.Value{s, scal(1)}), dt, 0)
+	s = typed(r.op1("Max", []*graph.Value{s, scal(1)}), f64, 0)
 	negE := u.DynamicExponents(len(pl.omega))
 	for i := range negE {
 		negE[i] = -negE[i]
 	}
-	om, err := r.table("onnxpe_extend_inv_freq", dt, dims, perElem(pl.omega))
+	om, err := r.table("onnxpe_extend_inv_freq", f64, dims, perElem(pl.omega))
 	if err != nil {
 		return err
 	}
-	ex, err := r.table("onnxpe_extend_ntk_exponent", dt, dims, perElem(negE))
+	ex, err := r.table("onnxpe_extend_ntk_exponent", f64, dims, perElem(negE))
 	if err != nil {
 		return err
 	}
-	y := typed(r.op1("Mul", []*graph.Value{om, r.op1("Pow", []*graph.Value{s, ex})}), dt, len(dims))
+	y := typed(r.op1("Mul", []*graph.Value{om, r.op1("Pow", []*graph.Value{s, ex})}), f64, len(dims))
+	if dt != f64 {
+		y = typed(r.op1("Cast", []*graph.Value{y}, graph.IntAttr("to", int64(dt))), dt, len(dims))
+	}
 	if v.Producer() != nil {
 		v.ReplaceKeepingName(y)
 	} else {
 		v.ReplaceAllUsesWith(y)
 	}
-	it.edit(name, "frequencies computed from the largest position: %s · max(1, %g·L/%d - %g)^(-2k/%d)", fmtFloats(pl.omega, dt), u.Factor, u.Orig, u.Factor-1, u.RotaryDim-2)
+	it.edit(name, "frequencies computed from the largest position: %s · max(1, %g·L/%d - %g)^(-2k/%d), in float64 rounded to %v", fmtFloats(pl.omega, dt), u.Factor, u.Orig, u.Factor-1, u.RotaryDim-2, dt)
 	return nil
 }
 

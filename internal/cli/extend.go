@@ -91,8 +91,11 @@ Checks, always run before writing (nothing is written when one fails):
               accepts (verify's sweep up to the original maximum)
   reference   RoPE rules: the extended model equals a reference built from
               the original (the same weights) whose rotations read cos/sin
-              computed from the rule's published formula (verify's sweep
-              up to N; for dynamic-ntk at lengths orig and N)
+              computed from the rule's published formula (its scaling of
+              each frequency applied to the model's own, the angles rounded
+              as the model computes them; verify's sweep up to N; for
+              dynamic-ntk at lengths orig and N, their last 8 positions when
+              the model takes position ids or a KV cache)
   audit       RoPE rules: onnxpe audit of the output reports the new
               scaling and its parameters
   runs at N   the extended model runs at N positions in onnxpe's executor
@@ -347,9 +350,29 @@ func (c *extendChecker) reference() (*extendCheck, error) {
 		}
 		parts = append(parts, vr.Summary)
 	} else {
+		// A model that takes position ids, or a KV cache, reaches length
+		// L with its last few positions (as verify's far set does for
+		// static rules): the frequencies at L turn them most, and the
+		// quadratic cost of attention over L positions is left to the
+		// runs_at_n check. Others run positions 0..L-1.
+		takesIDs, cache := false, false
+		if a, err := verify.Analyze(c.x.M, verify.Hints{MaxPositions: n}, c.opts.Threads); err == nil {
+			cache = a.HasCache
+			for _, in := range a.Inputs {
+				takesIDs = takesIDs || in.Role == verify.RolePositionIDs
+			}
+		}
 		for _, L := range slices.Compact([]int{orig, n}) {
+			spec := verify.SetSpec{Name: fmt.Sprintf("seq%d", L), Batch: 1, Seq: L, Purpose: "positions 0..L-1"}
+			switch k := 8; {
+			case L <= k:
+			case takesIDs:
+				spec = verify.SetSpec{Name: fmt.Sprintf("last%d", L), Batch: 1, Seq: k, Offset: L - k, Purpose: fmt.Sprintf("positions %d..%d", L-k, L-1)}
+			case cache:
+				spec = verify.SetSpec{Name: fmt.Sprintf("last%d", L), Batch: 1, Seq: k, Past: L - k, Purpose: fmt.Sprintf("positions %d..%d after a KV cache", L-k, L-1)}
+			}
 			sets, a, err := verify.Synthesize(c.x.M, verify.Hints{MaxPositions: L}, []verify.SetSpec{
-				{Name: fmt.Sprintf("seq%d", L), Batch: 1, Seq: L, Purpose: "positions 0..L-1"},
+				spec,
 				{Name: fmt.Sprintf("decode%d", L), Batch: 1, Seq: 1, Past: L - 1, Purpose: "position L-1 after a KV cache"},
 			}, c.opts.Seed, c.opts.Threads)
 			if err != nil {
