@@ -37,6 +37,9 @@ type extendOptions struct {
 	// noORT, set by tests, runs the checks as a build without ONNX
 	// Runtime would.
 	noORT bool
+	// quickProgress, set by tests, draws the progress line from the
+	// start instead of after a second.
+	quickProgress bool
 }
 
 // NewCmdExtend builds `onnxpe extend`.
@@ -102,6 +105,9 @@ Checks, always run before writing (nothing is written when one fails):
               and in ONNX Runtime (builds with the ort tag; other builds
               say the check was not run)
 --dry-run prints the plan and writes nothing; --json prints the report.
+On a terminal, a line on stderr says what runs (planning, each check, the
+runs at N, the write) and for how long; a run at N = 16384 positions takes
+minutes and memory for the model's attention over N x N scores.
 
 Exit codes:
   0  extended, checked and written (or nothing needed to change)
@@ -186,10 +192,21 @@ func extendRun(opts *extendOptions) error {
 	if opts.Threads < 0 {
 		return badInput("extend: --threads must not be negative (0: all cores)")
 	}
+	// Long extensions (a model run at 16384 positions takes minutes) say
+	// on a terminal what runs and for how long.
+	prog := newProgress(opts.IO)
+	prog.label = "extend"
+	if opts.quickProgress {
+		prog.delay = 0
+	}
+	prog.ticking()
+	defer prog.done()
+	prog.setPhase("loading " + opts.In)
 	m, err := loadModelInto(opts.IO, opts.In, opts.Out)
 	if err != nil {
 		return err
 	}
+	prog.setPhase("auditing and planning")
 	x, err := passes.ExtendModel(m, opts.Ext)
 	if err != nil {
 		if errors.Is(err, passes.ErrExtend) || errors.Is(err, passes.ErrRewrite) || errors.Is(err, passes.ErrModel) {
@@ -199,25 +216,27 @@ func extendRun(opts *extendOptions) error {
 	}
 	rep := &extendReport{Model: opts.In, Output: opts.Out, DryRun: opts.DryRun, Changed: x.Report.Changed(), Extension: x.Report, Checks: []*extendCheck{}}
 	if opts.DryRun {
+		prog.done()
 		rep.Summary = "plan only (--dry-run): nothing checked, nothing written"
 		return printExtend(opts, rep)
 	}
 	if opts.tamper != nil {
 		opts.tamper(x.M)
 	}
-	c := &extendChecker{opts: opts, ctx: ctx, orig: m, x: x, prog: newProgress(opts.IO)}
+	c := &extendChecker{opts: opts, ctx: ctx, orig: m, x: x, prog: prog}
 	failed, err := c.run(rep)
-	c.prog.done()
 	if err != nil {
 		return err
 	}
 	if failed != nil {
+		prog.done()
 		rep.Summary = fmt.Sprintf("the %s check failed: %s; nothing written", failed.Name, failed.Summary)
 		if err := printExtend(opts, rep); err != nil {
 			return err
 		}
 		return &checkFailed{msg: rep.Summary}
 	}
+	prog.setPhase("writing " + opts.Out)
 	err = commit(ctx, opts.Out, func() error {
 		if rep.Changed {
 			return saveRewritten(ctx, m, x.M, opts.Out)
@@ -227,6 +246,7 @@ func extendRun(opts *extendOptions) error {
 	if err != nil {
 		return badInput("%s: %v", opts.Out, err)
 	}
+	prog.done()
 	rep.Written = true
 	old := "unbounded"
 	if x.Report.OldMax != nil {
@@ -258,14 +278,16 @@ func (c *extendChecker) verifyOptions(pathB string) verify.Options {
 // results (an internal error, a model verify cannot compare).
 func (c *extendChecker) run(rep *extendReport) (*extendCheck, error) {
 	var steps []func() (*extendCheck, error)
+	var names []string
 	if len(c.x.RoPERules()) == 0 {
-		steps = append(steps, c.unchanged)
+		steps, names = append(steps, c.unchanged), append(names, "unchanged")
 	} else {
-		steps = append(steps, c.reference, c.audit)
+		steps, names = append(steps, c.reference, c.audit), append(names, "reference", "audit")
 	}
-	steps = append(steps, c.runsAtN)
+	steps, names = append(steps, c.runsAtN), append(names, "runs_at_n")
 	var failed *extendCheck
-	for _, step := range steps {
+	for i, step := range steps {
+		c.prog.setPhase(fmt.Sprintf("check %s (%d/%d)", names[i], i+1, len(steps)))
 		ch, err := step()
 		if err != nil {
 			return nil, err
@@ -581,7 +603,7 @@ func (c *extendChecker) runsAtN() (*extendCheck, error) {
 		{Name: fmt.Sprintf("seq%d", n), Batch: 1, Seq: n, Purpose: "the new maximum"},
 		{Name: fmt.Sprintf("decode%d", n), Batch: 1, Seq: 1, Past: n - 1, Purpose: "the last position after a KV cache"},
 	}
-	c.prog.update(verify.Progress{Step: fmt.Sprintf("extended model at %d positions", n)})
+	c.prog.update(verify.Progress{Step: fmt.Sprintf("inputs of %d positions", n)})
 	sets, a, err := verify.Synthesize(c.x.M, verify.Hints{MaxPositions: n}, specs, c.opts.Seed, c.opts.Threads)
 	if err != nil {
 		if errors.Is(err, kernels.ErrInternal) {
@@ -601,6 +623,7 @@ func (c *extendChecker) runsAtN() (*extendCheck, error) {
 	}
 	var names []string
 	for i := range sets {
+		c.prog.update(verify.Progress{Done: i, Total: len(sets), Step: "onnxpe's executor: " + sets[i].Name})
 		out, err := s.Run(sets[i].Inputs)
 		if err != nil {
 			if errors.Is(err, kernels.ErrInternal) {

@@ -672,3 +672,41 @@ func TestExtendRoPEAtRealLengths(t *testing.T) {
 		})
 	}
 }
+
+// TestExtendProgressOnATerminal: on a terminal, extend says what runs —
+// the planning, each check by name, the executor's sets at N, the write —
+// with the time the step has taken, and clears its line before the report;
+// on a pipe it draws nothing.
+func TestExtendProgressOnATerminal(t *testing.T) {
+	for _, term := range []bool{true, false} {
+		var stdout, stderr strings.Builder
+		out := filepath.Join(t.TempDir(), "o.onnx")
+		opts := &extendOptions{IO: &IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr, ErrIsTerminal: term},
+			In: corpusModel("rope_llama"), Out: out, Seed: 1, Threads: 1, noORT: true, quickProgress: true}
+		opts.Ext = passes.ExtendOptions{To: 128, Method: "linear", OriginalMax: 32}
+		if err := extendRun(opts); err != nil {
+			t.Fatal(err)
+		}
+		got := stderr.String()
+		if !term {
+			if got != "" {
+				t.Fatalf("drawn on a pipe: %q", got)
+			}
+			continue
+		}
+		for _, want := range []string{
+			"\r\033[Kextend: auditing and planning (0s)",
+			"\r\033[Kextend: check reference (1/3) (0s)",
+			"\r\033[Kextend: check audit (2/3) (0s)",
+			"\r\033[Kextend: check runs_at_n (3/3): 1/1 onnxpe's executor: seq128 (0s)",
+			"\r\033[Kextend: writing " + out,
+		} {
+			if !strings.Contains(got, want) {
+				t.Errorf("no %q in the progress:\n%q", want, got)
+			}
+		}
+		if !strings.HasSuffix(got, "\r\033[K") || !strings.HasPrefix(stdout.String(), corpusModel("rope_llama")+": 32 -> 128 positions") {
+			t.Fatalf("the line is not cleared before the report: %q\n%s", got, stdout.String())
+		}
+	}
+}

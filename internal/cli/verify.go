@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -367,33 +368,107 @@ func precisionRun(ctx context.Context, opts *verifyOptions) error {
 }
 
 // progress draws one line on a terminal for runs longer than a second.
+// A ticking progress (extend's) also redraws the line every second with
+// the time its step has taken, so that a step of minutes (a model run at
+// 16384 positions) shows it is still running.
 type progress struct {
+	mu    sync.Mutex
 	w     io.Writer
 	on    bool
 	start time.Time
 	shown bool
+	// delay is how long a run goes before the line is drawn (a second).
+	delay time.Duration
+	// label starts the line ("verify"); phase, when set, follows it.
+	label, phase string
+	// step is the last step drawn and stepAt when it began; stop ends
+	// the ticking.
+	last   verify.Progress
+	stepAt time.Time
+	stop   chan struct{}
 }
 
 func newProgress(ios *IOStreams) *progress {
-	return &progress{w: ios.ErrOut, on: ios.ErrIsTerminal, start: time.Now()}
+	return &progress{w: ios.ErrOut, on: ios.ErrIsTerminal, start: time.Now(), delay: time.Second, label: "verify"}
+}
+
+// ticking makes the progress redraw its line every second with the time
+// its step has taken (until done).
+func (p *progress) ticking() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.on || p.stop != nil {
+		return
+	}
+	p.stop = make(chan struct{})
+	go func(stop chan struct{}) {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				p.mu.Lock()
+				if p.stop == stop {
+					p.draw()
+				}
+				p.mu.Unlock()
+			}
+		}
+	}(p.stop)
+}
+
+// setPhase names what runs (extend's check) and clears the step.
+func (p *progress) setPhase(phase string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.phase, p.last, p.stepAt = phase, verify.Progress{}, time.Now()
+	p.draw()
 }
 
 func (p *progress) update(pr verify.Progress) {
-	if !p.on || time.Since(p.start) < time.Second {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.last, p.stepAt = pr, time.Now()
+	p.draw()
+}
+
+func (p *progress) draw() {
+	if !p.on || time.Since(p.start) < p.delay || p.phase == "" && p.last.Step == "" {
 		return
 	}
-	line := "verify: " + pr.Step
-	if pr.Total > 0 {
-		line = fmt.Sprintf("verify %d/%d: %s", min(pr.Done+1, pr.Total), pr.Total, pr.Step)
+	count := ""
+	if p.last.Total > 0 {
+		count = fmt.Sprintf("%d/%d", min(p.last.Done+1, p.last.Total), p.last.Total)
 	}
-	if len(line) > 78 {
-		line = line[:78]
+	var line string
+	switch {
+	case p.phase == "":
+		line = strings.TrimSpace(p.label+" "+count) + ": " + p.last.Step
+	case p.last.Step == "":
+		line = p.label + ": " + p.phase
+	default:
+		line = p.label + ": " + p.phase + ": " + strings.TrimSpace(count+" "+p.last.Step)
 	}
-	fmt.Fprint(p.w, "\r\033[K"+strings.TrimSpace(line))
+	took := ""
+	if p.stop != nil {
+		took = " (" + time.Since(p.stepAt).Round(time.Second).String() + ")"
+	}
+	if r := []rune(line); len(r)+len(took) > 78 {
+		line = string(r[:78-len(took)])
+	}
+	fmt.Fprint(p.w, "\r\033[K"+strings.TrimSpace(line)+took)
 	p.shown = true
 }
 
 func (p *progress) done() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stop != nil {
+		close(p.stop)
+		p.stop = nil
+	}
 	if p.shown {
 		fmt.Fprint(p.w, "\r\033[K")
 		p.shown = false
