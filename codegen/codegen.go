@@ -77,7 +77,9 @@ type Emitted struct {
 	Functions []string `json:"functions"`
 	// Form says how the code computes the encoding: "computed" (the
 	// graph's arithmetic), "dynamic" (frequencies recomputed from the
-	// positions), "table" (the model's stored table, as data).
+	// positions), "table" (a table as data: the model's stored table, or
+	// the states FLOATER's solver integrates, as onnxpe's executor
+	// computes them).
 	Form string `json:"form"`
 	// Positions is how many positions the golden vectors cover (0..n-1),
 	// and MaxPositions the positions the model supports (0: any).
