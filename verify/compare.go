@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"os"
@@ -64,8 +65,14 @@ type Progress struct {
 	Step string
 }
 
+// ReportSchema is the JSON Schema (draft 2020-12) of a Report: what
+// `onnxpe verify --json` prints (report.schema.json).
+//
+//go:embed report.schema.json
+var ReportSchema []byte
+
 // Report is the result of a comparison. Its JSON form is what
-// `onnxpe verify --json` prints.
+// `onnxpe verify --json` prints (ReportSchema).
 type Report struct {
 	A string `json:"a"`
 	B string `json:"b"`

@@ -15,6 +15,7 @@ import (
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/verify"
 )
 
 // compileSchema compiles one of the JSON Schemas the command line
@@ -70,10 +71,12 @@ func checkErrorJSON(t *testing.T, s *jsonschema.Schema, args []string, code int,
 // and on failures (exit 1) with --json: standard output holds exactly one
 // JSON document, the command's report (the audit's valid against
 // passes/report.schema.json) or, when the command failed before it had
-// one, the error object of error.schema.json. Every command with a --json
-// flag has a successful case here.
+// one, the error object of error.schema.json; verify's reports (also the
+// one inside rewrite's) valid against verify/report.schema.json. Every
+// command with a --json flag has a successful case here.
 func TestJSONOnEveryOutcome(t *testing.T) {
 	reportSchema := compileSchema(t, "report.schema.json", passes.ReportSchema)
+	verifySchema := compileSchema(t, "verify.schema.json", verify.ReportSchema)
 	errorSchema := compileSchema(t, "error.schema.json", ErrorSchema)
 	dir := t.TempDir()
 	o := func(name string) string { return filepath.Join(dir, name) }
@@ -94,6 +97,7 @@ func TestJSONOnEveryOutcome(t *testing.T) {
 	})
 	const (
 		report  = "report" // passes/report.schema.json: one report, or an array of them
+		verRep  = "verify" // verify/report.schema.json (rewrite: its "verify" object)
 		errObj  = "error"  // error.schema.json
 		anyJSON = "object" // one JSON object (the command's report; no schema published)
 	)
@@ -108,12 +112,13 @@ func TestJSONOnEveryOutcome(t *testing.T) {
 		{[]string{"audit", g, "--json", "--forbid", "rope"}, 1, report},
 		{[]string{"inspect", g, "--json"}, 0, anyJSON},
 		{[]string{"convert", g, "-o", o("c.onnx"), "--json"}, 0, anyJSON},
-		{[]string{"rewrite", g, "-o", o("r.onnx"), "--json"}, 0, anyJSON},
+		{[]string{"rewrite", g, "-o", o("r.onnx"), "--json"}, 0, verRep},
 		{[]string{"extend", g, "-o", o("e.onnx"), "--to", "128", "--method", "linear", "--original-max-positions", "32", "--json"}, 0, anyJSON},
 		{[]string{"codegen", g, "--lang", "go", "--package", "pe", "-o", o("pe"), "--json"}, 0, anyJSON},
 		{[]string{"codegen", corpusModel("nope_causal"), "--lang", "go", "--package", "pe", "-o", o("nope"), "--json"}, 1, errObj},
-		{[]string{"verify", g, g, "--json"}, 0, anyJSON},
-		{[]string{"verify", corpusModel("learned_gpt2"), differs, "--json"}, 1, anyJSON},
+		{[]string{"verify", g, g, "--json"}, 0, verRep},
+		{[]string{"verify", g, "--against", data, "--json"}, 0, verRep},
+		{[]string{"verify", corpusModel("learned_gpt2"), differs, "--json"}, 1, verRep},
 		{[]string{"verify", "--precision", g, "--json", "--bound", "1e-3"}, 0, anyJSON},
 		{[]string{"verify", "--precision", g, "--json"}, 1, anyJSON},
 		{[]string{"run", g, "--inputs", data, "--json"}, 0, anyJSON},
@@ -145,8 +150,17 @@ func TestJSONOnEveryOutcome(t *testing.T) {
 			if _, isErr := obj["error"]; isErr && len(obj) == 1 {
 				t.Errorf("%v: printed the error object, want its report: %s", c.args, out)
 			}
-		} else if c.kind == anyJSON {
+		} else if c.kind != report {
 			t.Errorf("%v: stdout is not a JSON object: %s", c.args, out)
+		}
+		if c.kind == verRep {
+			rep := v
+			if c.args[0] == "rewrite" {
+				rep = v.(map[string]any)["verify"]
+			}
+			if err := verifySchema.Validate(rep); err != nil {
+				t.Errorf("%v: the verify report does not follow verify/report.schema.json: %v", c.args, err)
+			}
 		}
 		if c.kind == report {
 			reports := []any{v}

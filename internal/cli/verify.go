@@ -112,7 +112,8 @@ value is further than --bound from float64 (default: the type's atol), and
 the first where two consecutive positions get the same values. It exits 1
 when a value exceeds the bound.
 
-Reports: a table, --json, and --junit FILE (JUnit XML, one test case per
+Reports: a table, --json (in the shape of the JSON Schema
+verify/report.schema.json), and --junit FILE (JUnit XML, one test case per
 input set and runtime pairing, skipped sets as skipped cases).
 
 ` + verifyToleranceHelp + `
