@@ -279,13 +279,24 @@ func (w *Work) measureAt(p *Probe, s *side) (*rotation, string) {
 	}
 	if !w.readsPositions(cone) {
 		for _, n := range cone {
-			if n.OpType == "Shape" && w.cacheInput(n.Input(0)) {
+			if n.OpType == "Shape" && w.cacheInput(n.Input(0)) && w.hasPastSize(n.Input(0)) {
 				r.pastLength = true
 			}
 		}
 	}
 	r.powBase = w.coneBase(cone)
 	return r, ""
+}
+
+// hasPastSize reports whether one of v's sizes counts the tokens of a KV
+// cache given as input (an image's height and width do not).
+func (w *Work) hasPastSize(v *graph.Value) bool {
+	for _, d := range w.Shape(v).Dims {
+		if w.symKindOf(d) == symPast {
+			return true
+		}
+	}
+	return false
 }
 
 // readsPositions reports whether a cone reads a position-ids input.

@@ -42,6 +42,10 @@ type AxialConfig struct {
 	Classes        int
 	Theta          float64
 	Seed           uint64
+	// GridFromImage reads the grid's rows and columns from the image's
+	// shape (height / patch, width / patch, as rope-vit's forward does
+	// with x.shape) instead of the patch embedding's output shape.
+	GridFromImage bool
 }
 
 // DefaultAxial is rope_axial_vit's shape: a 16x24 image in 4x4 patches
@@ -72,9 +76,16 @@ func AxialViT(cfg AxialConfig) *graph.Model {
 	p := int64(cfg.Patch)
 	patches := b.op("Conv", append(attr("kernel_shape", p, p), graph.IntsAttr("strides", p, p)),
 		px, b.weight("patch_embed.weight", d, 3, p, p), b.weight("patch_embed.bias", d)) // [B, d, rows, cols]
-	shape := b.op("Shape", nil, patches)
-	rows := b.op("Gather", axis(0), shape, scalarI("grid_rows_axis", 2))
-	cols := b.op("Gather", axis(0), shape, scalarI("grid_cols_axis", 3))
+	var rows, cols *graph.Value
+	if cfg.GridFromImage {
+		img := b.op("Shape", nil, px)
+		rows = b.op("Div", nil, b.op("Gather", axis(0), img, scalarI("image_h_axis", 2)), scalarI("patch_h", p))
+		cols = b.op("Div", nil, b.op("Gather", axis(0), img, scalarI("image_w_axis", 3)), scalarI("patch_w", p))
+	} else {
+		shape := b.op("Shape", nil, patches)
+		rows = b.op("Gather", axis(0), shape, scalarI("grid_rows_axis", 2))
+		cols = b.op("Gather", axis(0), shape, scalarI("grid_cols_axis", 3))
+	}
 	x := b.op("Transpose", attr("perm", 0, 2, 1), b.op("Reshape", nil, patches, b.i64("flatten_shape", 0, 0, -1))) // [B, T, d]
 	cls := b.weight("cls_token", 1, 1, d)
 	batch := b.op("Slice", nil, b.op("Shape", nil, x), b.i64("batch_start", 0), b.i64("batch_end", 1))
@@ -240,7 +251,7 @@ func AxialSynthetics() []Synthetic {
 	mesh := DefaultAxial
 	mesh.Form, mesh.Theta, mesh.Seed = AxialMeshgrid, 10000, 22
 	open, meshOpen := DefaultAxial, mesh
-	open.ImageH, open.ImageW, open.Seed = 0, 0, 23
+	open.ImageH, open.ImageW, open.Seed, open.GridFromImage = 0, 0, 23, true
 	meshOpen.ImageH, meshOpen.ImageW, meshOpen.Seed = 0, 0, 24
 	var out []Synthetic
 	for _, c := range []struct {
@@ -249,7 +260,7 @@ func AxialSynthetics() []Synthetic {
 	}{
 		{"rope_axial_divmod", "rope-vit's compute_axial_cis in the graph: col = t % cols, row = t / cols of the 4 x 6 grid the patch embedding's shape gives, complex-pair rotation, class token not rotated", DefaultAxial},
 		{"rope_axial_meshgrid", "EVA-02's VisionRotaryEmbeddingFast in the graph: Range(rows) and Range(cols) frequencies repeated per pair and broadcast over the 4 x 6 grid (rows first), t·cos + rotate_half(t)·sin, θ 10000", mesh},
-		{"rope_axial_divmod_open", "rope_axial_divmod over images of open size (pixel_values [batch, 3, height, width]): the grid's rows and columns are the patch embedding's output sizes at run time", open},
+		{"rope_axial_divmod_open", "rope_axial_divmod over images of open size (pixel_values [batch, 3, height, width]): the grid's rows and columns are the image's height and width divided by the patch size at run time (rope-vit's forward: H // patch_size, W // patch_size from x.shape)", open},
 		{"rope_axial_meshgrid_open", "rope_axial_meshgrid over images of open size (pixel_values [batch, 3, height, width]): the two Ranges run over the patch embedding's output sizes at run time", meshOpen},
 	} {
 		cfg := c.cfg
