@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,13 @@ type PrecisionOptions struct {
 	// Hints are facts about the model known beforehand.
 	Hints Hints
 }
+
+// PrecisionSchema is the JSON Schema (draft 2020-12) of a
+// PrecisionReport: what `onnxpe verify --precision --json` prints
+// (precision.schema.json).
+//
+//go:embed precision.schema.json
+var PrecisionSchema []byte
 
 // PrecisionReport says how precisely a model's cos/sin (RoPE) or
 // sinusoidal values hold positions in their float type, against the

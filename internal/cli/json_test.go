@@ -77,6 +77,7 @@ func checkErrorJSON(t *testing.T, s *jsonschema.Schema, args []string, code int,
 func TestJSONOnEveryOutcome(t *testing.T) {
 	reportSchema := compileSchema(t, "report.schema.json", passes.ReportSchema)
 	verifySchema := compileSchema(t, "verify.schema.json", verify.ReportSchema)
+	precisionSchema := compileSchema(t, "precision.schema.json", verify.PrecisionSchema)
 	errorSchema := compileSchema(t, "error.schema.json", ErrorSchema)
 	dir := t.TempDir()
 	o := func(name string) string { return filepath.Join(dir, name) }
@@ -96,10 +97,11 @@ func TestJSONOnEveryOutcome(t *testing.T) {
 		t.Fatal("no wpe.weight")
 	})
 	const (
-		report  = "report" // passes/report.schema.json: one report, or an array of them
-		verRep  = "verify" // verify/report.schema.json (rewrite: its "verify" object)
-		errObj  = "error"  // error.schema.json
-		anyJSON = "object" // one JSON object (the command's report; no schema published)
+		report  = "report"    // passes/report.schema.json: one report, or an array of them
+		verRep  = "verify"    // verify/report.schema.json (rewrite: its "verify" object)
+		precRep = "precision" // verify/precision.schema.json
+		errObj  = "error"     // error.schema.json
+		anyJSON = "object"    // one JSON object (the command's report; no schema published)
 	)
 	cases := []struct {
 		args []string
@@ -119,8 +121,9 @@ func TestJSONOnEveryOutcome(t *testing.T) {
 		{[]string{"verify", g, g, "--json"}, 0, verRep},
 		{[]string{"verify", g, "--against", data, "--json"}, 0, verRep},
 		{[]string{"verify", corpusModel("learned_gpt2"), differs, "--json"}, 1, verRep},
-		{[]string{"verify", "--precision", g, "--json", "--bound", "1e-3"}, 0, anyJSON},
-		{[]string{"verify", "--precision", g, "--json"}, 1, anyJSON},
+		{[]string{"verify", "--precision", g, "--json", "--bound", "1e-3"}, 0, precRep},
+		{[]string{"verify", "--precision", g, "--json"}, 1, precRep},
+		{[]string{"verify", "--precision", corpusModel("sinusoidal_interleaved_computed"), "--json", "--as", "float16"}, 0, precRep},
 		{[]string{"run", g, "--inputs", data, "--json"}, 0, anyJSON},
 		{[]string{"version", "--json"}, 0, anyJSON},
 	}
@@ -152,6 +155,11 @@ func TestJSONOnEveryOutcome(t *testing.T) {
 			}
 		} else if c.kind != report {
 			t.Errorf("%v: stdout is not a JSON object: %s", c.args, out)
+		}
+		if c.kind == precRep {
+			if err := precisionSchema.Validate(v); err != nil {
+				t.Errorf("%v: the precision report does not follow verify/precision.schema.json: %v", c.args, err)
+			}
 		}
 		if c.kind == verRep {
 			rep := v

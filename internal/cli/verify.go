@@ -113,8 +113,9 @@ the first where two consecutive positions get the same values. It exits 1
 when a value exceeds the bound.
 
 Reports: a table, --json (in the shape of the JSON Schema
-verify/report.schema.json), and --junit FILE (JUnit XML, one test case per
-input set and runtime pairing, skipped sets as skipped cases).
+verify/report.schema.json; with --precision verify/precision.schema.json),
+and --junit FILE (JUnit XML, one test case per input set and runtime
+pairing, skipped sets as skipped cases).
 
 ` + verifyToleranceHelp + `
 
