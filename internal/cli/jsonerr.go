@@ -91,9 +91,14 @@ func (s *stdout) parsed(cmd *cobra.Command) {
 // fail prints the error object for a command that failed with exit code
 // code and message msg, if the command asked for JSON (args are read when
 // its flags could not be parsed) and has written nothing to standard
-// output; then it closes standard output.
+// output; then it closes standard output. A write in progress (the
+// report, on an interrupt) means there is a report: fail does not wait
+// for it, so that a reader that stopped reading cannot keep an interrupted
+// process alive.
 func (s *stdout) fail(root *cobra.Command, args []string, code int, msg string) {
-	s.mu.Lock()
+	if !s.mu.TryLock() {
+		return
+	}
 	defer s.mu.Unlock()
 	if s.closed {
 		return
