@@ -171,7 +171,7 @@ func (w *Work) absoluteAt(c *Context, add *graph.Node, act, x *graph.Value, bloc
 		}
 		if tableV != nil {
 			p.MaxPositions = ptr(tableRows)
-			if off, ok := w.rowOffset(tableV, rows); ok {
+			if off, ok := w.startOffset(probe, x, tableV, rows); ok {
 				p.PositionOffset = ptr(off)
 			}
 			if pad, ok := w.paddingRow(tableV, sp); ok {
@@ -187,7 +187,7 @@ func (w *Work) absoluteAt(c *Context, add *graph.Node, act, x *graph.Value, bloc
 	p := &LearnedParams{Dim: int(d)}
 	if tableV != nil {
 		p.MaxPositions = ptr(tableRows)
-		if off, ok := w.rowOffset(tableV, rows); ok {
+		if off, ok := w.startOffset(probe, x, tableV, rows); ok {
 			p.PositionOffset = ptr(off)
 		}
 	} else {
@@ -251,6 +251,29 @@ func (w *Work) reachedBlocks(v *graph.Value, blocks []*Block) []int {
 		}
 	}
 	return out
+}
+
+// startOffset is the table row read at the first position of a sequence
+// without cache: the row of the first probed row, less the probe's cache
+// length when the rows move with it (positions counted from the length of
+// a KV cache given as input, GPT-2's past_key_values_length: a second probe
+// with a longer cache shows it).
+func (w *Work) startOffset(p *Probe, x, tv *graph.Value, rows [][]float64) (int, bool) {
+	off, ok := w.rowOffset(tv, rows)
+	if !ok || p.Past == 0 {
+		return off, ok
+	}
+	const more = 2
+	p2 := w.NewProbe(p.Batch, p.Seq, p.Start)
+	p2.Past = p.Past + more
+	rows2, _ := w.tableRows(p2, x)
+	if rows2 == nil {
+		return off, ok
+	}
+	if off2, ok2 := w.rowOffset(tv, rows2); ok2 && off2-off == more && off >= p.Past {
+		return off - p.Past, true
+	}
+	return off, ok
 }
 
 // rowOffset is the index of the table row equal to the first probed row.

@@ -630,6 +630,15 @@ func exporterForms() []exporterForm {
 			scheme: "sinusoidal", want: map[string]any{"layout": "interleaved", "base": 10000.0, "dim": 32, "computed": false, "max_positions": 64, "freq_denominator": "d/2", "position_offset": 0},
 		},
 		{
+			// GPT-2 with a KV cache: Gather of wpe at Range(0,S) + past length.
+			name: "learned_gather_past_offset", heads: 2, hd: 16,
+			abs: func(e *xenv, x *graph.Value) *graph.Value {
+				pos := e.op("Add", nil, e.rangeS(), e.pastLen())
+				return e.op("Add", nil, x, e.op("Gather", nil, e.weight(96, e.D), pos))
+			},
+			scheme: "learned_absolute", want: map[string]any{"max_positions": 96, "dim": 32, "position_offset": 0},
+		},
+		{
 			// a sliced table expanded to the batch: Slice(wpe, 0, S), Expand.
 			name: "learned_slice_expand", heads: 2, hd: 16,
 			abs: func(e *xenv, x *graph.Value) *graph.Value {
