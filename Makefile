@@ -58,6 +58,8 @@ $(ORT_LIB):
 
 DEMO_HTML := bin/demo-audit.html
 DEMO_REWRITTEN := bin/demo-rewritten.onnx
+DEMO_EXTENDED := bin/demo-extended.onnx
+DEMO_CODEGEN := bin/demo-codegen
 
 ## demo: the audit of the bundled model (a table, and an HTML report with plots), then inspect, run and verify it; rewrite it and verify the rewrite
 demo: build
@@ -75,6 +77,12 @@ demo: build
 	./$(BIN) rewrite $(DEMO_MODEL) -o $(DEMO_REWRITTEN)
 	@echo
 	./$(BIN) verify $(DEMO_MODEL) $(DEMO_REWRITTEN)
+	@echo
+	./$(BIN) extend $(DEMO_MODEL) -o $(DEMO_EXTENDED) --to 1024 --method yarn --original-max-positions 256
+	@echo
+	rm -rf $(DEMO_CODEGEN)
+	./$(BIN) codegen $(DEMO_MODEL) --lang go --package ropellama --module example.com/ropellama -o $(DEMO_CODEGEN)
+	cd $(DEMO_CODEGEN) && $(GO) test
 
 ## bench: Go benchmarks, the memory check of inspect, onnxpe vs ONNX Runtime, rewritten vs original models (figures for BENCHMARKS.md)
 bench: ort
