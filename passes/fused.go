@@ -477,7 +477,7 @@ func (w *Work) cacheParams(c *Context, p *RoPEParams, cosV, sinV *graph.Value, t
 		// choosing LongRoPE's frequencies inside the computation): they
 		// are measured again at other lengths, as unfused rotations are.
 		r.remeasure = func(L int) (dynPoint, bool) {
-			if L > 1<<14 {
+			if L > 1<<16 {
 				return dynPoint{}, false
 			}
 			c, why := w.evalCache(cosV, L)
@@ -491,7 +491,7 @@ func (w *Work) cacheParams(c *Context, p *RoPEParams, cosV, sinV *graph.Value, t
 			}
 			return dynPoint{L: L, span: rl.seq, omega: rl.omega}, true
 		}
-		r.findDynamic([]int{4, 4 * r.seq, 16 * r.seq, 64 * r.seq})
+		r.findDynamic(dynamicProbes(r.seq))
 		if r.dynamic != nil {
 			angErr := r.angErr()
 			fit = w.fitDynamic(r, angErr, max(1e-6, 2*angErr))

@@ -452,7 +452,7 @@ func (w *Work) checkDynamic(s *side, r *rotation) {
 		if far {
 			return measure(max(L-r.seq, 0), min(r.seq, L))
 		}
-		if L > 1<<14 {
+		if L > 1<<16 {
 			return dynPoint{}, false
 		}
 		return measure(0, L)
@@ -463,13 +463,30 @@ func (w *Work) checkDynamic(s *side, r *rotation) {
 		// Half types hold integers exactly up to 2048 only.
 		probes = []int{4, 64 + r.seq, 256 + r.seq}
 	case far:
-		probes = []int{4, 1000 + r.seq, 100000 + r.seq}
+		// Every fourfold length from 1000 to 100000: a rule that starts at
+		// an original length of a few thousand (Llama's 2048 to 8192) is
+		// seen changing at two lengths at least, which fitDynamic needs.
+		probes = []int{4, 1000 + r.seq, 4000 + r.seq, 16000 + r.seq, 64000 + r.seq, 100000 + r.seq}
 	case r.half:
 		probes = []int{4, 4 * r.seq, 16 * r.seq}
 	default:
-		probes = []int{4, 4 * r.seq, 16 * r.seq, 64 * r.seq}
+		probes = dynamicProbes(r.seq)
 	}
 	r.findDynamic(probes)
+}
+
+// dynamicProbes are the lengths a dynamic rule is looked for at when the
+// probe counts positions from 0: 4, then fourfold lengths from 4·seq up to
+// 16384 and 16384 itself; findDynamic adds 65536 (four times as long to
+// measure as all the others) only once the frequencies were seen to
+// change, so that a rule starting at an original length up to 8192
+// (Llama's) changes at two lengths, which fitDynamic needs.
+func dynamicProbes(seq int) []int {
+	out := []int{4}
+	for L := 4 * seq; L < 1<<14; L *= 4 {
+		out = append(out, L)
+	}
+	return append(out, 1<<14)
 }
 
 // findDynamic measures r again (r.remeasure) at each largest position + 1
@@ -494,6 +511,11 @@ func (r *rotation) findDynamic(probes []int) {
 			}
 		}
 		points = append(points, pt)
+	}
+	if changed && probes[len(probes)-1] == 1<<14 {
+		if pt, ok := r.remeasure(1 << 16); ok {
+			points = append(points, pt)
+		}
 	}
 	if changed {
 		slices.SortFunc(points, func(a, b dynPoint) int { return a.L - b.L })

@@ -627,8 +627,12 @@ func TestExtendAgainstLlamaBuilder(t *testing.T) {
 // rows (gathered by position; caches of com.microsoft and ONNX
 // RotaryEmbedding), one layer of two heads, so that the runs at 8192
 // positions stay short. Every check passes, and the reference check
-// compared positions up to 8191. (dynamic-ntk is not among them: from
-// 2048 positions the audit of the output does not read the rule back.)
+// compared positions up to 8191. dynamic-ntk on a computed RoPE, a table
+// and RotaryEmbedding caches: before the audit probed fourfold lengths up
+// to 100000 (and 1000) or 64 times its probe, it saw the rule change at one
+// length only and read the output as LongRoPE (original_max_positions
+// ~98000), and the audit check refused every dynamic-ntk extension from
+// 2048 positions.
 func TestExtendRoPEAtRealLengths(t *testing.T) {
 	dir := t.TempDir()
 	const orig, to = 2048, 8192
@@ -643,6 +647,7 @@ func TestExtendRoPEAtRealLengths(t *testing.T) {
 	narrow("narrow_cache_table", func(c *testmodels.LlamaConfig) { c.Opset, c.RoPE = 20, testmodels.RopeCacheTable })
 	narrow("narrow_fused_ms", func(c *testmodels.LlamaConfig) { c.RoPE = testmodels.RopeFusedMS })
 	narrow("narrow_fused_onnx", func(c *testmodels.LlamaConfig) { c.Opset, c.RoPE = 23, testmodels.RopeFusedONNX })
+	narrow("narrow_computed", func(c *testmodels.LlamaConfig) { c.Opset = 18 })
 	flag := []string{"--original-max-positions", strconv.Itoa(orig)}
 	for _, c := range []struct {
 		model, method string
@@ -653,6 +658,9 @@ func TestExtendRoPEAtRealLengths(t *testing.T) {
 		{"narrow_cache_table", "llama3", nil, true},
 		{"narrow_fused_ms", "ntk", nil, true},
 		{"narrow_fused_onnx", "linear", nil, true},
+		{"narrow_computed", "dynamic-ntk", flag, false},
+		{"narrow_cache_table", "dynamic-ntk", nil, false},
+		{"narrow_fused_onnx", "dynamic-ntk", nil, false},
 	} {
 		t.Run(c.model+"/"+c.method, func(t *testing.T) {
 			ec := extendCase{model: c.model, to: to, args: append([]string{"--method", c.method}, c.flags...)}
@@ -661,8 +669,11 @@ func TestExtendRoPEAtRealLengths(t *testing.T) {
 			last := -1
 			for _, vr := range rep.Checks[0].Verify {
 				for _, s := range vr.Sets {
-					if s.Spec != nil {
+					switch {
+					case s.Spec != nil:
 						last = max(last, s.Spec.Offset+s.Spec.Past+s.Spec.Seq-1)
+					case s.Name == fmt.Sprintf("last%d", to): // dynamic-ntk's sets, given to verify
+						last = max(last, to-1)
 					}
 				}
 			}
