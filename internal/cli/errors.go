@@ -31,7 +31,9 @@ Errors are one line on standard error. With --json, standard output holds
 one JSON document whatever the exit code: the command's report, or, when
 the command fails before it has one, {"error": {"command", "exit_code",
 "kind", "message"}} (kind check_failed, bad_input, internal or
-interrupted; the message is the line on standard error).`
+interrupted; the message is the line on standard error). JSON Schemas:
+internal/cli/error.schema.json and reports.schema.json, passes/ and
+verify/report.schema.json, verify/precision.schema.json.`
 
 // inputError marks errors about what the user gave us: exit 2.
 type inputError struct{ err error }

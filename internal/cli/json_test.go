@@ -37,6 +37,26 @@ func compileSchema(t *testing.T, name string, doc []byte) *jsonschema.Schema {
 	return s
 }
 
+// compileDefs compiles the definitions names of the schema doc.
+func compileDefs(t *testing.T, name string, doc []byte, names ...string) map[string]*jsonschema.Schema {
+	t.Helper()
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource(name, v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	out := map[string]*jsonschema.Schema{}
+	for _, n := range names {
+		if out[n], err = c.Compile(name + "#/$defs/" + n); err != nil {
+			t.Fatalf("%s: %s: %v", name, n, err)
+		}
+	}
+	return out
+}
+
 // oneJSON decodes out, which must hold exactly one JSON value
 // (jsonschema.UnmarshalJSON refuses anything after it).
 func oneJSON(out string) (any, error) { return jsonschema.UnmarshalJSON(strings.NewReader(out)) }
@@ -72,12 +92,14 @@ func checkErrorJSON(t *testing.T, s *jsonschema.Schema, args []string, code int,
 // JSON document, the command's report (the audit's valid against
 // passes/report.schema.json) or, when the command failed before it had
 // one, the error object of error.schema.json; verify's reports (also the
-// one inside rewrite's) valid against verify/report.schema.json. Every
-// command with a --json flag has a successful case here.
+// one inside rewrite's) valid against verify/report.schema.json, the other
+// commands' against their definition in reports.schema.json. Every command
+// with a --json flag has a successful case here and a schema.
 func TestJSONOnEveryOutcome(t *testing.T) {
 	reportSchema := compileSchema(t, "report.schema.json", passes.ReportSchema)
 	verifySchema := compileSchema(t, "verify.schema.json", verify.ReportSchema)
 	precisionSchema := compileSchema(t, "precision.schema.json", verify.PrecisionSchema)
+	commandSchemas := compileDefs(t, "reports.schema.json", ReportsSchema, "inspect", "convert", "run", "codegen", "rewrite", "extend", "version")
 	errorSchema := compileSchema(t, "error.schema.json", ErrorSchema)
 	dir := t.TempDir()
 	o := func(name string) string { return filepath.Join(dir, name) }
@@ -114,6 +136,9 @@ func TestJSONOnEveryOutcome(t *testing.T) {
 		{[]string{"audit", g, "--json", "--forbid", "rope"}, 1, report},
 		{[]string{"inspect", g, "--json"}, 0, anyJSON},
 		{[]string{"convert", g, "-o", o("c.onnx"), "--json"}, 0, anyJSON},
+		{[]string{"convert", g, "-o", o("x.onnx"), "--external-data", "--json"}, 0, anyJSON},
+		{[]string{"rewrite", corpusModel("nope_causal"), "--dry-run", "--json"}, 0, anyJSON},
+		{[]string{"extend", g, "--to", "128", "--method", "linear", "--original-max-positions", "32", "--dry-run", "--json"}, 0, anyJSON},
 		{[]string{"rewrite", g, "-o", o("r.onnx"), "--json"}, 0, verRep},
 		{[]string{"extend", g, "-o", o("e.onnx"), "--to", "128", "--method", "linear", "--original-max-positions", "32", "--json"}, 0, anyJSON},
 		{[]string{"codegen", g, "--lang", "go", "--package", "pe", "-o", o("pe"), "--json"}, 0, anyJSON},
@@ -156,6 +181,11 @@ func TestJSONOnEveryOutcome(t *testing.T) {
 		} else if c.kind != report {
 			t.Errorf("%v: stdout is not a JSON object: %s", c.args, out)
 		}
+		if s := commandSchemas[c.args[0]]; s != nil && code == 0 {
+			if err := s.Validate(v); err != nil {
+				t.Errorf("%v: the report does not follow reports.schema.json#/$defs/%s: %v", c.args, c.args[0], err)
+			}
+		}
 		if c.kind == precRep {
 			if err := precisionSchema.Validate(v); err != nil {
 				t.Errorf("%v: the precision report does not follow verify/precision.schema.json: %v", c.args, err)
@@ -183,8 +213,14 @@ func TestJSONOnEveryOutcome(t *testing.T) {
 		}
 	}
 	for _, cmd := range NewRootCmd(&IOStreams{}).Commands() {
-		if cmd.Flags().Lookup("json") != nil && !covered[cmd.Name()] {
+		if cmd.Flags().Lookup("json") == nil {
+			continue
+		}
+		if !covered[cmd.Name()] {
 			t.Errorf("onnxpe %s takes --json but no successful case here runs it", cmd.Name())
+		}
+		if commandSchemas[cmd.Name()] == nil && cmd.Name() != "audit" && cmd.Name() != "verify" {
+			t.Errorf("onnxpe %s takes --json but no JSON Schema describes what it prints", cmd.Name())
 		}
 	}
 	t.Logf("%d command lines", len(cases))

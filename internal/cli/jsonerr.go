@@ -19,6 +19,13 @@ import (
 //go:embed error.schema.json
 var ErrorSchema []byte
 
+// ReportsSchema is the JSON Schema of what inspect, convert, run,
+// codegen, rewrite, extend and version print with --json, one definition
+// per command under $defs (reports.schema.json).
+//
+//go:embed reports.schema.json
+var ReportsSchema []byte
+
 // errorReport is what a command given --json prints on standard output
 // when it fails without having printed its report: standard output holds
 // one JSON document whatever the exit code.
