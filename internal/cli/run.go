@@ -84,7 +84,6 @@ type OutputStats struct {
 func statsOf(name string, t *kernels.Tensor) OutputStats {
 	s := OutputStats{Name: name, DType: t.DType.String(), Shape: append([]int{}, t.Shape...)}
 	vals := t.Float64s()
-	var sum, sq float64
 	n := 0
 	s.Min, s.Max = math.Inf(1), math.Inf(-1)
 	for _, v := range vals {
@@ -97,8 +96,6 @@ func statsOf(name string, t *kernels.Tensor) OutputStats {
 			continue
 		}
 		n++
-		sum += v
-		sq += v * v
 		s.Min = math.Min(s.Min, v)
 		s.Max = math.Max(s.Max, v)
 	}
@@ -106,8 +103,28 @@ func statsOf(name string, t *kernels.Tensor) OutputStats {
 		s.Min, s.Max = 0, 0
 		return s
 	}
-	s.Mean = sum / float64(n)
-	s.Std = math.Sqrt(math.Max(0, sq/float64(n)-s.Mean*s.Mean))
+	// Mean and standard deviation of the finite values, computed on the
+	// values divided by the largest magnitude: sums of squares of float64
+	// values beyond 1e154 would overflow (and NaN or Inf has no JSON).
+	scale := math.Max(-s.Min, s.Max)
+	if scale == 0 {
+		return s
+	}
+	var sum, sq float64
+	for _, v := range vals {
+		if !math.IsNaN(v) && !math.IsInf(v, 0) {
+			sum += v / scale
+		}
+	}
+	mean := sum / float64(n)
+	for _, v := range vals {
+		if !math.IsNaN(v) && !math.IsInf(v, 0) {
+			d := v/scale - mean
+			sq += d * d
+		}
+	}
+	s.Mean = mean * scale
+	s.Std = math.Min(math.Sqrt(sq/float64(n))*scale, math.MaxFloat64)
 	return s
 }
 

@@ -162,3 +162,26 @@ func TestRunRefusesHugeBroadcast(t *testing.T) {
 		t.Errorf("stderr %q, want one line naming the Add node and the size", errOut)
 	}
 }
+
+// TestStatsOfHugeValues: the statistics of float64 outputs near the
+// type's limits stay finite (the sum of squares overflowed: NaN has no
+// JSON, and run --json failed with an internal error).
+func TestStatsOfHugeValues(t *testing.T) {
+	for _, c := range []struct {
+		vals           []float64
+		mean, std, tol float64
+	}{
+		{[]float64{1e300, -1e300}, 0, 1e300, 1e285},
+		{[]float64{1.7e308, 1.7e308, 1.7e308}, 1.7e308, 0, 1e294},
+		{[]float64{1, 2, 3, 4, math.NaN(), math.Inf(1)}, 2.5, math.Sqrt(1.25), 1e-15},
+		{[]float64{0, 0}, 0, 0, 0},
+	} {
+		s := statsOf("y", kernels.FromSlice([]int{len(c.vals)}, c.vals))
+		if math.Abs(s.Mean-c.mean) > c.tol || math.Abs(s.Std-c.std) > c.tol {
+			t.Errorf("%v: mean %g, std %g; want %g, %g", c.vals, s.Mean, s.Std, c.mean, c.std)
+		}
+		if _, err := json.Marshal(s); err != nil {
+			t.Errorf("%v: %v", c.vals, err)
+		}
+	}
+}
