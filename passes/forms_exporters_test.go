@@ -589,6 +589,88 @@ func exporterForms() []exporterForm {
 			scheme: "rope", want: map[string]any{"layout": "half_split", "base": 10000.0, "scaling": "ntk", "factor": 2.0, "original_max_positions": 32, "num_heads": 4, "num_kv_heads": 2},
 		},
 		{
+			// tf-style: frequencies by Einsum "i,j->ij" of int32 position_ids
+			// cast to float, cos/sin by Tile(freqs, [1, 2]).
+			name: "rope_int32_positions_einsum_tile", heads: 2, hd: 16,
+			rope: func(e *xenv, q, k *graph.Value) (*graph.Value, *graph.Value) {
+				pin := e.g.AddInput("position_ids", graph.TensorType(graph.Int32, []graph.Dim{{Param: "batch"}, {Param: "seq"}}))
+				row := e.op("Squeeze", nil, e.op("Slice", nil, pin, e.ints(0), e.ints(1), e.ints(0)), e.ints(0))
+				fr := e.op("Einsum", []*graph.Attr{graph.StringAttr("equation", "i,j->ij")}, e.toFloat(row), e.f32(invFreq(1e6, 16)...))
+				emb := e.op("Tile", nil, fr, e.ints(1, 2))
+				cos, sin := e.op("Cos", nil, emb), e.op("Sin", nil, emb)
+				return applyRope(q, k, func(x *graph.Value) *graph.Value {
+					return e.op("Add", nil, e.op("Mul", nil, x, cos), e.op("Mul", nil, rotSplit18(e, x), sin))
+				})
+			},
+			opset:  18,
+			scheme: "rope", want: map[string]any{"layout": "half_split", "base": 1e6, "rotary_dim": 16, "head_dim": 16},
+		},
+		{
+			// older HF Llama: cos_cached[:seq_len] by a Slice whose end is
+			// the sequence length, then indexed by position_ids.
+			name: "rope_cache_sliced_then_gathered", heads: 2, hd: 16,
+			rope: func(e *xenv, q, k *graph.Value) (*graph.Value, *graph.Value) {
+				pin := e.g.AddInput("position_ids", graph.TensorType(graph.Int64, []graph.Dim{{Param: "batch"}, {Param: "seq"}}))
+				const n, rd = 64, 16
+				inv := invFreq(10000, rd)
+				cv, sv := make([]float32, n*rd), make([]float32, n*rd)
+				for p := 0; p < n; p++ {
+					for c := 0; c < rd; c++ {
+						a := float64(p) * float64(inv[c%(rd/2)])
+						cv[p*rd+c], sv[p*rd+c] = float32(math.Cos(a)), float32(math.Sin(a))
+					}
+				}
+				end := e.op("Unsqueeze", nil, e.seq, e.ints(0))
+				cs := e.op("Slice", nil, e.floats([]int64{1, 1, n, rd}, cv), e.ints(0), end, e.ints(2))
+				ss := e.op("Slice", nil, e.floats([]int64{1, 1, n, rd}, sv), e.ints(0), end, e.ints(2))
+				sq := func(v *graph.Value) *graph.Value { return e.op("Squeeze", nil, v, e.ints(0, 1)) }
+				cos := e.op("Unsqueeze", nil, e.op("Gather", nil, sq(cs), pin), e.ints(1))
+				sin := e.op("Unsqueeze", nil, e.op("Gather", nil, sq(ss), pin), e.ints(1))
+				return applyRope(q, k, func(x *graph.Value) *graph.Value {
+					return e.op("Add", nil, e.op("Mul", nil, x, cos), e.op("Mul", nil, rotNegThenSlice(e, x, rd), sin))
+				})
+			},
+			scheme: "rope", want: map[string]any{"layout": "half_split", "base": 10000.0, "rotary_dim": 16, "max_positions": 64},
+		},
+		{
+			// tf.range over floats and an interleaved sinusoid stacked and
+			// flattened (Flatten, not Reshape).
+			name: "sinusoidal_float_range_stack_flatten", heads: 2, hd: 16,
+			abs: func(e *xenv, x *graph.Value) *graph.Value {
+				pos := e.op("Range", nil, e.f0(0), e.toFloat(e.seq), e.f0(1))
+				ang := e.op("Mul", nil, e.op("Unsqueeze", nil, pos, e.ints(1)), e.f32(invFreq(10000, e.D)...))
+				st := e.op("Concat", e.axis(2), e.op("Unsqueeze", nil, e.op("Sin", nil, ang), e.ints(2)), e.op("Unsqueeze", nil, e.op("Cos", nil, ang), e.ints(2)))
+				pe := e.op("Flatten", []*graph.Attr{graph.IntAttr("axis", 1)}, st)
+				return e.op("Add", nil, x, pe)
+			},
+			scheme: "sinusoidal", want: map[string]any{"layout": "interleaved", "base": 10000.0, "dim": 32, "computed": true, "freq_denominator": "d/2"},
+		},
+		{
+			// T5 by tf2onnx: everything in int32 (TF's default int).
+			name: "t5_int32_bucket", heads: 4, hd: 8,
+			bias: func(e *xenv, scores *graph.Value) *graph.Value {
+				r := e.op("Cast", []*graph.Attr{graph.IntAttr("to", int64(graph.Int32))}, e.rangeS())
+				rel := e.op("Sub", nil, e.op("Unsqueeze", nil, r, e.ints(0)), e.op("Unsqueeze", nil, r, e.ints(1)))
+				i32 := func(v int64) *graph.Value {
+					t, _ := graph.NewTensor("s", graph.Int32, nil, []int32{int32(v)})
+					return e.g.AddInitializer(t)
+				}
+				to32 := func(v *graph.Value) *graph.Value {
+					return e.op("Cast", []*graph.Attr{graph.IntAttr("to", int64(graph.Int32))}, v)
+				}
+				const nb, exact, maxd = 16, 8, 128
+				ret := e.op("Mul", nil, to32(e.op("Greater", nil, rel, i32(0))), i32(nb))
+				n := e.op("Abs", nil, rel)
+				lf := e.op("Div", nil, e.op("Log", nil, e.op("Div", nil, e.toFloat(n), e.f0(exact))), e.f0(float32(math.Log(maxd/exact))))
+				large := e.op("Min", nil, e.op("Add", nil, to32(e.op("Mul", nil, lf, e.f0(nb-exact))), i32(exact)), i32(nb-1))
+				bk := e.op("Add", nil, e.op("Where", nil, e.op("Less", nil, n, i32(exact)), n, large), ret)
+				emb := e.op("Gather", nil, e.weight(32, e.heads), bk)
+				bias := e.op("Unsqueeze", nil, e.op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 2, 0, 1)}, emb), e.ints(0))
+				return e.op("Add", nil, scores, bias)
+			},
+			scheme: "t5_relative_bias", want: map[string]any{"num_buckets": 32, "max_distance": 128, "bidirectional": true, "num_heads": 4},
+		},
+		{
 			// keras: angle_rates = 1 / 10000^(2i/d) by Pow then Div, angles by
 			// MatMul, concat [sin, cos], added to the embeddings.
 			name: "sinusoidal_keras_concat_computed", heads: 2, hd: 16,
