@@ -37,10 +37,15 @@ func reduceAxis(w *Work, n *graph.Node, rank int) (int, bool) {
 }
 
 // canonicalise puts ops written out as several nodes back into one node,
-// so that detectors see one form: Softmax.
+// so that detectors see one form: Softmax, and a row lookup written as a
+// one-hot product (oneHotLookup).
 func (w *Work) canonicalise(g0 *graph.Graph) {
 	for _, g := range graphs(g0) {
 		for _, n := range g.Nodes() {
+			if n.OpType == "MatMul" && isONNX(n) && !n.Output(0).IsGraphOutput() {
+				w.oneHotLookup(g, n)
+				continue
+			}
 			if n.OpType != "Div" || !isONNX(n) || n.Output(0).IsGraphOutput() {
 				continue
 			}
@@ -84,4 +89,52 @@ func (w *Work) renameOps(g0 *graph.Graph) {
 			_ = g.Remove(n)
 		}
 	}
+}
+
+// oneHotLookup replaces MatMul(OneHot(i, depth, [0, 1]), T), T [depth, d],
+// by Gather(T, i): the same rows (TensorFlow's TPU-friendly embedding
+// lookup, BERT's use_one_hot_embeddings), so that the detectors see a table
+// read at positions whichever way it is written. The indices are cast to
+// int64 when OneHot was given them as floats (OneHot and Gather both wrap
+// negative indices; an index out of range, a zero row for OneHot, is an
+// error for Gather, as for a model written with Gather).
+func (w *Work) oneHotLookup(g *graph.Graph, n *graph.Node) {
+	oh := n.Input(0).Producer()
+	if oh == nil || oh.OpType != "OneHot" || !isONNX(oh) || len(oh.Inputs()) != 3 || n.Input(0).NumUses() != 1 {
+		return
+	}
+	idx, table := oh.Input(0), n.Input(1)
+	depth, vals := w.Const(oh.Input(1)), w.Const(oh.Input(2))
+	if depth == nil || depth.Len() != 1 || vals == nil || vals.Len() != 2 {
+		return
+	}
+	if v := vals.Float64s(); v[0] != 0 || v[1] != 1 {
+		return
+	}
+	ri := w.Shape(idx).Rank()
+	if ri < 0 || normAxis(oh.AttrInt("axis", -1), ri+1) != ri {
+		return // the one-hot axis is not the one the product contracts
+	}
+	ts := w.Shape(table)
+	if ts.Rank() != 2 || !ts.Dims[0].Known() || int64(ts.Dims[0]) != int64(depth.Float64s()[0]) {
+		return
+	}
+	if !isFloatType(w.ElemType(table)) {
+		return
+	}
+	if !isIntType(w.ElemType(idx)) {
+		c := g.NewNode("Cast", "", []*graph.Value{idx}, 1, graph.IntAttr("to", int64(graph.Int64)))
+		g.InsertBefore(n, c)
+		w.origNode[c] = w.origNode[oh]
+		w.etype(c)
+		w.infer(c)
+		idx = c.Output(0)
+	}
+	gn := g.NewNode("Gather", "", []*graph.Value{table, idx}, 1, graph.IntAttr("axis", 0))
+	g.InsertBefore(n, gn)
+	w.origNode[gn] = w.origNode[n]
+	w.etype(gn)
+	w.infer(gn)
+	n.Output(0).ReplaceAllUsesWith(gn.Output(0))
+	w.origValue[gn.Output(0)] = w.origValue[n.Output(0)]
 }

@@ -646,6 +646,16 @@ func exporterForms() []exporterForm {
 			scheme: "sinusoidal", want: map[string]any{"layout": "interleaved", "base": 10000.0, "dim": 32, "computed": true, "freq_denominator": "d/2"},
 		},
 		{
+			// BERT's TPU path: positions one-hot encoded and multiplied with
+			// the table (OneHot + MatMul instead of Gather).
+			name: "learned_onehot_matmul", heads: 2, hd: 16,
+			abs: func(e *xenv, x *graph.Value) *graph.Value {
+				oh := e.op("OneHot", []*graph.Attr{graph.IntAttr("axis", -1)}, e.rangeS(), e.int0(72), e.f32(0, 1))
+				return e.op("Add", nil, x, e.op("MatMul", nil, oh, e.weight(72, e.D)))
+			},
+			scheme: "learned_absolute", want: map[string]any{"max_positions": 72, "dim": 32, "position_offset": 0},
+		},
+		{
 			// T5 by tf2onnx: everything in int32 (TF's default int).
 			name: "t5_int32_bucket", heads: 4, hd: 8,
 			bias: func(e *xenv, scores *graph.Value) *graph.Value {
