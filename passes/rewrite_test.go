@@ -36,6 +36,9 @@ var rewriteWant = map[string]string{
 	// size (Shape, Range, Div, Floor, Einsum, Cos, Sin); complex-order
 	// phases depend on the tokens; FLOATER's states on weights only.
 	"rope_axial_vit": "axial_rope", "complex_order": "", "floater_unrolled": "floater", "floater_loop": "floater",
+	// rope_axial_vit exported with an open image size: its grid's cos/sin
+	// are computed per call (rewriteSkips holds the reason printed).
+	"rope_axial_vit_open": "",
 	// Go-built models.
 	"llama_opset18": "rope", "llama_cache_shared": "rope", "llama_local_function": "rope",
 	"llama_fused_ms": "", "llama_fused_onnx": "",
@@ -50,6 +53,7 @@ var rewriteWant = map[string]string{
 // reason it must print.
 var rewriteSkips = map[string]string{
 	"disentangled_deberta_unshared": "position_buckets null: the relative positions are q - k clamped",
+	"rope_axial_vit_open":           "rope (layers [0 1]): grid null: the patch grid follows the image's size",
 	"rope_axial_divmod_open":        "rope (layers [0 1]): grid null: the patch grid follows the image's size",
 	"rope_axial_meshgrid_open":      "rope (layers [0 1]): grid null: the patch grid follows the image's size",
 }

@@ -53,6 +53,22 @@ func (e *Entry) RandomInputs(rng *rand.Rand, s Sizes) (map[string]*kernels.Tenso
 	for _, in := range e.Inputs {
 		shape := make([]int, len(in.Shape))
 		for i, d := range in.Shape {
+			if d == "height" || d == "width" {
+				// An image of open size: whole patches, a grid of rows ×
+				// (rows+1) patches of about Seq (more columns than rows).
+				if in.PatchSize <= 0 {
+					return nil, fmt.Errorf("%s: input %s: an open %v without a patch size", e.Name, in.Name, d)
+				}
+				rows := 1
+				for (rows+1)*(rows+2) <= s.Seq {
+					rows++
+				}
+				shape[i] = rows * in.PatchSize
+				if d == "width" {
+					shape[i] = (rows + 1) * in.PatchSize
+				}
+				continue
+			}
 			n, err := s.dim(d)
 			if err != nil {
 				return nil, fmt.Errorf("%s: input %s: %w", e.Name, in.Name, err)

@@ -83,6 +83,9 @@ type Input struct {
 	PaddingSide string `json:"padding_side,omitempty"`
 	// PadID is the token id of padding, for input_ids.
 	PadID *int `json:"pad_id,omitempty"`
+	// PatchSize is the patch size of pixel_values whose height and width
+	// are open (a multiple of it).
+	PatchSize int `json:"patch_size,omitempty"`
 }
 
 // Output describes a model output.

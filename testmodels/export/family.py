@@ -12,6 +12,8 @@ rope_mrope            HF Qwen2VLTextModel: multimodal RoPE, position_ids [3, B, 
                       width), frequencies split in mrope_section per stream.
 rope_axial_vit        naver-ai/rope-vit RoPE-Axial ViT (deit models_v2 backbone): interleaved pairs, the
                       first half of the frequencies turned by the patch column, the second by the row.
+rope_axial_vit_open   the same ViT exported with dynamic height and width, as real ViTs are: the grid
+                      (H // patch, W // patch) and its cos/sin follow the image at run time.
 complex_order         the authors' code of Wang et al. 2020 (FreedomIntelligence/complex-order, text
                       classification Transformer): r(w) exp(i pos w(w)) carried as real and imaginary
                       parts, complex attention (modulus of the complex scores).
@@ -811,6 +813,18 @@ def _axial_inputs():
     ]
 
 
+def _axial_open_inputs():
+    g = gen("rope_axial_vit_open", "pixels")
+    tr = torch.randn(2, 3, AXV["img_h"], AXV["img_w"], generator=g)
+    te = torch.randn(3, 3, 12, 20, generator=g)
+    return [
+        Input("pixel_values", "pixel_values", tr, te, {0: "batch", 2: "height", 3: "width"},
+              {"shape_note": "[batch, 3, height, width], normalized pixels; height and width multiples of the patch size "
+                             f"(traced at {AXV['img_h']}x{AXV['img_w']}, tested at 12x20: a 3 x 5 grid)",
+               "patch_size": AXV["patch_size"]}),
+    ]
+
+
 # --------------------------------------------------------------------------
 # Complex-order embeddings (FreedomIntelligence/complex-order, TEXT CLASSIFICATION/Transformer)
 
@@ -1271,6 +1285,19 @@ SPECS = [
         findings=[{"scheme": "rope", "layers": [0, 1], "params": {
             "layout": "interleaved", "base": AXV["rope_theta"], "head_dim": 16, "rotary_dim": 16, "num_heads": 2, "num_kv_heads": 2,
             "scaling": "none", "factor": 1.0, "max_positions": None, "axes": 2, "grid": [4, 6]}}],
+    ),
+    Spec(
+        name="rope_axial_vit_open",
+        build=lambda: RoPEAxialViT(),
+        inputs=_axial_open_inputs,
+        outputs=["logits"],
+        output_axes={"logits": {0: "batch"}},
+        reference="naver-ai/rope-vit RoPE-Axial (models/vit_rope.py: compute_axial_cis, init_t_xy, apply_rotary_emb, RoPEAttention) on deit models_v2",
+        variant="rope_axial_vit exported with dynamic height and width (pixel_values [batch, 3, height, width]): the grid is H // 4 x W // 4 of the image at run time (Shape, Gather, Div, Range, Div, Floor, Einsum, Cos, Sin computed per call); head_dim 16, theta 100, pairs 0-3 turned by the column, 4-7 by the row; cls token not rotated",
+        num_layers=AXV["depth"],
+        findings=[{"scheme": "rope", "layers": [0, 1], "params": {
+            "layout": "interleaved", "base": AXV["rope_theta"], "head_dim": 16, "rotary_dim": 16, "num_heads": 2, "num_kv_heads": 2,
+            "scaling": "none", "factor": 1.0, "max_positions": None, "axes": 2, "grid": None}}],
     ),
     Spec(
         name="complex_order",
