@@ -681,6 +681,81 @@ func exporterForms() []exporterForm {
 			scheme: "t5_relative_bias", want: map[string]any{"num_buckets": 32, "max_distance": 128, "bidirectional": true, "num_heads": 4},
 		},
 		{
+			// transformers >= 4.38 Llama: inv_freq[None, :, None] expanded to
+			// the batch, MatMul with position_ids[:, None, :] as floats,
+			// transposed, Concat(freqs, freqs), cos·attention_scaling (1.0),
+			// Cast to the model's dtype.
+			name: "rope_hf438_expand_matmul_transpose", heads: 2, hd: 16,
+			rope: func(e *xenv, q, k *graph.Value) (*graph.Value, *graph.Value) {
+				pin := e.g.AddInput("position_ids", graph.TensorType(graph.Int64, []graph.Dim{{Param: "batch"}, {Param: "seq"}}))
+				b := e.op("Slice", nil, e.op("Shape", nil, pin), e.ints(0), e.ints(1), e.ints(0))
+				inv := e.floats([]int64{1, 8, 1}, invFreq(10000, 16))
+				invE := e.op("Expand", nil, inv, e.op("Concat", e.axis(0), b, e.ints(1, 1)))
+				pe := e.toFloat(e.op("Unsqueeze", nil, pin, e.ints(1)))
+				fr := e.op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 2, 1)}, e.op("MatMul", nil, invE, pe))
+				emb := e.op("Concat", e.axis(-1), fr, fr)
+				cos := e.toFloat(e.op("Mul", nil, e.op("Cos", nil, emb), e.f0(1)))
+				sin := e.toFloat(e.op("Mul", nil, e.op("Sin", nil, emb), e.f0(1)))
+				cos, sin = e.op("Unsqueeze", nil, cos, e.ints(1)), e.op("Unsqueeze", nil, sin, e.ints(1))
+				return applyRope(q, k, func(x *graph.Value) *graph.Value {
+					return e.op("Add", nil, e.op("Mul", nil, x, cos), e.op("Mul", nil, rotSplit13SignMul(e, x, 16), sin))
+				})
+			},
+			scheme: "rope", want: ropeHalf(10000, 16, 2),
+		},
+		{
+			// BLOOM as exported: slopes·((cumsum(mask) - 1)·mask) [B·H, 1, T]
+			// added by baddbmm to 3-D scores [B·H, S, T], viewed back to
+			// [B, H, S, T]; slopes as Exp(-k·(8/n)·ln 2).
+			name: "alibi_bloom_baddbmm_3d_exp_slopes", heads: 4, hd: 8,
+			bias: func(e *xenv, scores *graph.Value) *graph.Value {
+				k := e.toFloat(e.op("Range", nil, e.int0(1), e.int0(5), e.int0(1)))
+				sl := e.op("Exp", nil, e.op("Mul", nil, k, e.f0(float32(-2*math.Ln2))))
+				m := e.op("Mul", nil, e.op("Sub", nil, e.op("CumSum", nil, e.mask, e.int0(-1)), e.int0(1)), e.mask)
+				al := e.op("Mul", nil, e.op("Unsqueeze", nil, sl, e.ints(0, 2)), e.op("Unsqueeze", nil, e.toFloat(m), e.ints(1))) // [B,H,T]
+				sh := e.op("Shape", nil, scores)
+				st := e.op("Slice", nil, sh, e.ints(2), e.ints(4), e.ints(0)) // [S, T]
+				t := e.op("Slice", nil, sh, e.ints(3), e.ints(4), e.ints(0))
+				al = e.op("Reshape", nil, al, e.op("Concat", e.axis(0), e.ints(-1, 1), t)) // [B·H,1,T]
+				s3 := e.op("Reshape", nil, scores, e.op("Concat", e.axis(0), e.ints(-1), st))
+				s3 = e.op("Add", nil, al, s3)
+				return causalWhere(e, e.op("Reshape", nil, s3, sh))
+			},
+			scheme: "alibi", want: map[string]any{"num_heads": 4, "slopes": []any{0.25, 0.0625, 0.015625, 0.00390625}, "symmetric": false},
+		},
+		{
+			// an fp16 export: the learned position table in float16, cast
+			// to float32 where it is added.
+			name: "learned_fp16_table_cast", heads: 2, hd: 16,
+			abs: func(e *xenv, x *graph.Value) *graph.Value {
+				v := make([]float16.Float16, 40*e.D)
+				for i := range v {
+					v[i] = float16.Fromfloat32(float32(e.rng.NormFloat64() * 0.02))
+				}
+				t, _ := graph.NewTensor("wpe", graph.Float16, []int64{40, int64(e.D)}, v)
+				return e.op("Add", nil, x, e.toFloat(e.op("Gather", nil, e.g.AddInitializer(t), e.rangeS())))
+			},
+			scheme: "learned_absolute", want: map[string]any{"max_positions": 40, "dim": 32, "position_offset": 0},
+		},
+		{
+			// a float16 sinusoidal table (concat layout), sliced and cast.
+			name: "sinusoidal_fp16_table_cast", heads: 2, hd: 16,
+			abs: func(e *xenv, x *graph.Value) *graph.Value {
+				d := e.D
+				v := make([]float16.Float16, 48*d)
+				for p := 0; p < 48; p++ {
+					for i := 0; i < d/2; i++ {
+						a := float64(p) * math.Pow(10000, -float64(i)/float64(d/2))
+						v[p*d+i], v[p*d+d/2+i] = float16.Fromfloat32(float32(math.Sin(a))), float16.Fromfloat32(float32(math.Cos(a)))
+					}
+				}
+				t, _ := graph.NewTensor("pe", graph.Float16, []int64{48, int64(d)}, v)
+				pe := e.op("Slice", nil, e.g.AddInitializer(t), e.ints(0), e.op("Unsqueeze", nil, e.seq, e.ints(0)), e.ints(0))
+				return e.op("Add", nil, x, e.toFloat(pe))
+			},
+			scheme: "sinusoidal", want: map[string]any{"layout": "concat_sin_cos", "base": 10000.0, "dim": 32, "computed": false, "max_positions": 48, "freq_denominator": "d/2", "position_offset": 0},
+		},
+		{
 			// keras: angle_rates = 1 / 10000^(2i/d) by Pow then Div, angles by
 			// MatMul, concat [sin, cos], added to the embeddings.
 			name: "sinusoidal_keras_concat_computed", heads: 2, hd: 16,
