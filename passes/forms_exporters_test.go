@@ -756,6 +756,18 @@ func exporterForms() []exporterForm {
 			scheme: "sinusoidal", want: map[string]any{"layout": "concat_sin_cos", "base": 10000.0, "dim": 32, "computed": false, "max_positions": 48, "freq_denominator": "d/2", "position_offset": 0},
 		},
 		{
+			// MQA: one key/value head for 4 query heads.
+			name: "rope_mqa_one_kv_head", heads: 4, kvHeads: 1, hd: 16,
+			rope: func(e *xenv, q, k *graph.Value) (*graph.Value, *graph.Value) {
+				cos, sin := halfCosSin(e, freqsMatMul(e, e.rangeS(), 10000, 16, "table"))
+				return applyRope(q, k, func(x *graph.Value) *graph.Value {
+					return e.op("Add", nil, e.op("Mul", nil, x, cos), e.op("Mul", nil, rotSplit18(e, x), sin))
+				})
+			},
+			opset:  18,
+			scheme: "rope", want: map[string]any{"layout": "half_split", "base": 10000.0, "num_heads": 4, "num_kv_heads": 1},
+		},
+		{
 			// keras: angle_rates = 1 / 10000^(2i/d) by Pow then Div, angles by
 			// MatMul, concat [sin, cos], added to the embeddings.
 			name: "sinusoidal_keras_concat_computed", heads: 2, hd: 16,
