@@ -756,6 +756,17 @@ func exporterForms() []exporterForm {
 			scheme: "sinusoidal", want: map[string]any{"layout": "concat_sin_cos", "base": 10000.0, "dim": 32, "computed": false, "max_positions": 48, "freq_denominator": "d/2", "position_offset": 0},
 		},
 		{
+			// RoBERTa: positions from the token ids, cumsum(ids != pad)·mask +
+			// pad (padding_idx 1), so the first token reads row 2.
+			name: "learned_roberta_positions_from_ids", heads: 2, hd: 16,
+			abs: func(e *xenv, x *graph.Value) *graph.Value {
+				m := e.toInt(e.op("Not", nil, e.op("Equal", nil, e.ids, e.int0(1))))
+				pos := e.op("Add", nil, e.op("Mul", nil, e.op("CumSum", nil, m, e.int0(1)), m), e.int0(1))
+				return e.op("Add", nil, x, e.op("Gather", nil, e.weight(66, e.D), pos))
+			},
+			scheme: "learned_absolute", want: map[string]any{"max_positions": 66, "dim": 32, "position_offset": 2},
+		},
+		{
 			// MQA: one key/value head for 4 query heads.
 			name: "rope_mqa_one_kv_head", heads: 4, kvHeads: 1, hd: 16,
 			rope: func(e *xenv, q, k *graph.Value) (*graph.Value, *graph.Value) {

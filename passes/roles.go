@@ -437,12 +437,36 @@ func (w *Work) markAct(g *graph.Graph) {
 				}
 			}
 		}
+		if act && w.indicator(n) {
+			act = false
+		}
 		if act {
 			for _, o := range n.Outputs() {
 				r.act[o] = true
 			}
 		}
 	}
+}
+
+// indicator reports whether n only compares integer activations (token
+// ids) and gives booleans: ids != pad is a mask of where the tokens are,
+// not content (RoBERTa's positions are counted from it:
+// cumsum(ids != pad)·mask + pad).
+func (w *Work) indicator(n *graph.Node) bool {
+	switch n.OpType {
+	case "Equal", "Not", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor":
+	default:
+		return false
+	}
+	if !isONNX(n) || len(n.Outputs()) != 1 || w.ElemType(n.Output(0)) != graph.Bool {
+		return false
+	}
+	for _, v := range n.Inputs() {
+		if w.roles.act[v] && !isIntType(w.ElemType(v)) && w.ElemType(v) != graph.Bool {
+			return false
+		}
+	}
+	return true
 }
 
 // logitWidths are the last dimensions of the model's outputs computed by
