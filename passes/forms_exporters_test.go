@@ -779,6 +779,49 @@ func exporterForms() []exporterForm {
 			scheme: "rope", want: map[string]any{"layout": "half_split", "base": 10000.0, "num_heads": 4, "num_kv_heads": 1},
 		},
 		{
+			// the original Mesh TensorFlow bucket (as tf2onnx exports T5):
+			// n = -(j - i); ret = (n < 0)·nb; n = |n|; Where(n < exact, n,
+			// Min(large, nb - 1)).
+			name: "t5_mesh_tf_negated", heads: 4, hd: 8,
+			bias: func(e *xenv, scores *graph.Value) *graph.Value {
+				r := e.rangeS()
+				n := e.op("Neg", nil, e.op("Sub", nil, e.op("Unsqueeze", nil, r, e.ints(0)), e.op("Unsqueeze", nil, r, e.ints(1))))
+				const nb, exact, maxd = 16, 8, 128
+				ret := e.op("Mul", nil, e.toInt(e.op("Less", nil, n, e.int0(0))), e.int0(nb))
+				n = e.op("Abs", nil, n)
+				lf := e.op("Mul", nil, e.op("Div", nil, e.op("Log", nil, e.op("Div", nil, e.toFloat(n), e.f0(exact))), e.f0(float32(math.Log(maxd/exact)))), e.f0(nb-exact))
+				large := e.op("Min", nil, e.op("Add", nil, e.int0(exact), e.toInt(lf)), e.int0(nb-1))
+				bk := e.op("Add", nil, ret, e.op("Where", nil, e.op("Less", nil, n, e.int0(exact)), n, large))
+				emb := e.op("Gather", nil, e.weight(32, e.heads), bk)
+				bias := e.op("Unsqueeze", nil, e.op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 2, 0, 1)}, emb), e.ints(0))
+				return e.op("Add", nil, scores, bias)
+			},
+			scheme: "t5_relative_bias", want: map[string]any{"num_buckets": 32, "max_distance": 128, "bidirectional": true, "num_heads": 4},
+		},
+		{
+			// 12 heads: 8 slopes of 2^(-k) and 4 extra odd powers of 2^(-1/2),
+			// computed at run time; keys-only bias.
+			name: "alibi_runtime_slopes_12_heads", heads: 12, hd: 4,
+			bias: func(e *xenv, scores *graph.Value) *graph.Value {
+				r := e.op("Unsqueeze", nil, e.toFloat(e.rangeS()), e.ints(0))
+				return e.op("Add", nil, causalWhere(e, scores), e.op("Mul", nil, runtimeSlopes(e, 12), r))
+			},
+			scheme: "alibi", want: map[string]any{"num_heads": 12, "slopes": bloomSlopes(12), "symmetric": false},
+		},
+		{
+			// Gemma: the queries scaled (query_pre_attn_scalar) before the
+			// rotation, base 10000, head_dim 32 of 2 heads.
+			name: "rope_gemma_scaled_queries", heads: 2, hd: 32,
+			rope: func(e *xenv, q, k *graph.Value) (*graph.Value, *graph.Value) {
+				cos, sin := halfCosSin(e, freqsMatMul(e, e.rangeS(), 10000, 32, "div"))
+				q = e.op("Mul", nil, q, e.f0(0.0625))
+				return applyRope(q, k, func(x *graph.Value) *graph.Value {
+					return e.op("Add", nil, e.op("Mul", nil, x, cos), e.op("Mul", nil, rotNegThenSlice(e, x, 32), sin))
+				})
+			},
+			scheme: "rope", want: ropeHalf(10000, 32, 2),
+		},
+		{
 			// keras: angle_rates = 1 / 10000^(2i/d) by Pow then Div, angles by
 			// MatMul, concat [sin, cos], added to the embeddings.
 			name: "sinusoidal_keras_concat_computed", heads: 2, hd: 16,
