@@ -822,6 +822,20 @@ func exporterForms() []exporterForm {
 			scheme: "rope", want: ropeHalf(10000, 32, 2),
 		},
 		{
+			// q and k rotated together: Concat on the head axis, one
+			// rotation, Split back (a packed form).
+			name: "rope_qk_packed_one_rotation", heads: 2, kvHeads: 1, hd: 16,
+			rope: func(e *xenv, q, k *graph.Value) (*graph.Value, *graph.Value) {
+				cos, sin := halfCosSin(e, freqsMatMul(e, e.rangeS(), 10000, 16, "table"))
+				qk := e.op("Concat", e.axis(1), q, k)
+				y := e.op("Add", nil, e.op("Mul", nil, qk, cos), e.op("Mul", nil, rotSplit18(e, qk), sin))
+				o := e.g.Op("Split", []*graph.Value{y, e.ints(2, 1)}, 2, graph.IntAttr("axis", 1))
+				return o[0], o[1]
+			},
+			opset:  18,
+			scheme: "rope", want: map[string]any{"layout": "half_split", "base": 10000.0, "num_heads": 2, "num_kv_heads": 1},
+		},
+		{
 			// keras: angle_rates = 1 / 10000^(2i/d) by Pow then Div, angles by
 			// MatMul, concat [sin, cos], added to the embeddings.
 			name: "sinusoidal_keras_concat_computed", heads: 2, hd: 16,

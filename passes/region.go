@@ -141,6 +141,7 @@ func (w *Work) findSide(operand *graph.Value, hd Dim) (*side, string) {
 	if !mixing {
 		s.Nodes = nil
 	} else {
+		w.packedPart(s)
 		// Move q back through layout changes to a value of the rotated
 		// value's shape (a rotation of pairs may reshape q to
 		// [..., d/2, 2] first).
@@ -155,6 +156,41 @@ func (w *Work) findSide(operand *graph.Value, hd Dim) (*side, string) {
 	}
 	slices.SortFunc(s.Nodes, func(a, b *graph.Node) int { return w.Pos(a) - w.Pos(b) })
 	return s, ""
+}
+
+// packedPart handles q and k rotated as one tensor: concatenated along
+// an axis, rotated once, split back along the same axis. The side's content
+// is then its own part of the concatenation (the input of the Concat at
+// the index of the Split's output the side reads), not the packed value,
+// so that a probe of q is a probe of q alone.
+func (w *Work) packedPart(s *side) {
+	if sameShape(w.Shape(s.In), w.Shape(s.Out)) {
+		return
+	}
+	c, sp := s.In.Producer(), s.Out.Producer()
+	if c == nil || sp == nil || c.OpType != "Concat" || sp.OpType != "Split" || !isONNX(c) || !isONNX(sp) || !slices.Contains(s.Nodes, sp) {
+		return
+	}
+	r := w.Shape(s.In).Rank()
+	axis, sizes, ok := w.SplitSizes(sp)
+	if !ok || r < 1 || normAxis(int64(axis), r) != normAxis(c.AttrInt("axis", 0), r) || len(sizes) != len(c.Inputs()) {
+		return
+	}
+	idx := slices.Index(sp.Outputs(), s.Out)
+	if idx < 0 {
+		return
+	}
+	ax := normAxis(int64(axis), r)
+	for i, in := range c.Inputs() {
+		sh := w.Shape(in)
+		if in == nil || sh.Rank() != r || !sh.Dims[ax].Known() || int64(sh.Dims[ax]) != sizes[i] {
+			return // the parts are not the split's sizes
+		}
+	}
+	if part := c.Input(idx); w.IsAct(part) {
+		s.Nodes = append(s.Nodes, c)
+		s.In = part
+	}
 }
 
 func (w *Work) posOf(v *graph.Value) int {
