@@ -836,6 +836,22 @@ func exporterForms() []exporterForm {
 			scheme: "rope", want: map[string]any{"layout": "half_split", "base": 10000.0, "num_heads": 2, "num_kv_heads": 1},
 		},
 		{
+			// Phi-2's partial rotation: the first 16 of 40 dims sliced out,
+			// rotated (Split at opset 13, Neg folded into a sign vector),
+			// concatenated back with the rest.
+			name: "rope_phi2_partial_slice", heads: 2, hd: 40, opset: 13,
+			rope: func(e *xenv, q, k *graph.Value) (*graph.Value, *graph.Value) {
+				cos, sin := halfCosSin(e, freqsMatMul(e, e.rangeS(), 10000, 16, "table"))
+				return applyRope(q, k, func(x *graph.Value) *graph.Value {
+					xr := e.op("Slice", nil, x, e.ints(0), e.ints(16), e.ints(-1))
+					xp := e.op("Slice", nil, x, e.ints(16), e.ints(math.MaxInt64), e.ints(-1))
+					y := e.op("Add", nil, e.op("Mul", nil, xr, cos), e.op("Mul", nil, rotSplit13SignMul(e, xr, 16), sin))
+					return e.op("Concat", e.axis(-1), y, xp)
+				})
+			},
+			scheme: "rope", want: map[string]any{"layout": "half_split", "base": 10000.0, "rotary_dim": 16, "head_dim": 40},
+		},
+		{
 			// keras: angle_rates = 1 / 10000^(2i/d) by Pow then Div, angles by
 			// MatMul, concat [sin, cos], added to the embeddings.
 			name: "sinusoidal_keras_concat_computed", heads: 2, hd: 16,
