@@ -488,16 +488,21 @@ func (w *Work) t5Finding(b *Block, bt BiasTerm, cone []*graph.Node, readers map[
 		return nil, "the bucket index could not be evaluated: " + err.Error()
 	}
 	bv, ok := NewBiasView(t)
-	if !ok || bv.q != S || bv.k != S {
+	if !ok || bv.q != S || bv.k < S {
 		return nil, fmt.Sprintf("the bucket index is not [query, key] (%v)", t.Shape)
 	}
+	// With a KV cache given as input the keys are the cached ones and then
+	// the new: query i is at position off + i (a decoder's
+	// Range(past, past + S) against Range(0, past + S)). The map is read
+	// over the new keys, at the same distances as without a cache.
+	off := bv.k - S
 	bm := make([]int, 2*S-1) // n + S-1
 	for i := range bm {
 		bm[i] = -1
 	}
 	for i := 0; i < S; i++ {
 		for j := 0; j < S; j++ {
-			x := int(bv.At(0, i, j))
+			x := int(bv.At(0, i, off+j))
 			k := j - i + S - 1
 			if bm[k] >= 0 && bm[k] != x {
 				return nil, "the bucket index is not a function of key - query"

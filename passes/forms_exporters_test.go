@@ -852,6 +852,23 @@ func exporterForms() []exporterForm {
 			scheme: "rope", want: map[string]any{"layout": "half_split", "base": 10000.0, "rotary_dim": 16, "head_dim": 40},
 		},
 		{
+			// the T5 decoder with a KV cache: queries at Range(past, past+S),
+			// keys at Range(0, past+S), causal buckets.
+			name: "t5_decoder_with_cache", heads: 4, hd: 8,
+			bias: func(e *xenv, scores *graph.Value) *graph.Value {
+				pl := e.pastLen()
+				tot := e.op("Add", nil, pl, e.seq)
+				ctx := e.op("Range", nil, pl, tot, e.int0(1))
+				mem := e.op("Range", nil, e.int0(0), tot, e.int0(1))
+				rel := e.op("Sub", nil, e.op("Unsqueeze", nil, mem, e.ints(0)), e.op("Unsqueeze", nil, ctx, e.ints(1)))
+				bk := t5Bucket(e, rel, 32, 128, false)
+				emb := e.op("Gather", nil, e.weight(32, e.heads), bk)
+				bias := e.op("Unsqueeze", nil, e.op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 2, 0, 1)}, emb), e.ints(0))
+				return e.op("Add", nil, scores, bias)
+			},
+			scheme: "t5_relative_bias", want: map[string]any{"num_buckets": 32, "max_distance": 128, "bidirectional": false, "num_heads": 4},
+		},
+		{
 			// keras: angle_rates = 1 / 10000^(2i/d) by Pow then Div, angles by
 			// MatMul, concat [sin, cos], added to the embeddings.
 			name: "sinusoidal_keras_concat_computed", heads: 2, hd: 16,
