@@ -386,12 +386,41 @@ func (w *Work) ropePositions(s *side, r *rotation) (*Positions, string) {
 		}
 		return ""
 	}
+	// The candidates nearest the cos/sin first: a value the positions go
+	// through on their way (HF's masked_fill of padding: Where(mask == 0,
+	// 1, cumsum(mask) - 1); one row of position_ids shared by the batch)
+	// holds what the rotation reads, an earlier one only agrees with it
+	// on probes without padding.
+	// Of one value's casts and reshapes the first is named: the same
+	// numbers, as the model has them.
+	cands := w.positionCandidates(s.Pos...)
+	isCand := map[*graph.Value]bool{}
+	for _, v := range cands {
+		isCand[v] = true
+	}
+	slices.Reverse(cands)
 	var why string
-	for _, v := range w.positionCandidates(s.Pos...) {
+	for _, v := range cands {
 		pos := w.newPositions(v)
-		if why = check(pos); why == "" {
-			return pos, ""
+		if why = check(pos); why != "" {
+			continue
 		}
+		for steps := 0; steps < 8; steps++ {
+			n := v.Producer()
+			if n == nil || !isONNX(n) || !isCand[n.Input(0)] {
+				break
+			}
+			switch n.OpType {
+			case "Cast", "Unsqueeze", "Squeeze", "Reshape", "Expand", "Identity":
+				v = n.Input(0)
+				continue
+			}
+			break
+		}
+		if first := w.newPositions(v); first.value != pos.value && check(first) == "" {
+			return first, ""
+		}
+		return pos, ""
 	}
 	pos := w.implicitPositions(s.Pos...)
 	if why2 := check(pos); why2 == "" {

@@ -34,10 +34,13 @@ var RewriteLearned = &Pass{
 	Doc: `Replace the Gather of a learned position table at 0, 1, 2, ... by a Slice.
 
 When the positions a learned table is read at are consecutive (a Range
-offset by a cache length, a slice of BERT's 0, 1, 2, ... buffer), the
-Gather and the index computation become one Slice of the table. Tables
-read at positions that are data (computed from a mask, given as input)
-and tables added whole are left as they are.`,
+offset by a cache length, Range(0, S) plus that length, a slice of
+BERT's 0, 1, 2, ... buffer), the Gather and the index computation become
+one Slice of the table. Tables read at positions that are data (computed
+from a mask, given as input) and tables added whole are left as they
+are, and so, with the reason, are positions computed from a Range
+otherwise and rows read by a one-hot MatMul (which gives zero rows past
+the table, where a Slice refuses the sequence).`,
 	Requires: []*Pass{Normalize, Absolute, Edit},
 	Run: func(c *Context) (any, error) {
 		return c.rewrite().absolutePass(c, "rewrite_learned", LearnedAbsolute)
@@ -52,7 +55,7 @@ func (r *Rewrite) absolutePass(c *Context, pass, scheme string) (*Change, error)
 		if f.Scheme != scheme || f.Fused {
 			continue
 		}
-		done, err := r.absolute(w, f)
+		done, kept, err := r.absolute(w, f)
 		if err != nil {
 			if errors.Is(err, ErrRewrite) {
 				ch.skip(f, "%s", reason(err))
@@ -62,21 +65,23 @@ func (r *Rewrite) absolutePass(c *Context, pass, scheme string) (*Change, error)
 		}
 		if done {
 			ch.Layers = append(ch.Layers, f.Layers...)
+		} else {
+			ch.note("layers %v: %s: nothing to rewrite", f.Layers, kept)
 		}
 	}
 	return ch, nil
 }
 
-// absolute rewrites one absolute encoding; false when it is already a
-// read of a stored table at the positions.
-func (r *Rewrite) absolute(w *Work, f *Finding) (bool, error) {
+// absolute rewrites one absolute encoding; false, with what the model
+// does, when it is already a read of a stored table it leaves as it is.
+func (r *Rewrite) absolute(w *Work, f *Finding) (done bool, kept string, err error) {
 	ev, ok := f.Evidence.(*TableEvidence)
 	if !ok {
-		return false, fmt.Errorf("%w: the finding has no table evidence", ErrRewrite)
+		return false, "", fmt.Errorf("%w: the finding has no table evidence", ErrRewrite)
 	}
 	x := w.workValue(ev.Value)
 	if x == nil {
-		return false, fmt.Errorf("%w: the encoding %q is not a value of the model", ErrRewrite, ev.Value)
+		return false, "", fmt.Errorf("%w: the encoding %q is not a value of the model", ErrRewrite, ev.Value)
 	}
 	cone := w.cone(x)
 	computed := false
@@ -88,9 +93,9 @@ func (r *Rewrite) absolute(w *Work, f *Finding) (bool, error) {
 	}
 	if computed {
 		if ev.Positions == nil {
-			return false, fmt.Errorf("%w: %s", ErrRewrite, ev.PositionsWhy)
+			return false, "", fmt.Errorf("%w: %s", ErrRewrite, ev.PositionsWhy)
 		}
-		return true, r.absoluteTable(w, ev, x)
+		return true, "", r.absoluteTable(w, ev, x)
 	}
 	// A stored table gathered at consecutive positions.
 	var gather *graph.Node
@@ -99,20 +104,41 @@ func (r *Rewrite) absolute(w *Work, f *Finding) (bool, error) {
 			gather = n
 		}
 	}
-	if gather == nil || ev.Positions == nil {
-		return false, nil
+	switch {
+	case gather == nil:
+		return false, "the stored table is read without a Gather (sliced, or added whole)", nil
+	case ev.Positions == nil:
+		return false, "the stored table is gathered where no value holds the positions (" + ev.PositionsWhy + ")", nil
 	}
 	pos := ev.Positions
-	if pos.Value == "" || !pos.Ranged {
-		return false, nil
+	if pos.Value == "" {
+		return false, fmt.Sprintf("the stored table is gathered where no value holds the positions (%s)", pos), nil
+	}
+	if !pos.Ranged {
+		return false, fmt.Sprintf("the stored table is gathered at positions that are data (%s), not a Range", pos), nil
+	}
+	// The Slice is the Gather's rows only where the Gather reads the
+	// positions as they are, or shifted by one number (Range(0, S) plus
+	// the cache's length: rows past..past+S-1).
+	var shift *graph.Value
+	if ix := w.passedFrom(gather.Input(1), pos.value); ix != pos.value {
+		if shift = w.shiftOf(ix, pos.value); shift == nil {
+			return false, "", fmt.Errorf("%w: the table is gathered at %s, which %s computes from the positions %s: the rows it reads are not the slice those bound", ErrRewrite, w.name(gather.Input(1)), opOf(ix), pos.Value)
+		}
 	}
 	out, err := r.lookup(w.mainName(gather.Output(0)))
 	if err != nil {
-		return false, err
+		return false, "", err
+	}
+	// Normalisation reads a one-hot MatMul as a Gather; the model's own
+	// op gives zero rows at positions past the table, where a Slice
+	// refuses the sequence.
+	if p := out.Producer(); p == nil || p.OpType != "Gather" {
+		return false, "", fmt.Errorf("%w: the table's rows are read by %s, not a Gather: it gives zero rows at positions past the table's rows, which a Slice cannot", ErrRewrite, opOf(out))
 	}
 	table, err := r.lookup(ev.Table)
 	if err != nil {
-		return false, err
+		return false, "", err
 	}
 	// The Gather's output may carry a batch the slice does not: only
 	// elementwise readers broadcast it back.
@@ -122,13 +148,26 @@ func (r *Rewrite) absolute(w *Work, f *Finding) (bool, error) {
 			switch u.Node.OpType {
 			case "Add", "Sub", "Mul":
 			default:
-				return false, fmt.Errorf("%w: the gathered rows have a batch axis that %s (%s) reads as it is", ErrRewrite, nodeName(u.Node), u.Node.OpType)
+				return false, "", fmt.Errorf("%w: the gathered rows have a batch axis that %s (%s) reads as it is", ErrRewrite, nodeName(u.Node), u.Node.OpType)
 			}
 		}
 	}
 	start, limit, err := r.bounds(w, pos)
 	if err != nil {
-		return false, err
+		return false, "", err
+	}
+	if shift != nil {
+		var d *graph.Value
+		if t := w.Const(shift); t != nil {
+			d = r.vecInt(int64(t.Float64s()[0]))
+		} else {
+			if d, err = r.lookup(w.OrigValue(shift)); err != nil {
+				return false, "", err
+			}
+			d = typed(r.op1("Reshape", []*graph.Value{r.castInt64(d, w.ElemType(shift)), r.vecInt(1)}), graph.Int64, 1)
+		}
+		start = typed(r.op1("Add", []*graph.Value{start, d}), graph.Int64, 1)
+		limit = typed(r.op1("Add", []*graph.Value{limit, d}), graph.Int64, 1)
 	}
 	dt := w.ElemType(gather.Output(0))
 	y := typed(r.op1("Slice", []*graph.Value{table, start, limit, r.vecInt(0)}), dt, 2)
@@ -139,7 +178,7 @@ func (r *Rewrite) absolute(w *Work, f *Finding) (bool, error) {
 		y.Type = out.Type.Clone()
 	}
 	out.ReplaceKeepingName(y)
-	return true, nil
+	return true, "", nil
 }
 
 // bounds are the [1] int64 start and end of the positions of a Range (or
@@ -277,4 +316,58 @@ func (r *Rewrite) addend(ev *TableEvidence) (*graph.Value, error) {
 		return add.Input(1), nil
 	}
 	return add.Input(0), nil
+}
+
+// passedFrom walks back from v through ops that keep its values (casts,
+// layout) while it is not stop, and returns where it stopped.
+func (w *Work) passedFrom(v, stop *graph.Value) *graph.Value {
+	for steps := 0; steps < 8 && v != nil && v != stop; steps++ {
+		n := v.Producer()
+		if n == nil || !isONNX(n) {
+			break
+		}
+		switch n.OpType {
+		case "Cast", "Unsqueeze", "Squeeze", "Reshape", "Expand", "Identity":
+			v = n.Input(0)
+			continue
+		}
+		break
+	}
+	return v
+}
+
+// shiftOf is d when v is the sum of the positions pos (through casts and
+// layout) and d, one integer number (a constant or a value of the
+// original model): the positions moved by d. Nil otherwise.
+func (w *Work) shiftOf(v, pos *graph.Value) *graph.Value {
+	n := v.Producer()
+	if n == nil || !isONNX(n) || n.OpType != "Add" || len(n.Inputs()) != 2 {
+		return nil
+	}
+	for i := 0; i < 2; i++ {
+		if w.passedFrom(n.Input(i), pos) != pos {
+			continue
+		}
+		d := n.Input(1 - i)
+		s := w.Shape(d)
+		if d == nil || !s.Ranked || !w.ElemType(d).IsInt() || slices.ContainsFunc(s.Dims, func(x Dim) bool { return x != 1 }) {
+			return nil
+		}
+		if w.IsConst(d) || w.OrigValue(d) != "" {
+			return d
+		}
+	}
+	return nil
+}
+
+// opOf names the op that computes v, for reasons.
+func opOf(v *graph.Value) string {
+	if v == nil || v.Producer() == nil {
+		return "no op"
+	}
+	n := v.Producer()
+	if n.Name != "" && n.Name != n.OpType {
+		return fmt.Sprintf("%s (%s)", n.Name, n.OpType)
+	}
+	return n.OpType
 }
