@@ -124,6 +124,17 @@ var emitters = map[string]emitter{
 // opposed to failures.
 var errSkip = errors.New("skipped")
 
+// findingOf returns f's evidence and params as a scheme's types, or the
+// skip why (the finding does not carry what its template reads).
+func findingOf[E, P any](f *passes.Finding, why string) (*E, *P, error) {
+	ev, _ := f.Evidence.(*E)
+	p, _ := any(f.Params).(*P)
+	if ev == nil || p == nil {
+		return nil, nil, skip("%s", why)
+	}
+	return ev, p, nil
+}
+
 func skip(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errSkip, fmt.Sprintf(format, args...))
 }

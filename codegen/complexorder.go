@@ -37,10 +37,9 @@ type complexCase struct {
 }
 
 func emitComplexOrder(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, _ := f.Evidence.(*passes.ComplexOrderEvidence)
-	p, _ := f.Params.(*passes.ComplexOrderParams)
-	if ev == nil || p == nil {
-		return nil, skip("no complex-order evidence")
+	ev, p, err := findingOf[passes.ComplexOrderEvidence, passes.ComplexOrderParams](f, "no complex-order evidence")
+	if err != nil {
+		return nil, err
 	}
 	switch {
 	case ev.FreqTable == "" || ev.AmplitudeTable == "":
@@ -73,7 +72,6 @@ func emitComplexOrder(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		}
 		return &table{Name: goName + suffix, Type: "float32", Vals: t.Float64s(), From: name}, nil
 	}
-	var err error
 	if d.Freq, err = read(ev.FreqTable, "complexOrderFreq", "frequency"); err != nil {
 		return nil, err
 	}

@@ -39,10 +39,9 @@ type disData struct {
 }
 
 func emitDisentangled(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, _ := f.Evidence.(*passes.DisentangledEvidence)
-	p, _ := f.Params.(*passes.DisentangledParams)
-	if ev == nil || p == nil {
-		return nil, skip("no disentangled evidence")
+	ev, p, err := findingOf[passes.DisentangledEvidence, passes.DisentangledParams](f, "no disentangled evidence")
+	if err != nil {
+		return nil, err
 	}
 	if ev.RelativePositions == "" {
 		return nil, skip("no value holds the relative positions the c2p index offsets (no c2p term, or its index is not the relative positions plus a constant)")

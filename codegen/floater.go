@@ -45,10 +45,9 @@ type floaterCase struct {
 }
 
 func emitFloater(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, _ := f.Evidence.(*passes.FloaterEvidence)
-	p, _ := f.Params.(*passes.FloaterParams)
-	if ev == nil || p == nil {
-		return nil, skip("no FLOATER evidence")
+	ev, p, err := findingOf[passes.FloaterEvidence, passes.FloaterParams](f, "no FLOATER evidence")
+	if err != nil {
+		return nil, err
 	}
 	if ev.Table == "" || len(ev.Blocks) == 0 {
 		return nil, skip("no value holds the states the layers read")

@@ -49,10 +49,9 @@ type relSinTable struct {
 }
 
 func emitRelSin(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, _ := f.Evidence.(*passes.RelSinEvidence)
-	p, _ := f.Params.(*passes.RelSinParams)
-	if ev == nil || p == nil {
-		return nil, skip("no relative sinusoid evidence")
+	ev, p, err := findingOf[passes.RelSinEvidence, passes.RelSinParams](f, "no relative sinusoid evidence")
+	if err != nil {
+		return nil, err
 	}
 	if ev.Exact == nil {
 		return nil, skip("the sinusoid's arithmetic could not be read exactly (%s)", ev.ExactWhy)

@@ -74,10 +74,9 @@ type applyCase struct {
 }
 
 func emitRoPE(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, _ := f.Evidence.(*passes.RoPEEvidence)
-	p, _ := f.Params.(*passes.RoPEParams)
-	if ev == nil || p == nil {
-		return nil, skip("no RoPE evidence")
+	ev, p, err := findingOf[passes.RoPEEvidence, passes.RoPEParams](f, "no RoPE evidence")
+	if err != nil {
+		return nil, err
 	}
 	if ev.Synthetic {
 		return nil, skip("the cos/sin (or their frequencies) are graph inputs: their values are not in the file")

@@ -18,9 +18,8 @@ import (
 	"github.com/onnxpe/onnxpe/verify"
 )
 
-// compileSchema compiles one of the JSON Schemas the command line
-// promises.
-func compileSchema(t *testing.T, name string, doc []byte) *jsonschema.Schema {
+// schemaCompiler is a compiler holding the schema doc as resource name.
+func schemaCompiler(t *testing.T, name string, doc []byte) *jsonschema.Compiler {
 	t.Helper()
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	if err != nil {
@@ -30,7 +29,14 @@ func compileSchema(t *testing.T, name string, doc []byte) *jsonschema.Schema {
 	if err := c.AddResource(name, v); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	s, err := c.Compile(name)
+	return c
+}
+
+// compileSchema compiles one of the JSON Schemas the command line
+// promises.
+func compileSchema(t *testing.T, name string, doc []byte) *jsonschema.Schema {
+	t.Helper()
+	s, err := schemaCompiler(t, name, doc).Compile(name)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -40,19 +46,14 @@ func compileSchema(t *testing.T, name string, doc []byte) *jsonschema.Schema {
 // compileDefs compiles the definitions names of the schema doc.
 func compileDefs(t *testing.T, name string, doc []byte, names ...string) map[string]*jsonschema.Schema {
 	t.Helper()
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource(name, v); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
+	c := schemaCompiler(t, name, doc)
 	out := map[string]*jsonschema.Schema{}
 	for _, n := range names {
-		if out[n], err = c.Compile(name + "#/$defs/" + n); err != nil {
+		s, err := c.Compile(name + "#/$defs/" + n)
+		if err != nil {
 			t.Fatalf("%s: %s: %v", name, n, err)
 		}
+		out[n] = s
 	}
 	return out
 }
