@@ -79,17 +79,20 @@ func emitAbsolute(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		if t == nil {
 			return nil, skip("the stored table %q is not in the file", ev.Table)
 		}
-		if t.Shape[len(t.Shape)-1] != d.Dim {
+		// Row r is what the table holds at position r, on whichever
+		// axis the table keeps its positions ([dim, positions] when
+		// stored transposed).
+		vals, width, ok := ev.RowMajor(t)
+		if !ok || width != d.Dim {
 			return nil, fmt.Errorf("the stored table %q has shape %v, the encoding %d columns", ev.Table, t.Shape, d.Dim)
 		}
 		outType = t.DType
 		d.Form, d.TableFrom = "table", ev.Table
-		d.Rows = t.Len() / d.Dim
+		d.Rows = len(vals) / d.Dim
 		d.MaxPositions = d.Rows - offset
 		if maxPos != nil && *maxPos-offset < d.MaxPositions {
 			d.MaxPositions = *maxPos - offset
 		}
-		vals := t.Float64s()
 		if floatType(outType) == "uint16" {
 			for i := range vals {
 				vals[i] = float64(halfBits(outType, vals[i]))

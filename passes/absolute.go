@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
 )
 
 // TableEvidence is what the absolute detector read: the position table
@@ -14,9 +15,12 @@ type TableEvidence struct {
 	// Value the original value added.
 	Add, Value string
 	// Table names the stored table (an initializer), when there is one,
-	// and Rows its number of positions.
+	// Rows its number of positions and Axis the axis that holds them (the
+	// axis its reader indexes: 0 for [positions, dim], 1 for a table
+	// stored transposed, [dim, positions]).
 	Table string
 	Rows  int
+	Axis  int
 	// Rows0 are the first rows of the encoding as the probe evaluated them
 	// (positions Offset, Offset+1, ...), [len][dim].
 	Rows0 [][]float64
@@ -142,17 +146,22 @@ func (w *Work) absoluteAt(c *Context, add *graph.Node, act, x *graph.Value, bloc
 		}
 		notes = append(notes, "the table's rows are equal: it adds the same vector at every position")
 	}
+	// The table: the added constant itself (rows on the next to last
+	// axis), or a stored table the cone reads at positions that holds d
+	// numbers per position, on whichever axis its positions are.
 	var tableV *graph.Value
-	var tableRows int
+	var tableRows, tableAxis int
 	if w.IsConst(x) {
-		tableV, tableRows = x, len(rows)
-	} else if tv, r := w.positionTable(cone); tv != nil && tv.Const.Dims()[len(tv.Const.Dims())-1] == int64(d) {
-		tableV, tableRows = tv, r
+		tableV, tableRows, tableAxis = x, len(rows), sx.Rank()-2
+	} else if tv, ax, r := w.tableRead(cone); tv != nil && tv.Const != nil {
+		if v, ok := w.viewTable(tv, ax); ok && v.width() == int(d) {
+			tableV, tableRows, tableAxis = tv, r, ax
+		}
 	}
 	ev := &TableEvidence{Add: at, Value: w.OrigValue(x), Rows0: rows, Sample: w.sampleRows(x, rows)}
 	ev.Positions, ev.PositionsWhy = w.tablePositions(x)
 	if tableV != nil {
-		ev.Table, ev.Rows = w.name(tableV), tableRows
+		ev.Table, ev.Rows, ev.Axis = w.name(tableV), tableRows, tableAxis
 	}
 	f := &Finding{Layers: w.reachedBlocks(add.Output(0), blocks), Evidence: ev, Notes: notes}
 	f.Nodes = w.origNames(append([]*graph.Node{add}, cone...))
@@ -171,10 +180,10 @@ func (w *Work) absoluteAt(c *Context, add *graph.Node, act, x *graph.Value, bloc
 		}
 		if tableV != nil {
 			p.MaxPositions = ptr(tableRows)
-			if off, ok := w.startOffset(probe, x, tableV, rows); ok {
+			if off, ok := w.startOffset(probe, x, tableV, tableAxis, rows); ok {
 				p.PositionOffset = ptr(off)
 			}
-			if pad, ok := w.paddingRow(tableV, sp); ok {
+			if pad, ok := w.paddingRow(tableV, tableAxis); ok {
 				p.PaddingIdx = ptr(pad)
 			}
 		} else {
@@ -187,7 +196,7 @@ func (w *Work) absoluteAt(c *Context, add *graph.Node, act, x *graph.Value, bloc
 	p := &LearnedParams{Dim: int(d)}
 	if tableV != nil {
 		p.MaxPositions = ptr(tableRows)
-		if off, ok := w.startOffset(probe, x, tableV, rows); ok {
+		if off, ok := w.startOffset(probe, x, tableV, tableAxis, rows); ok {
 			p.PositionOffset = ptr(off)
 		}
 	} else {
@@ -258,8 +267,8 @@ func (w *Work) reachedBlocks(v *graph.Value, blocks []*Block) []int {
 // length when the rows move with it (positions counted from the length of
 // a KV cache given as input, GPT-2's past_key_values_length: a second probe
 // with a longer cache shows it).
-func (w *Work) startOffset(p *Probe, x, tv *graph.Value, rows [][]float64) (int, bool) {
-	off, ok := w.rowOffset(tv, rows)
+func (w *Work) startOffset(p *Probe, x, tv *graph.Value, axis int, rows [][]float64) (int, bool) {
+	off, ok := w.rowOffset(tv, axis, rows)
 	if !ok || p.Past == 0 {
 		return off, ok
 	}
@@ -270,26 +279,87 @@ func (w *Work) startOffset(p *Probe, x, tv *graph.Value, rows [][]float64) (int,
 	if rows2 == nil {
 		return off, ok
 	}
-	if off2, ok2 := w.rowOffset(tv, rows2); ok2 && off2-off == more && off >= p.Past {
+	if off2, ok2 := w.rowOffset(tv, axis, rows2); ok2 && off2-off == more && off >= p.Past {
 		return off - p.Past, true
 	}
 	return off, ok
 }
 
-// rowOffset is the index of the table row equal to the first probed row.
-func (w *Work) rowOffset(tv *graph.Value, rows [][]float64) (int, bool) {
-	t := w.Const(tv)
-	if t == nil || len(rows) == 0 {
+// rowOffset is the index of the table row (the table's elements at one
+// index of its axis of positions) equal to the first probed row.
+func (w *Work) rowOffset(tv *graph.Value, axis int, rows [][]float64) (int, bool) {
+	t, ok := w.viewTable(tv, axis)
+	if !ok || len(rows) == 0 || t.width() != len(rows[0]) {
 		return 0, false
 	}
-	d := len(rows[0])
-	v := t.Float64s()
-	for r := 0; (r+1)*d <= len(v); r++ {
-		if slices.Equal(v[r*d:(r+1)*d], rows[0]) {
+	buf := make([]float64, t.width())
+	for r := 0; r < t.n; r++ {
+		if slices.Equal(t.row(r, buf), rows[0]) {
 			return r, true
 		}
 	}
 	return 0, false
+}
+
+// tableView is a stored table read as rows of positions: row r holds the
+// elements whose index on the axis of positions is r, in the order of the
+// other axes ([positions, dim] and its transpose [dim, positions] give
+// the same rows).
+type tableView struct {
+	v               []float64
+	n, outer, inner int // positions; elements before and after the axis
+}
+
+// viewTable views the constant tv with its positions on axis.
+func (w *Work) viewTable(tv *graph.Value, axis int) (tableView, bool) {
+	return newTableView(w.Const(tv), axis)
+}
+
+func newTableView(t *kernels.Tensor, axis int) (tableView, bool) {
+	if t == nil || axis < 0 || axis >= t.Rank() {
+		return tableView{}, false
+	}
+	v := tableView{v: t.Float64s(), n: t.Shape[axis], outer: 1, inner: 1}
+	for _, x := range t.Shape[:axis] {
+		v.outer *= x
+	}
+	for _, x := range t.Shape[axis+1:] {
+		v.inner *= x
+	}
+	return v, v.n > 0
+}
+
+// RowMajor lays out t, the stored table of the evidence, as [positions]
+// [width] row-major values whichever of its axes holds the positions
+// (Axis): what the table holds at position r is row r.
+func (ev *TableEvidence) RowMajor(t *kernels.Tensor) (vals []float64, width int, ok bool) {
+	v, ok := newTableView(t, ev.Axis)
+	if !ok {
+		return nil, 0, false
+	}
+	if v.outer == 1 {
+		return v.v, v.inner, true
+	}
+	vals = make([]float64, 0, len(v.v))
+	buf := make([]float64, v.width())
+	for r := 0; r < v.n; r++ {
+		vals = append(vals, v.row(r, buf)...)
+	}
+	return vals, v.width(), true
+}
+
+// width is the number of elements per position.
+func (t tableView) width() int { return t.outer * t.inner }
+
+// row is row r, in buf when its elements are not contiguous.
+func (t tableView) row(r int, buf []float64) []float64 {
+	if t.outer == 1 {
+		return t.v[r*t.inner : (r+1)*t.inner]
+	}
+	for o := 0; o < t.outer; o++ {
+		copy(buf[o*t.inner:(o+1)*t.inner], t.v[(o*t.n+r)*t.inner:(o*t.n+r+1)*t.inner])
+	}
+	return buf
 }
 
 // sinFit is a sinusoidal table read from rows.
@@ -402,16 +472,15 @@ func snapDigits(v float64, digits int) float64 {
 
 // paddingRow finds the row of a stored sinusoidal table that is zero where
 // the sinusoid is not (fairseq zeroes the row of padding_idx).
-func (w *Work) paddingRow(tv *graph.Value, f sinFit) (int, bool) {
-	t := w.Const(tv)
-	if t == nil {
+func (w *Work) paddingRow(tv *graph.Value, axis int) (int, bool) {
+	t, ok := w.viewTable(tv, axis)
+	if !ok {
 		return 0, false
 	}
-	v := t.Float64s()
-	d := 2 * len(f.pairs)
+	buf := make([]float64, t.width())
 	pad := -1
-	for r := 0; (r+1)*d <= len(v); r++ {
-		row := v[r*d : (r+1)*d]
+	for r := 0; r < t.n; r++ {
+		row := t.row(r, buf)
 		zero := true
 		for _, x := range row {
 			if x != 0 {

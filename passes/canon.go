@@ -94,33 +94,55 @@ func (w *Work) renameOps(g0 *graph.Graph) {
 // oneHotLookup replaces MatMul(OneHot(i, depth, [0, 1]), T), T [depth, d],
 // by Gather(T, i): the same rows (TensorFlow's TPU-friendly embedding
 // lookup, BERT's use_one_hot_embeddings), so that the detectors see a table
-// read at positions whichever way it is written. The indices are cast to
+// read at positions whichever way it is written. A table stored
+// transposed, T [d, depth], read as MatMul(T, OneHot(i, depth, [0, 1]))
+// with the one-hot on the axis the product contracts (the next to last),
+// is Gather(T, i, axis=1): its columns, moved to the product's layout by a
+// Transpose when i has more than one axis. The indices are cast to
 // int64 when OneHot was given them as floats (OneHot and Gather both wrap
 // negative indices; an index out of range, a zero row for OneHot, is an
 // error for Gather, as for a model written with Gather).
 func (w *Work) oneHotLookup(g *graph.Graph, n *graph.Node) {
-	oh := n.Input(0).Producer()
-	if oh == nil || oh.OpType != "OneHot" || !isONNX(oh) || len(oh.Inputs()) != 3 || n.Input(0).NumUses() != 1 {
-		return
+	for k := 0; k < 2; k++ {
+		if w.oneHotOperand(g, n, k) {
+			return
+		}
 	}
-	idx, table := oh.Input(0), n.Input(1)
+}
+
+// oneHotOperand replaces the product n when its operand k is a one-hot
+// of indices on the axis the product contracts and the other a stored
+// 2-D table: operand 0 reads the table's rows (axis 0), operand 1 its
+// columns (axis 1).
+func (w *Work) oneHotOperand(g *graph.Graph, n *graph.Node, k int) bool {
+	oh := n.Input(k).Producer()
+	if oh == nil || oh.OpType != "OneHot" || !isONNX(oh) || len(oh.Inputs()) != 3 || n.Input(k).NumUses() != 1 {
+		return false
+	}
+	idx, table := oh.Input(0), n.Input(1-k)
 	depth, vals := w.Const(oh.Input(1)), w.Const(oh.Input(2))
 	if depth == nil || depth.Len() != 1 || vals == nil || vals.Len() != 2 {
-		return
+		return false
 	}
 	if v := vals.Float64s(); v[0] != 0 || v[1] != 1 {
-		return
+		return false
 	}
 	ri := w.Shape(idx).Rank()
-	if ri < 0 || normAxis(oh.AttrInt("axis", -1), ri+1) != ri {
-		return // the one-hot axis is not the one the product contracts
+	// The product contracts the last axis of its first operand and the
+	// next to last of its second.
+	want := ri
+	if k == 1 {
+		want = ri - 1
+	}
+	if ri < 1 && k == 1 || ri < 0 || normAxis(oh.AttrInt("axis", -1), ri+1) != want {
+		return false // the one-hot axis is not the one the product contracts
 	}
 	ts := w.Shape(table)
-	if ts.Rank() != 2 || !ts.Dims[0].Known() || int64(ts.Dims[0]) != int64(depth.Float64s()[0]) {
-		return
+	if ts.Rank() != 2 || !ts.Dims[k].Known() || int64(ts.Dims[k]) != int64(depth.Float64s()[0]) {
+		return false
 	}
 	if !isFloatType(w.ElemType(table)) {
-		return
+		return false
 	}
 	if !isIntType(w.ElemType(idx)) {
 		c := g.NewNode("Cast", "", []*graph.Value{idx}, 1, graph.IntAttr("to", int64(graph.Int64)))
@@ -130,11 +152,27 @@ func (w *Work) oneHotLookup(g *graph.Graph, n *graph.Node) {
 		w.infer(c)
 		idx = c.Output(0)
 	}
-	gn := g.NewNode("Gather", "", []*graph.Value{table, idx}, 1, graph.IntAttr("axis", 0))
+	gn := g.NewNode("Gather", "", []*graph.Value{table, idx}, 1, graph.IntAttr("axis", int64(k)))
 	g.InsertBefore(n, gn)
 	w.origNode[gn] = w.origNode[n]
 	w.etype(gn)
 	w.infer(gn)
-	n.Output(0).ReplaceAllUsesWith(gn.Output(0))
-	w.origValue[gn.Output(0)] = w.origValue[n.Output(0)]
+	out := gn
+	if k == 1 && ri > 1 {
+		// Gather gives [d, i0, ..., i_last]; the product
+		// [i0, ..., d, i_last].
+		perm := make([]int64, ri+1)
+		for j := 0; j < ri-1; j++ {
+			perm[j] = int64(j + 1)
+		}
+		perm[ri-1], perm[ri] = 0, int64(ri)
+		out = g.NewNode("Transpose", "", []*graph.Value{gn.Output(0)}, 1, graph.IntsAttr("perm", perm...))
+		g.InsertBefore(n, out)
+		w.origNode[out] = w.origNode[n]
+		w.etype(out)
+		w.infer(out)
+	}
+	n.Output(0).ReplaceAllUsesWith(out.Output(0))
+	w.origValue[out.Output(0)] = w.origValue[n.Output(0)]
+	return true
 }

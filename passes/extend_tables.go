@@ -133,6 +133,9 @@ func (x *Extended) applyTable(it *ExtendItem) error {
 	if err != nil {
 		return err
 	}
+	if tab.axis != tp.ev.Axis {
+		return extendErr("the table %q %v keeps its positions on axis %d: extend enlarges tables whose positions are the axis before the last ([positions, dim]), not tables stored transposed", base.Name, tab.dims, tp.ev.Axis)
+	}
 	if tab.rows != tp.offset+tp.n {
 		return extendErr("the table %q has %d rows, the audit read %d positions from row %d", base.Name, tab.rows, tp.n, tp.offset)
 	}

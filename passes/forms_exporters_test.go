@@ -929,6 +929,52 @@ func exporterForms() []exporterForm {
 			scheme: "learned_absolute", want: map[string]any{"max_positions": 80, "dim": 32, "position_offset": 0},
 		},
 		{
+			// a learned table stored transposed, [dim, positions] (a
+			// checkpoint laid out for x·Wᵀ), read with Gather on axis 1 and
+			// transposed back to [S, dim].
+			name: "learned_transposed_gather_axis1", heads: 2, hd: 16,
+			abs: func(e *xenv, x *graph.Value) *graph.Value {
+				g := e.op("Gather", e.axis(1), e.weight(e.D, 72), e.rangeS()) // [D, S]
+				return e.op("Add", nil, x, e.op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 1, 0)}, g))
+			},
+			scheme: "learned_absolute", want: map[string]any{"max_positions": 72, "dim": 32, "position_offset": 0},
+		},
+		{
+			// RoBERTa's positions (padding_idx 1: ids != 1 counted, plus 1)
+			// reading a transposed [dim, positions] table with Gather on
+			// axis 1: [D, B, S], transposed to [B, S, D].
+			name: "learned_transposed_gather_axis1_offset", heads: 2, hd: 16,
+			abs: func(e *xenv, x *graph.Value) *graph.Value {
+				m := e.toInt(e.op("Not", nil, e.op("Equal", nil, e.ids, e.int0(1))))
+				pos := e.op("Add", nil, e.op("Mul", nil, e.op("CumSum", nil, m, e.int0(1)), m), e.int0(1))
+				g := e.op("Gather", e.axis(1), e.weight(e.D, 66), pos)
+				return e.op("Add", nil, x, e.op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 1, 2, 0)}, g))
+			},
+			scheme: "learned_absolute", want: map[string]any{"max_positions": 66, "dim": 32, "position_offset": 2},
+		},
+		{
+			// the transposed table read by a product with a one-hot of the
+			// positions on axis 0: [D, 72]·[72, S], transposed.
+			name: "learned_transposed_onehot_matmul", heads: 2, hd: 16,
+			abs: func(e *xenv, x *graph.Value) *graph.Value {
+				oh := e.op("OneHot", []*graph.Attr{graph.IntAttr("axis", 0)}, e.rangeS(), e.int0(72), e.f32(0, 1))
+				pe := e.op("MatMul", nil, e.weight(e.D, 72), oh)
+				return e.op("Add", nil, x, e.op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 1, 0)}, pe))
+			},
+			scheme: "learned_absolute", want: map[string]any{"max_positions": 72, "dim": 32, "position_offset": 0},
+		},
+		{
+			// the transposed table sliced on axis 1 to the sequence,
+			// transposed and expanded to the batch.
+			name: "learned_transposed_slice_axis1", heads: 2, hd: 16,
+			abs: func(e *xenv, x *graph.Value) *graph.Value {
+				sl := e.op("Slice", nil, e.weight(e.D, 80), e.ints(0), e.op("Unsqueeze", nil, e.seq, e.ints(0)), e.ints(1))
+				tr := e.op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 1, 0)}, sl)
+				return e.op("Add", nil, x, tr)
+			},
+			scheme: "learned_absolute", want: map[string]any{"max_positions": 80, "dim": 32, "position_offset": 0},
+		},
+		{
 			// BLOOM-like with 6 heads: slopes computed at run time from the
 			// head count (the extra odd powers concatenated), bias slope·(j-i)
 			// added to Where-masked scores.

@@ -1,6 +1,7 @@
 package passes_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -106,8 +107,9 @@ var formsLeft = map[string]bool{
 	// already a stored table read at its positions
 	"learned_roberta_positions_from_ids": true, "learned_slice_expand": true,
 	"sinusoidal_fp16_table_cast": true, "sinusoidal_tf2onnx_sliced_table": true,
+	"learned_transposed_gather_axis1_offset": true, "learned_transposed_slice_axis1": true,
 	// a one-hot MatMul gives zero rows past the table; a Slice refuses
-	"learned_onehot_matmul": true,
+	"learned_onehot_matmul": true, "learned_transposed_onehot_matmul": true,
 	// float16 cos/sin are off the rotation; no value holds key - query
 	"rope_fp16_cache_past_range": true, "t5_decoder_with_cache": true,
 }
@@ -200,4 +202,24 @@ func TestExporterFormsRewrite(t *testing.T) {
 	}
 	sort.Strings(left)
 	t.Logf("%d forms rewritten and equal to the original, %d left as they were:\n%s", rewritten, len(left), strings.Join(left, "\n"))
+}
+
+// TestExtendRefusesTransposedTables: extend enlarges [positions, dim]
+// tables; a table stored transposed is refused with the reason, not
+// enlarged on its dim axis.
+func TestExtendRefusesTransposedTables(t *testing.T) {
+	n := 0
+	for _, f := range exporterForms() {
+		if !strings.HasPrefix(f.name, "learned_transposed_") {
+			continue
+		}
+		n++
+		_, err := passes.ExtendModel(buildExporterForm(f), passes.ExtendOptions{To: 144})
+		if !errors.Is(err, passes.ErrExtend) || !strings.Contains(err.Error(), "keeps its positions on axis 1") {
+			t.Errorf("%s: %v, want ErrExtend saying the positions are on axis 1", f.name, err)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no exporter form stores its table transposed")
+	}
 }

@@ -112,7 +112,7 @@ func (w *Work) embedLayerNorm(c *Context, n *graph.Node, blocks []*Block) *Findi
 		if sp.note != "" {
 			f.Notes = append(f.Notes, sp.note)
 		}
-		if pad, ok := w.paddingRow(table, sp); ok {
+		if pad, ok := w.paddingRow(table, 0); ok {
 			p.PaddingIdx = ptr(pad)
 		}
 		f.Params = p

@@ -607,14 +607,38 @@ func (w *Work) fitDynamic(r *rotation, angErr, tol float64) ropeFit {
 
 // positionTable finds a stored table indexed by positions in the nodes of
 // a cone: a constant read (through layout ops) by a Gather, GatherElements
-// or Slice whose indices or bounds are not constant. rows is its largest
-// dimension but the last.
+// or Slice whose indices or bounds are not constant. rows is the number of
+// positions it holds (tableRead).
 func (w *Work) positionTable(cone []*graph.Node) (*graph.Value, int) {
-	var best *graph.Value
-	rows := 0
+	v, _, rows := w.tableRead(cone)
+	return v, rows
+}
+
+// tableRead is positionTable with the table's axis of positions: the axis
+// the reading op indexes (a Gather's or GatherElements' axis, a GatherND's
+// first indexed axis, the one axis of a Slice), followed back through
+// casts and transposes to the constant; where layout ops in between leave
+// it open, or the axis has size 1, the largest axis but the last. rows is
+// the size of that axis; of several tables the one with the most rows.
+func (w *Work) tableRead(cone []*graph.Node) (best *graph.Value, axis, rows int) {
 	for _, n := range cone {
+		ax := -1 << 30 // none
 		switch n.OpType {
-		case "Gather", "GatherElements", "Slice", "GatherND":
+		case "Gather", "GatherElements":
+			ax = int(n.AttrInt("axis", 0))
+		case "GatherND":
+			ax = int(n.AttrInt("batch_dims", 0))
+		case "Slice":
+			var axes []int64
+			ok := true
+			if n.Attr("starts") != nil || n.Input(3) != nil {
+				axes, ok = w.Axes(n, 3)
+			} else if st := w.Shape(n.Input(1)); st.Rank() == 1 && st.Dims[0] == 1 {
+				axes = []int64{0}
+			}
+			if ok && len(axes) == 1 {
+				ax = int(axes[0])
+			}
 		default:
 			continue
 		}
@@ -628,11 +652,32 @@ func (w *Work) positionTable(cone []*graph.Node) (*graph.Value, int) {
 		if !dynamic && !(v != nil && v.Producer() == nil && w.Role(v) == RoleParam) {
 			continue // constant rows of a constant: folded away, or not positions
 		}
+		// ax < 0 from here on: not known.
+		if r := w.Shape(v).Rank(); ax != -1<<30 && r > 0 && ax >= -r && ax < r {
+			ax = normAxis(int64(ax), r)
+		} else {
+			ax = -1
+		}
 		for steps := 0; steps < 8 && v != nil && !w.IsConst(v) && v.Producer() != nil; steps++ {
 			p := v.Producer()
 			if !layoutOps[p.OpType] {
 				v = nil
 				break
+			}
+			switch {
+			case ax < 0:
+			case p.OpType == "Cast" || p.OpType == "Identity":
+			case p.OpType == "Transpose":
+				perm := p.AttrInts("perm")
+				if ax < len(perm) {
+					ax = int(perm[ax])
+				} else if r := w.Shape(p.Input(0)).Rank(); perm == nil && r > 0 {
+					ax = r - 1 - ax // no perm: the axes reversed
+				} else {
+					ax = -1
+				}
+			default:
+				ax = -1
 			}
 			v = p.Input(0)
 		}
@@ -655,15 +700,22 @@ func (w *Work) positionTable(cone []*graph.Node) (*graph.Value, int) {
 		if len(dims) < 2 {
 			continue
 		}
-		r := 0
-		for _, x := range dims[:len(dims)-1] {
-			r = max(r, int(x))
+		// An axis of size 1 holds no positions: a slice of it (GPT-NeoX's
+		// cos_cached[:seq_len] of [1, 1, P, d]) keeps or drops the whole
+		// table, and another op cuts the positions out of its result.
+		if ax < 0 || ax >= len(dims) || dims[ax] == 1 {
+			ax = 0
+			for i, x := range dims[:len(dims)-1] {
+				if x > dims[ax] {
+					ax = i
+				}
+			}
 		}
-		if r > rows {
-			best, rows = v, r
+		if r := int(dims[ax]); r > rows {
+			best, axis, rows = v, ax, r
 		}
 	}
-	return best, rows
+	return best, axis, rows
 }
 
 // fitLongRoPE recognises frequencies that switch, at one length, from a

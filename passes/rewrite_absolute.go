@@ -36,11 +36,12 @@ var RewriteLearned = &Pass{
 When the positions a learned table is read at are consecutive (a Range
 offset by a cache length, Range(0, S) plus that length, a slice of
 BERT's 0, 1, 2, ... buffer), the Gather and the index computation become
-one Slice of the table. Tables read at positions that are data (computed
-from a mask, given as input) and tables added whole are left as they
-are, and so, with the reason, are positions computed from a Range
-otherwise and rows read by a one-hot MatMul (which gives zero rows past
-the table, where a Slice refuses the sequence).`,
+one Slice of the table, on the axis the Gather reads (axis 1 of a table
+stored transposed, [dim, positions]). Tables read at positions that are
+data (computed from a mask, given as input) and tables added whole are
+left as they are, and so, with the reason, are positions computed from a
+Range otherwise and rows read by a one-hot MatMul (which gives zero rows
+past the table, where a Slice refuses the sequence).`,
 	Requires: []*Pass{Normalize, Absolute, Edit},
 	Run: func(c *Context) (any, error) {
 		return c.rewrite().absolutePass(c, "rewrite_learned", LearnedAbsolute)
@@ -97,10 +98,15 @@ func (r *Rewrite) absolute(w *Work, f *Finding) (done bool, kept string, err err
 		}
 		return true, "", r.absoluteTable(w, ev, x)
 	}
-	// A stored table gathered at consecutive positions.
+	// A stored table gathered at consecutive positions, on its axis of
+	// positions (axis 1 of a table stored transposed, [dim, positions]).
 	var gather *graph.Node
+	axis := ev.Axis
 	for _, n := range cone {
-		if n.OpType == "Gather" && isONNX(n) && w.IsConst(n.Input(0)) && w.name(n.Input(0)) == ev.Table && !w.IsConst(n.Input(1)) && n.AttrInt("axis", 0) == 0 {
+		if n.OpType != "Gather" || !isONNX(n) || !w.IsConst(n.Input(0)) || w.name(n.Input(0)) != ev.Table || w.IsConst(n.Input(1)) {
+			continue
+		}
+		if r := w.Shape(n.Input(0)).Rank(); r > 0 && normAxis(n.AttrInt("axis", 0), r) == axis {
 			gather = n
 		}
 	}
@@ -169,10 +175,15 @@ func (r *Rewrite) absolute(w *Work, f *Finding) (done bool, kept string, err err
 		start = typed(r.op1("Add", []*graph.Value{start, d}), graph.Int64, 1)
 		limit = typed(r.op1("Add", []*graph.Value{limit, d}), graph.Int64, 1)
 	}
+	// Gather gives the table's axes with the index's in place of the
+	// axis of positions; the Slice that axis cut to the positions: the
+	// index's leading axes (of size 1, or a batch its readers broadcast)
+	// are inserted before it.
 	dt := w.ElemType(gather.Output(0))
-	y := typed(r.op1("Slice", []*graph.Value{table, start, limit, r.vecInt(0)}), dt, 2)
-	for i := 2; i < idx.Rank()+1; i++ {
-		y = typed(r.unsqueeze(y, 0), dt, i+1)
+	tr := w.Shape(gather.Input(0)).Rank()
+	y := typed(r.op1("Slice", []*graph.Value{table, start, limit, r.vecInt(int64(axis))}), dt, tr)
+	for i := 1; i < idx.Rank(); i++ {
+		y = typed(r.unsqueeze(y, int64(axis)), dt, tr+i)
 	}
 	if out.Type != nil {
 		y.Type = out.Type.Clone()
