@@ -5,7 +5,9 @@
 // along), finds the largest position a stored table allows by reading and
 // running the model, and sweeps a single-token step, a short padded batch,
 // the longest sequence, positions near the largest supported one, and
-// KV-cache steps. Both models run in onnxpe's kernels (and ONNX Runtime in
+// KV-cache steps. The rows of a batch sit at different positions (by their
+// padding, their cache's history, positions they repeat or a shift of
+// their own), so that a model reading one row's positions for all differs. Both models run in onnxpe's kernels (and ONNX Runtime in
 // builds with the ort tag); every output is compared under a tolerance
 // policy per element type, and the report says, per input set and output,
 // the largest absolute and relative error, the largest ULP distance, the

@@ -114,7 +114,115 @@ func (p *planner) analyze() error {
 	a.applyHints(p.opts.Hints, true)
 	a.positionBounds()
 	a.assignDims()
-	return p.findMaxLength()
+	if err := p.findMaxLength(); err != nil {
+		return err
+	}
+	for _, in := range a.Inputs {
+		if in.Role == RolePositionIDs && !hasBatchAxis(&in) && a.hasDim(DimBatch) {
+			a.Notes = append(a.Notes, fmt.Sprintf("position input %q has no batch axis: every row of a batch has the same positions (a model reading one row's positions for all is not told apart)", in.Name))
+		}
+	}
+	return nil
+}
+
+func hasBatchAxis(in *InputInfo) bool {
+	return slices.ContainsFunc(in.Dims, func(d DimSpec) bool { return d.Kind == DimBatch })
+}
+
+// rowStep is how far apart the positions of consecutive rows start where
+// the planner shifts rows (rowPositions).
+const rowStep = 5
+
+// rowPositions gives the rows of a batch of two or more different
+// positions where nothing else the set feeds fixes them, as deployments
+// batch rows at different places: a model (or a rewrite) reading one
+// row's positions for every row must differ. Every position input must
+// have a batch axis (else rows cannot differ: analyze notes it); row 0
+// keeps its positions (it reaches the set's largest one), and padded rows
+// keep those their mask or history gives them (they differ already).
+//
+//   - Several tokens and no past: each other whole row repeats 1, 2, ...
+//     positions from its middle token on (tokens sharing a position, as a
+//     speculative decoder's tree candidates do), so that its later tokens
+//     sit behind row 0's. A uniform shift would not do: RoPE sees only
+//     the distances between a row's tokens, and without a past no other
+//     token is there to see it. The positions never decrease along a row
+//     and stay at or below row 0's, so no table is read past its end and
+//     the first position where outputs differ still names the cause. A
+//     mask of ones (Hugging Face's cumsum(mask) - 1 stands only for
+//     position ids not given), a static cache written from slot 0 (its
+//     slots are not the positions) and images on a grid are not
+//     contradicted; M-RoPE's streams get no repeats (their rows differ by
+//     the images in every other row).
+//   - A past, or a single token: row b's positions start b·rowStep
+//     later (earlier when the largest position the model allows leaves
+//     no room above): histories of different lengths. Cached keys are
+//     given, so a shifted row computes differently under RoPE too. Not
+//     with a mask, static caches or a past-length input: they say where
+//     each row's positions start (a mask's padding, the tokens a row
+//     holds, one count for all rows).
+func (p *planner) rowPositions(s SetSpec) SetSpec {
+	a := p.a
+	if s.Batch < 2 || s.image {
+		return s
+	}
+	pos, streams := 0, false
+	for i := range a.Inputs {
+		in := &a.Inputs[i]
+		if in.Role != RolePositionIDs {
+			continue
+		}
+		if !hasBatchAxis(in) {
+			return s
+		}
+		pos++
+		streams = streams || streamInput(in)
+	}
+	if pos == 0 {
+		return s
+	}
+	whole := func(b int) bool { return s.Pads == 0 || b >= len(s.Padding) || s.Padding[b] == "none" }
+	if s.Past == 0 && s.Seq >= 2 && !streams {
+		repeats := make([]int, s.Batch)
+		r, any := 0, false
+		for b := 1; b < s.Batch; b++ {
+			// More repeats than the tokens after the middle one would
+			// give the row of the previous count.
+			if whole(b) && r < s.Seq-s.Seq/2 {
+				r++
+				repeats[b], any = r, true
+			}
+		}
+		if any {
+			s.RowRepeats = repeats
+		}
+		return s
+	}
+	if a.hasRole(RoleAttentionMask) || a.ragged() || a.hasRole(RolePastLength) {
+		return s
+	}
+	top := s.Offset + s.Past + s.Seq - 1
+	limit := a.MaxPosition
+	if limit <= 0 {
+		// Positions index a table cut to the sequence: none above it.
+		limit = top
+	}
+	step, sign := 0, 1
+	if up := limit - top; up >= s.Batch-1 {
+		step = min(rowStep, up/(s.Batch-1))
+	} else if down := s.Offset + s.Past; down >= s.Batch-1 {
+		step, sign = min(rowStep, down/(s.Batch-1)), -1
+	}
+	if step == 0 {
+		return s
+	}
+	s.RowOffsets = make([]int, s.Batch)
+	for b := range s.RowOffsets {
+		if whole(b) {
+			s.RowOffsets[b] = sign * b * step
+		}
+	}
+	return s
 }
 
 // probeTables runs A at two short lengths, reading the tables the model
@@ -286,7 +394,8 @@ func (p *planner) findMaxLength() error {
 		return nil
 	}
 	try := func(n int) (bool, error) {
-		s := SetSpec{Name: fmt.Sprintf("probe (sequence %d)", n), Batch: 2, Seq: n, Purpose: "long"}
+		// The rows as the sweep's long set has them: its run is kept.
+		s := p.rowPositions(SetSpec{Name: fmt.Sprintf("probe (sequence %d)", n), Batch: 2, Seq: n, Purpose: "long"})
 		out, err := p.run(s)
 		if err != nil {
 			if errors.Is(err, kernels.ErrInternal) {
@@ -392,7 +501,7 @@ func (p *planner) specs() []SetSpec {
 				t := s
 				t.Batch = b
 				t.Padding = nil
-				t = padded(t)
+				t = p.rowPositions(padded(t))
 				if len(o.Batches) > 1 {
 					t.Name = fmt.Sprintf("%s/b%d", s.Name, b)
 				}
@@ -400,7 +509,7 @@ func (p *planner) specs() []SetSpec {
 			}
 			return
 		}
-		out = append(out, padded(s))
+		out = append(out, p.rowPositions(padded(s)))
 	}
 	if !a.hasSeq() {
 		if !a.hasDim(DimBatch) {
@@ -468,8 +577,8 @@ func (p *planner) specs() []SetSpec {
 	}
 	if a.hasRole(RolePositionIDs) && a.MaxPosition > 0 && a.MaxPosition+1 > a.MaxLength {
 		n := fix(min(shortSeq, a.MaxPosition+1))
-		out = append(out, SetSpec{Name: "far", Batch: 2, Seq: n, Offset: a.MaxPosition + 1 - n,
-			Purpose: fmt.Sprintf("positions up to %d, the largest the model supports", a.MaxPosition)})
+		out = append(out, p.rowPositions(SetSpec{Name: "far", Batch: 2, Seq: n, Offset: a.MaxPosition + 1 - n,
+			Purpose: fmt.Sprintf("positions up to %d, the largest the model supports", a.MaxPosition)}))
 	}
 	return dedupeSpecs(out)
 }

@@ -56,10 +56,18 @@ func TestStaticCacheInputsAreConsistent(t *testing.T) {
 			if kv[b] != w[b]+int64(s.Seq) || kv[b] > int64(capacity) || w[b] < 0 || w[b] > int64(s.Past) {
 				t.Fatalf("%s row %d: write index %d, %d valid keys, %d new tokens, capacity %d, past %d", s.Name, b, w[b], kv[b], s.Seq, capacity, s.Past)
 			}
+			// A row repeating r positions from its middle token on (tokens
+			// sharing a position in different slots, rowPositions) sits up
+			// to r positions behind its slots.
+			_, r := s.rowShift(b)
 			for j := range s.Seq {
-				if got := pos[b*s.Seq+j]; got != w[b]+int64(j)+int64(s.Offset) {
-					t.Fatalf("%s row %d: token %d at position %d, written at slot %d", s.Name, b, j, got, w[b]+int64(j))
+				behind := int64(min(r, max(0, j-s.Seq/2+1)))
+				if got := pos[b*s.Seq+j]; got != w[b]+int64(j)+int64(s.Offset)-behind {
+					t.Fatalf("%s row %d: token %d at position %d, written at slot %d, %d behind", s.Name, b, j, got, w[b]+int64(j), behind)
 				}
+			}
+			if r > 0 && w[b] != 0 {
+				t.Fatalf("%s row %d repeats positions after a history of %d", s.Name, b, w[b])
 			}
 			if w[b] > 0 {
 				pasts++

@@ -82,12 +82,13 @@ func streamPositions(shape []int, s SetSpec, mask [][]bool, hasMask bool) ([]flo
 			}
 			at[t] = pos
 		}
+		shift, _ := s.rowShift(b)
 		for j := 0; j < seq; j++ {
 			pos, ok := at[s.Past+j]
 			for st := 0; st < streams; st++ {
 				v := int64(1) // Hugging Face fills padding with 1
 				if ok {
-					v = pos[st]
+					v = pos[st] + int64(shift)
 				}
 				vals[(st*batch+b)*seq+j] = float64(v + int64(s.Offset))
 			}

@@ -47,6 +47,16 @@ type SetSpec struct {
 	// "left" or "right" (Pads tokens each).
 	Padding []string `json:"padding,omitempty"`
 	Pads    int      `json:"pads,omitempty"`
+	// RowOffsets is added to the positions of each row: rows of a batch
+	// at different places (histories of different lengths, continuous
+	// batching). Nil: no row is shifted.
+	RowOffsets []int `json:"row_offsets,omitempty"`
+	// RowRepeats is, per row, how many of its tokens from the middle one
+	// (token Seq/2) on repeat the position before them (tokens sharing a
+	// position, as a speculative decoder's tree candidates do): from
+	// there on the row sits that many positions behind its tokens'
+	// indices. Nil: no row repeats a position.
+	RowRepeats []int `json:"row_repeats,omitempty"`
 	// Purpose says what the set exercises.
 	Purpose string `json:"purpose"`
 	// required sets must run in model A; optional ones are skipped (and
@@ -63,7 +73,23 @@ type SetSpec struct {
 }
 
 func (s SetSpec) key() string {
-	return fmt.Sprintf("%d/%d/%d/%d/%v/%d", s.Batch, s.Seq, s.Past, s.Offset, s.Padding, s.Pads)
+	k := fmt.Sprintf("%d/%d/%d/%d/%v/%d", s.Batch, s.Seq, s.Past, s.Offset, s.Padding, s.Pads)
+	if s.RowOffsets != nil || s.RowRepeats != nil {
+		k += fmt.Sprintf("/%v/%v", s.RowOffsets, s.RowRepeats)
+	}
+	return k
+}
+
+// rowShift is the offset of row b's positions and how many of its tokens
+// from the middle one on repeat the position before them.
+func (s SetSpec) rowShift(b int) (offset, repeats int) {
+	if b < len(s.RowOffsets) {
+		offset = s.RowOffsets[b]
+	}
+	if b < len(s.RowRepeats) {
+		repeats = s.RowRepeats[b]
+	}
+	return offset, repeats
 }
 
 // describe prints a set's shape for tables: "batch 3, seq 7, past 0".
@@ -93,7 +119,25 @@ func (s SetSpec) describe() string {
 	case len(pads) > 0:
 		fmt.Fprintf(&b, ", %s padding", strings.Join(pads, "+"))
 	}
+	if s.RowOffsets != nil {
+		fmt.Fprintf(&b, ", rows' positions %s", joinInts(s.RowOffsets, "+"))
+	}
+	if s.RowRepeats != nil {
+		fmt.Fprintf(&b, ", rows repeating %s positions from token %d", joinInts(s.RowRepeats, ""), s.Seq/2)
+	}
 	return b.String()
+}
+
+// joinInts prints 0/5/10 (each after sign when it is not negative).
+func joinInts(v []int, sign string) string {
+	p := make([]string, len(v))
+	for i, x := range v {
+		if x >= 0 {
+			p[i] = sign
+		}
+		p[i] += fmt.Sprint(x)
+	}
+	return strings.Join(p, "/")
 }
 
 // inputSet is a set of inputs with what is known of its positions.
@@ -196,17 +240,26 @@ func (a *Analysis) synthesize(s SetSpec, seed uint64) (*inputSet, error) {
 		}
 	}
 	// Positions: real tokens count from the first real one (Hugging Face
-	// derives them as cumsum(mask) - 1), padding gets 1, then Offset.
+	// derives them as cumsum(mask) - 1), padding gets 1, then Offset; a
+	// row's own offset moves its real tokens, and its repeats hold the
+	// count from the middle token on (the planner sets them only on rows
+	// whose positions no padding, history or shared past length places:
+	// rowPositions).
 	set.pos = make([][]int64, s.Batch)
 	for b := range set.pos {
 		set.pos[b] = make([]int64, s.Seq)
+		shift, repeats := s.rowShift(b)
 		p := int64(0)
 		for t := 0; t < total; t++ {
 			real := !(hasMask || ragged) || mask[b][t]
 			if t >= s.Past {
 				j := t - s.Past
+				if real && j >= s.Seq/2 && repeats > 0 && p > 0 {
+					p--
+					repeats--
+				}
 				if real {
-					set.pos[b][j] = p + int64(s.Offset)
+					set.pos[b][j] = p + int64(s.Offset+shift)
 				} else {
 					set.pos[b][j] = 1 + int64(s.Offset)
 				}
@@ -234,6 +287,9 @@ func (a *Analysis) synthesize(s SetSpec, seed uint64) (*inputSet, error) {
 		case RolePositionIDs:
 			if streamInput(in) && len(shape) == 3 {
 				// M-RoPE's streams: an image's tokens on a grid (streams.go).
+				if s.RowRepeats != nil {
+					return nil, fmt.Errorf("input %q: position streams with repeated positions are not synthesised", in.Name)
+				}
 				vals, _ = streamPositions(shape, s, mask, hasMask || ragged)
 				break
 			}

@@ -76,7 +76,9 @@ name; by position, with a warning, when the names differ).
 The inputs are synthesised from what each input means in the graph, found
 from its type, shape and uses: token ids within the vocabulary (the rows of
 the table they index), position ids (0..S-1, offset by the past length, and
-up to the largest position the model supports), attention masks (all ones,
+up to the largest position the model supports; the rows of a batch at
+different positions, so that a model reading one row's for all differs),
+attention masks (all ones,
 left and right padding; outputs at padding tokens are not compared), past
 keys/values with consistent lengths, float features from a normal
 distribution (--seed). The default sweep is: a single token, a short padded

@@ -1,0 +1,172 @@
+package verify
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/testmodels"
+)
+
+// TestRowsOfABatchHaveDistinctPositions checks the position ids of every
+// set of two rows or more of the default sweep: each row's differ from
+// every other row's, no position is negative or beyond the largest the
+// model allows (its stored table's last row, 4095 for computed
+// encodings), a whole row's never decrease along it, and a row that
+// repeats positions stays at or below row 0's. The one exception is a
+// single token without a past when a mask or a static cache fixes its
+// position at 0. Models: the Go-built Llama with a 128-row cos/sin table
+// and with computed cos/sin (no mask: repeats and shifts), rope_llama
+// (an attention mask: padding and repeats), the opset-24 static-cache
+// decoder (write indices: histories and repeats), and a model whose
+// position ids have no batch axis, whose rows cannot differ (a note says
+// so).
+func TestRowsOfABatchHaveDistinctPositions(t *testing.T) {
+	llama := func(form testmodels.RopeForm) *graph.Model {
+		c := testmodels.DefaultLlama
+		c.RoPE = form
+		return testmodels.Llama(c)
+	}
+	man, err := testmodels.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ropeLlama *graph.Model
+	for _, e := range man.Models {
+		if e.Name == "rope_llama" {
+			if ropeLlama, err = graph.Load(e.ModelPath()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if ropeLlama == nil {
+		t.Fatal("rope_llama is not in the corpus")
+	}
+	cases := []struct {
+		name   string
+		m      *graph.Model
+		maxPos int
+		// shifted: a set whose rows are shifted (a single token).
+		shifted bool
+	}{
+		{"llama cos/sin table", llama(testmodels.RopeCacheTable), 127, true},
+		{"llama computed", llama(testmodels.RopeComputed), DefaultFarPosition, true},
+		{"rope_llama (mask)", ropeLlama, DefaultFarPosition, false},
+		{"static cache (write indices)", testmodels.BuildDeploy(testmodels.FormStaticCache24, testmodels.DefaultDeploy), 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a, err := Analyze(c.m, Hints{}, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.maxPos > 0 && a.MaxPosition != c.maxPos {
+				t.Fatalf("largest position %d, want %d", a.MaxPosition, c.maxPos)
+			}
+			bound := a.MaxPosition
+			p := &planner{a: a, opts: &Options{}}
+			batched, same, shifted, repeated := 0, 0, 0, 0
+			for _, s := range p.specs() {
+				if s.Batch < 2 {
+					continue
+				}
+				batched++
+				set, err := a.synthesize(s, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pt := set.inputs["position_ids"]
+				if pt == nil || len(pt.Shape) != 2 || pt.Shape[0] != s.Batch || pt.Shape[1] != s.Seq {
+					t.Fatalf("%s: position_ids %v", s.Name, pt)
+				}
+				v := pt.Int64s()
+				rows := make([][]int64, s.Batch)
+				for b := range rows {
+					rows[b] = v[b*s.Seq : (b+1)*s.Seq]
+				}
+				t.Logf("%s (%s): %v", s.Name, s.describe(), rows)
+				top := int64(s.Offset + s.Past + s.Seq - 1)
+				if bound > 0 {
+					top = int64(bound)
+				}
+				for b, r := range rows {
+					for j, x := range r {
+						if x < 0 || x > top {
+							t.Errorf("%s row %d token %d: position %d outside [0, %d]", s.Name, b, j, x, top)
+						}
+					}
+					whole := b >= len(s.Padding) || s.Padding[b] == "none" || s.Pads == 0
+					for j := 1; j < len(r) && whole; j++ {
+						if r[j] < r[j-1] {
+							t.Errorf("%s row %d: positions decrease at token %d: %v", s.Name, b, j, r)
+						}
+					}
+					if _, rep := s.rowShift(b); rep > 0 {
+						repeated++
+						for j := range r {
+							if r[j] > rows[0][j] {
+								t.Errorf("%s row %d: position %d at token %d, beyond row 0's %d", s.Name, b, r[j], j, rows[0][j])
+							}
+						}
+					}
+					if off, _ := s.rowShift(b); off != 0 {
+						shifted++
+					}
+					for o := range b {
+						if slices.Equal(rows[o], r) {
+							if s.Seq == 1 && s.Past == 0 && (a.hasRole(RoleAttentionMask) || a.ragged()) {
+								same++
+								continue
+							}
+							t.Errorf("%s: rows %d and %d have the same positions %v", s.Name, o, b, r)
+						}
+					}
+				}
+			}
+			t.Logf("%d sets of several rows, %d rows repeating positions, %d shifted, %d pairs of single tokens at position 0", batched, repeated, shifted, same)
+			if batched == 0 || repeated == 0 || (shifted > 0) != c.shifted {
+				t.Errorf("%d sets of several rows, %d rows repeating positions, %d shifted rows (want some: %v)", batched, repeated, shifted, c.shifted)
+			}
+		})
+	}
+
+	// Position ids [seq]: the rows cannot differ; the analysis says so.
+	m := graph.NewModel(8, "onnxpe test", graph.Opset{Domain: "", Version: 17})
+	g := m.Graph
+	ids := g.AddInput("input_ids", graph.TensorType(graph.Int64, []graph.Dim{{Param: "batch"}, {Param: "seq"}}))
+	pos := g.AddInput("position_ids", graph.TensorType(graph.Int64, []graph.Dim{{Param: "seq"}}))
+	table := func(name string, rows int64) *graph.Value {
+		v := make([]float32, rows*8)
+		for i := range v {
+			v[i] = float32(i%13) / 13
+		}
+		tt, err := graph.NewTensor(name, graph.Float, []int64{rows, 8}, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.AddInitializer(tt)
+	}
+	x := g.Op("Add", []*graph.Value{g.Op("Gather", []*graph.Value{table("wte", 128), ids}, 1)[0], g.Op("Gather", []*graph.Value{table("wpe", 64), pos}, 1)[0]}, 1)[0]
+	g.AddOutput(x)
+	a, err := Analyze(m, Hints{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := a.input("position_ids"); in == nil || in.Role != RolePositionIDs {
+		t.Fatalf("position_ids: %+v", in)
+	}
+	noted := false
+	for _, n := range a.Notes {
+		noted = noted || strings.Contains(n, `"position_ids" has no batch axis`)
+	}
+	if !noted {
+		t.Errorf("no note that the rows cannot differ: %q", a.Notes)
+	}
+	p := &planner{a: a, opts: &Options{}}
+	for _, s := range p.specs() {
+		if s.RowOffsets != nil || s.RowRepeats != nil {
+			t.Errorf("%s: rows given positions of their own (%s) that one [seq] input cannot hold", s.Name, s.describe())
+		}
+	}
+}
