@@ -25,7 +25,10 @@
 //
 // A kernel panic is a defect of this package: Run returns it as an error
 // wrapping ErrInternal (Options.PanicStacks or ONNXPE_DEBUG=1 prints its
-// stack), also when it happens on a worker goroutine. What a model can get
+// stack), also when it happens on a worker goroutine. The same recovery
+// serves goroutines outside the kernels: Group (errgroup's Go and Wait)
+// and Catch return a panic as a *PanicError wrapping ErrInternal, with
+// the stack of the goroutine that panicked. What a model can get
 // wrong is an error of the node instead: NewSession checks each node's
 // inputs against its op's input spec (SetInputs: how many, which are
 // optional, which may be sequences), and a kernel handed an element type

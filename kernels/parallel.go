@@ -3,7 +3,6 @@ package kernels
 import (
 	"fmt"
 	"runtime"
-	"runtime/debug"
 	"sync"
 )
 
@@ -63,16 +62,13 @@ func fanOut(p, n int, f func(lo, hi int)) {
 		j.wg.Add(1)
 		go func(lo, hi int) {
 			defer j.wg.Done()
-			defer func() {
-				if r := recover(); r != nil {
-					j.mu.Lock()
-					if j.perr == nil {
-						j.perr = workerPanic{r, debug.Stack()}
-					}
-					j.mu.Unlock()
+			if wp := caught(func() { f(lo, hi) }); wp != nil {
+				j.mu.Lock()
+				if j.perr == nil {
+					j.perr = *wp
 				}
-			}()
-			f(lo, hi)
+				j.mu.Unlock()
+			}
 		}(t*n/p, (t+1)*n/p)
 	}
 	func() {

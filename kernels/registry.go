@@ -18,6 +18,7 @@ var ErrUnsupportedType = errors.New("unsupported element type")
 // ErrInternal is wrapped by the error of a node whose kernel panicked (a
 // defect of this package, not of the model): the error names the node, op
 // and input shapes; Options.PanicStacks or ONNXPE_DEBUG=1 prints the stack.
+// A *PanicError (a panic on a goroutine run by Group or Catch) wraps it too.
 var ErrInternal = errors.New("internal error in a kernel")
 
 // typePanic is the panic of a helper asked for an element type it does not

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"text/tabwriter"
 
 	"github.com/schollz/progressbar/v3"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/internal/htmlreport"
+	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
 )
 
@@ -40,11 +40,17 @@ type auditOptions struct {
 	MinPos    int
 	Parallel  int
 	ctx       context.Context
+	// workerHook (tests) runs on the worker goroutine before each model
+	// is audited.
+	workerHook func(path string)
 }
 
 // NewCmdAudit builds `onnxpe audit`.
 func NewCmdAudit(ios *IOStreams) *cobra.Command {
-	opts := &auditOptions{IO: ios}
+	return newCmdAudit(&auditOptions{IO: ios})
+}
+
+func newCmdAudit(opts *auditOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit MODEL...",
 		Short: "Find the positional encodings of models: schemes, layers, parameters",
@@ -147,7 +153,10 @@ func auditRun(opts *auditOptions) error {
 			return err
 		}
 	}
-	results := auditModels(opts)
+	results, err := auditModels(opts)
+	if err != nil {
+		return err
+	}
 	for i := range results {
 		_, _ = opts.IO.ErrOut.Write(results[i].warn.Bytes())
 	}
@@ -203,8 +212,10 @@ func auditRun(opts *auditOptions) error {
 }
 
 // auditModels audits every model, several at once, with a progress bar on
-// a terminal.
-func auditModels(opts *auditOptions) []*auditResult {
+// a terminal. A model whose audit panics gets an error wrapping
+// kernels.ErrInternal; a panic elsewhere on a worker goroutine comes back
+// as the error (the process does not crash).
+func auditModels(opts *auditOptions) ([]*auditResult, error) {
 	results := make([]*auditResult, len(opts.Models))
 	workers := opts.Parallel
 	if workers <= 0 {
@@ -217,36 +228,43 @@ func auditModels(opts *auditOptions) []*auditResult {
 			progressbar.OptionSetDescription("auditing"), progressbar.OptionShowCount(),
 			progressbar.OptionClearOnFinish())
 	}
-	jobs := make(chan int)
-	var wg sync.WaitGroup
+	// Every job is queued first: a worker that ends early leaves the
+	// others to take the rest, and nothing waits on it.
+	jobs := make(chan int, len(opts.Models))
+	for i := range opts.Models {
+		jobs <- i
+	}
+	close(jobs)
+	var g kernels.Group
 	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			for i := range jobs {
+				if opts.workerHook != nil {
+					opts.workerHook(opts.Models[i])
+				}
 				results[i] = auditOne(opts, opts.Models[i])
 				if bar != nil {
 					_ = bar.Add(1)
 				}
 			}
-		}()
+			return nil
+		})
 	}
-	for i := range opts.Models {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
+	err := g.Wait()
 	if bar != nil {
 		_ = bar.Finish()
 	}
-	return results
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	return results, nil
 }
 
 func auditOne(opts *auditOptions, path string) (res *auditResult) {
 	res = &auditResult{path: path}
 	defer func() {
 		if r := recover(); r != nil {
-			res.err = fmt.Errorf("%s: audit panicked: %v", path, r)
+			res.err = fmt.Errorf("%s: audit: %w", path, kernels.Recovered(r))
 		}
 	}()
 	// A model published without its weights is still audited: what the

@@ -179,7 +179,7 @@ type extendReport struct {
 	Summary   string               `json:"summary"`
 }
 
-func extendRun(opts *extendOptions) error {
+func extendRun(opts *extendOptions) (err error) {
 	ctx := opts.ctx
 	if ctx == nil {
 		ctx = context.Background()
@@ -201,7 +201,12 @@ func extendRun(opts *extendOptions) error {
 		prog.delay = 0
 	}
 	prog.ticking()
-	defer prog.done()
+	defer func() {
+		// A panic of the ticking goroutine comes back here.
+		if perr := prog.done(); err == nil {
+			err = perr
+		}
+	}()
 	prog.setPhase("loading " + opts.In)
 	m, err := loadModelInto(opts.IO, opts.In, opts.Out)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/verify"
 )
@@ -56,6 +59,59 @@ func compileDefs(t *testing.T, name string, doc []byte, names ...string) map[str
 		out[n] = s
 	}
 	return out
+}
+
+// TestPanicInAuditWorkerExits3: a panic on one of the audit's worker
+// goroutines (several models audited at once) comes back to the command
+// as an error wrapping kernels.ErrInternal: exit 3 with one line on
+// stderr, not Go's crash with every goroutine's trace; with --json, the
+// error object of kind internal.
+func TestPanicInAuditWorkerExits3(t *testing.T) {
+	bad := corpusModel("nope_causal")
+	hook := func(path string) {
+		if path == bad {
+			var m map[string]int
+			m["x"]++ // assignment to a nil map: a runtime panic
+		}
+	}
+	withHook := func(ios *IOStreams) *cobra.Command {
+		root := NewRootCmd(ios)
+		for _, c := range root.Commands() {
+			if c.Name() == "audit" {
+				root.RemoveCommand(c)
+			}
+		}
+		root.AddCommand(newCmdAudit(&auditOptions{IO: ios, workerHook: hook}))
+		return root
+	}
+	errorSchema := compileSchema(t, "error.schema.json", ErrorSchema)
+	want := "onnxpe: internal error: audit: panic: assignment to entry in nil map\n"
+	for _, args := range [][]string{
+		{"audit", corpusModel("rope_llama"), bad, "--parallel", "2"},
+		{"audit", bad, corpusModel("rope_llama"), "--parallel", "1", "--json"},
+	} {
+		var out, errOut bytes.Buffer
+		ctx, guard := withGuard(context.Background())
+		code := runRoot(ctx, guard, &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, args, withHook)
+		if code != ExitInternal || errOut.String() != want {
+			t.Errorf("%v: exit %d, stderr %q; want 3 and %q", args, code, errOut.String(), want)
+		}
+		if !slices.Contains(args, "--json") {
+			if out.Len() != 0 {
+				t.Errorf("%v: stdout %q", args, out.String())
+			}
+			continue
+		}
+		checkErrorJSON(t, errorSchema, args, code, out.String(), errOut.String())
+		if !strings.Contains(out.String(), `"kind": "internal"`) {
+			t.Errorf("%v: %s", args, out.String())
+		}
+	}
+	// What the command gets back.
+	_, err := auditModels(&auditOptions{IO: &IOStreams{ErrOut: io.Discard}, Models: []string{bad}, workerHook: hook})
+	if !errors.Is(err, kernels.ErrInternal) {
+		t.Errorf("auditModels: %v, want an error wrapping kernels.ErrInternal", err)
+	}
 }
 
 // oneJSON decodes out, which must hold exactly one JSON value

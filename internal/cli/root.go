@@ -8,15 +8,17 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/onnxpe/onnxpe/kernels"
 )
 
 // NewRootCmd builds the onnxpe command tree.
@@ -122,15 +124,18 @@ func wrapArgs(c *cobra.Command) {
 // execute runs root's command. A panic of the command (a bug: a model
 // the code did not expect) becomes an internal error, exit 3, instead of
 // Go's crash with exit 2, which says bad input; ONNXPE_DEBUG=1 prints its
-// stack. Panics in other goroutines are the kernels' (which turn them
-// into errors) or crash the process.
+// stack. The goroutines the commands start run under kernels.Group or
+// kernels.Catch (the kernels' workers under their session): a panic on
+// one comes back to the command as the same error, a
+// *kernels.PanicError wrapping kernels.ErrInternal.
 func execute(ctx context.Context, root *cobra.Command, errOut io.Writer) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			if os.Getenv("ONNXPE_DEBUG") == "1" {
-				fmt.Fprintf(errOut, "onnxpe: panic: %v\n%s\n", r, debug.Stack())
-			}
-			err = fmt.Errorf("panic: %v", r)
+			err = kernels.Recovered(r)
+		}
+		var pe *kernels.PanicError
+		if errors.As(err, &pe) && os.Getenv("ONNXPE_DEBUG") == "1" {
+			fmt.Fprintf(errOut, "onnxpe: panic: %v\n%s\n", pe.Value, pe.Stack)
 		}
 	}()
 	return root.ExecuteContext(ctx)
@@ -150,7 +155,14 @@ func Main() int {
 		s := <-sigs
 		guard.why = signalName(s)
 		cancel()
-		os.Exit(guard.interrupted(ios.ErrOut))
+		// Nothing waits for this goroutine: a panic here is said in one
+		// line and exits 3 rather than crash with Go's trace.
+		code := ExitInternal
+		if err := kernels.Catch(func() error { code = guard.interrupted(ios.ErrOut); return nil }); err != nil {
+			fmt.Fprintln(ios.ErrOut, "onnxpe: internal error: "+oneLine(err.Error()))
+			code = ExitInternal
+		}
+		os.Exit(code)
 	}()
 	return runContext(ctx, guard, ios, os.Args[1:])
 }

@@ -390,37 +390,54 @@ type progress struct {
 	last   verify.Progress
 	stepAt time.Time
 	stop   chan struct{}
+	// ticks runs the ticking goroutine; done returns its panic.
+	ticks *kernels.Group
+	// tickHook (tests) runs at every tick, before the line is drawn.
+	tickHook func()
+	// every is the time between ticks (a second).
+	every time.Duration
 }
 
 func newProgress(ios *IOStreams) *progress {
-	return &progress{w: ios.ErrOut, on: ios.ErrIsTerminal, start: time.Now(), delay: time.Second, label: "verify"}
+	return &progress{w: ios.ErrOut, on: ios.ErrIsTerminal, start: time.Now(), delay: time.Second, every: time.Second, label: "verify"}
 }
 
 // ticking makes the progress redraw its line every second with the time
-// its step has taken (until done).
+// its step has taken (until done). The ticking goroutine runs under a
+// kernels.Group: a panic there ends the ticking and done returns it.
 func (p *progress) ticking() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.on || p.stop != nil {
 		return
 	}
-	p.stop = make(chan struct{})
-	go func(stop chan struct{}) {
-		t := time.NewTicker(time.Second)
+	stop := make(chan struct{})
+	p.stop, p.ticks = stop, &kernels.Group{}
+	p.ticks.Go(func() error {
+		t := time.NewTicker(p.every)
 		defer t.Stop()
 		for {
 			select {
 			case <-stop:
-				return
+				return nil
 			case <-t.C:
-				p.mu.Lock()
-				if p.stop == stop {
-					p.draw()
-				}
-				p.mu.Unlock()
+				p.tick(stop)
 			}
 		}
-	}(p.stop)
+	})
+}
+
+// tick redraws the line (unlocking also when it panics: the command's
+// own calls go on).
+func (p *progress) tick(stop chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tickHook != nil {
+		p.tickHook()
+	}
+	if p.stop == stop {
+		p.draw()
+	}
 }
 
 // setPhase names what runs (extend's check) and clears the step.
@@ -466,9 +483,11 @@ func (p *progress) draw() {
 	p.shown = true
 }
 
-func (p *progress) done() {
+// done stops the ticking, clears the line and returns the ticking
+// goroutine's panic as an error wrapping kernels.ErrInternal (nil when it
+// did not panic or never ran).
+func (p *progress) done() error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.stop != nil {
 		close(p.stop)
 		p.stop = nil
@@ -477,4 +496,13 @@ func (p *progress) done() {
 		fmt.Fprint(p.w, "\r\033[K")
 		p.shown = false
 	}
+	ticks := p.ticks
+	p.mu.Unlock()
+	if ticks == nil {
+		return nil
+	}
+	if err := ticks.Wait(); err != nil {
+		return fmt.Errorf("progress line: %w", err)
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -355,5 +356,39 @@ func TestVerifyRunWithBuffers(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "longest sequence: 32") {
 		t.Errorf("MPT's 32-key bias table not found:\n%s", out.String())
+	}
+}
+
+// TestProgressTickingPanicComesBack: a panic on the goroutine that redraws
+// the progress line (extend's ticking) ends the ticking, not the process;
+// the command's own calls go on (the line's lock is released) and done
+// returns the panic as an error wrapping kernels.ErrInternal, which exits 3.
+func TestProgressTickingPanicComesBack(t *testing.T) {
+	var buf bytes.Buffer
+	p := newProgress(&IOStreams{ErrOut: &buf, ErrIsTerminal: true})
+	p.delay, p.every = 0, time.Millisecond
+	ticked := make(chan struct{})
+	p.tickHook = func() {
+		close(ticked)
+		panic("injected in the ticking goroutine")
+	}
+	p.ticking()
+	<-ticked
+	p.setPhase("still drawn") // deadlocks if the panic kept the lock
+	err := p.done()
+	if !errors.Is(err, kernels.ErrInternal) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("done: %v, want one line wrapping kernels.ErrInternal", err)
+	}
+	if !strings.Contains(err.Error(), "panic: injected in the ticking goroutine") || exitCode(err) != ExitInternal {
+		t.Errorf("done: %q, exit %d; want the panic and exit 3", err, exitCode(err))
+	}
+	if err2 := p.done(); err2 == nil {
+		t.Errorf("a second done forgot the panic")
+	}
+	q := newProgress(&IOStreams{ErrOut: &buf, ErrIsTerminal: true})
+	q.every = time.Millisecond
+	q.ticking()
+	if err := q.done(); err != nil {
+		t.Errorf("done without a panic: %v", err)
 	}
 }
