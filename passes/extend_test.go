@@ -2,6 +2,7 @@ package passes
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -283,4 +284,67 @@ func TestExtendLeavesTheModelAlone(t *testing.T) {
 	if !x.Report.Changed() || *x.Report.OldMax != 64 || x.Report.NewMax != 256 {
 		t.Fatalf("report %+v", x.Report)
 	}
+}
+
+// TestDynamicNTKInHalf: a float16 model whose cos/sin are computed in
+// float32 and cast to float16 (rope_llama_fp16, Hugging Face's
+// .to(x.dtype)), extended with dynamic NTK from original lengths of a few
+// thousand, is read back with its own rule: the audit probes it as far as
+// float32 angles allow (half types once stopped at 256 + the probe, short
+// of the switch, and read "none"), and the original length and factor are
+// those of each extension, not one answer. A static rule stays static, and
+// the model itself has no scaling.
+func TestDynamicNTKInHalf(t *testing.T) {
+	m := loadEntry(t, "rope_llama_fp16")
+	read := func(what string, m *graph.Model) *RoPEParams {
+		t.Helper()
+		rep, _, err := AuditModel(m, what, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		var ps []*RoPEParams
+		for _, f := range rep.Findings {
+			if p, ok := f.Params.(*RoPEParams); ok {
+				ps = append(ps, p)
+			}
+		}
+		if len(ps) != 1 || ps[0].Scaling == nil || ps[0].Base == nil || *ps[0].Base != 10000 {
+			t.Fatalf("%s: RoPE findings %v", what, rep.Findings)
+		}
+		return ps[0]
+	}
+	if p := read("rope_llama_fp16", m); *p.Scaling != "none" || p.Dynamic != nil {
+		t.Fatalf("rope_llama_fp16: scaling %s, dynamic %v", *p.Scaling, p.Dynamic)
+	}
+	for _, c := range []struct {
+		method string
+		orig   int
+		factor float64
+	}{
+		{MethodDynamicNTK, 2048, 4},
+		{MethodDynamicNTK, 1024, 8},
+		{MethodDynamicNTK, 4096, 2},
+		{MethodNTK, 2048, 4},
+	} {
+		what := fmt.Sprintf("%s from %d to 8192", c.method, c.orig)
+		x, err := ExtendModel(m, ExtendOptions{To: 8192, Method: c.method, OriginalMax: c.orig})
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		p := read(what, x.M)
+		dynamic := c.method == MethodDynamicNTK
+		if *p.Scaling != "ntk" || p.Factor == nil || *p.Factor != c.factor || p.Dynamic == nil || *p.Dynamic != dynamic {
+			t.Fatalf("%s: scaling %s, factor %v, dynamic %v", what, *p.Scaling, fmtPtr(p.Factor), fmtPtr(p.Dynamic))
+		}
+		if got := p.OriginalMaxPositions; dynamic && (got == nil || *got != c.orig) || !dynamic && got != nil {
+			t.Fatalf("%s: original_max_positions %v", what, fmtPtr(got))
+		}
+	}
+}
+
+func fmtPtr[T any](p *T) string {
+	if p == nil {
+		return "null"
+	}
+	return fmt.Sprint(*p)
 }

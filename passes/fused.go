@@ -789,6 +789,7 @@ func cacheRotation(cr, sr cacheRead, rd int) (*rotation, string) {
 		}
 	}
 	r := &rotation{rotaryDim: 2 * wd, omega: omega, amp: a, noise: noise, seq: n, half: cr.half || sr.half || noise > 1e-5}
+	r.halfAngles = r.half // caches evaluated whole: their angles' type is not looked for
 	return r, ""
 }
 

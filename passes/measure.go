@@ -20,11 +20,14 @@ type rotation struct {
 	omegaLong []float64
 	amp       float64
 	synthetic bool
-	half      bool    // computed in float16/bfloat16
-	noise     float64 // RMS of the angles around their linear fit
-	heads     int
-	table     string
-	tableRows int
+	half      bool // computed in float16/bfloat16
+	// halfAngles: the angles position·frequency themselves are computed
+	// in a half type, not only the cos/sin or the rotation (anglesInHalf).
+	halfAngles bool
+	noise      float64 // RMS of the angles around their linear fit
+	heads      int
+	table      string
+	tableRows  int
 	// pastLength: positions are counted from the length of a KV cache
 	// given as input.
 	pastLength bool
@@ -250,6 +253,7 @@ func (w *Work) measureAt(p *Probe, s *side) (*rotation, string) {
 	if r.noise > 1e-5 {
 		r.half = true // the cos/sin went through a half type somewhere
 	}
+	r.halfAngles = r.half && w.anglesInHalf(w.cone(s.Pos...))
 	if r.synthetic {
 		// cos/sin made from values the probe made up: the pairs are the
 		// model's, the angles are not.
@@ -341,6 +345,42 @@ func pairsAll(cs []int, f func(int) bool) bool {
 }
 
 func isHalfType(dt graph.DataType) bool { return dt == graph.Float16 || dt == graph.BFloat16 }
+
+// anglesInHalf reports whether the angles a cone takes the cos and sin of
+// are computed in a half type: an input of one of its Cos or Sin nodes, or
+// a float value of the cone it is computed from, is float16 or bfloat16.
+// Then position·frequency itself is rounded to 2^-11 of its size (float16
+// holds integers exactly up to 2048 only), and frequencies measured at far
+// positions are as wrong as the position is large. Cos and sin computed in
+// float32 and only then cast to a half type (Hugging Face's
+// .to(x.dtype)) round their values, by 2^-11 at most whatever the
+// position: the measured angles' noise, not their rounding. A cone
+// without Cos or Sin (cos/sin an op computes from positions itself)
+// counts as half.
+func (w *Work) anglesInHalf(cone []*graph.Node) bool {
+	var angles []*graph.Value
+	for _, n := range cone {
+		if (n.OpType == "Cos" || n.OpType == "Sin") && isONNX(n) && n.Input(0) != nil {
+			angles = append(angles, n.Input(0))
+		}
+	}
+	if len(angles) == 0 {
+		return true
+	}
+	for _, v := range angles {
+		if isHalfType(w.ElemType(v)) {
+			return true
+		}
+	}
+	for _, n := range w.cone(angles...) {
+		for _, o := range n.Outputs() {
+			if o != nil && isHalfType(w.ElemType(o)) {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // angles probes with the first dimension of every pair set and returns,
 // per pair and slot, the angle and the amplitude of the rotation.
@@ -448,9 +488,13 @@ func (w *Work) checkDynamic(s *side, r *rotation) {
 			far = false
 		}
 	}
+	// Far positions are measured over the probe's sequence length (over
+	// halfSpan once frequencies are seen to change, when the cos/sin are
+	// rounded to a half type and the angles are not).
+	span := r.seq
 	r.remeasure = func(L int) (dynPoint, bool) {
 		if far {
-			return measure(max(L-r.seq, 0), min(r.seq, L))
+			return measure(max(L-span, 0), min(span, L))
 		}
 		if L > 1<<16 {
 			return dynPoint{}, false
@@ -459,7 +503,7 @@ func (w *Work) checkDynamic(s *side, r *rotation) {
 	}
 	var probes []int // largest position + 1
 	switch {
-	case far && r.half:
+	case far && r.halfAngles:
 		// Half types hold integers exactly up to 2048 only.
 		probes = []int{4, 64 + r.seq, 256 + r.seq}
 	case far:
@@ -467,13 +511,31 @@ func (w *Work) checkDynamic(s *side, r *rotation) {
 		// an original length of a few thousand (Llama's 2048 to 8192) is
 		// seen changing at two lengths at least, which fitDynamic needs.
 		probes = []int{4, 1000 + r.seq, 4000 + r.seq, 16000 + r.seq, 64000 + r.seq, 100000 + r.seq}
-	case r.half:
+	case r.halfAngles:
 		probes = []int{4, 4 * r.seq, 16 * r.seq}
 	default:
 		probes = dynamicProbes(r.seq)
 	}
 	r.findDynamic(probes)
+	if r.dynamic != nil && far && r.half && !r.halfAngles {
+		// Seen changing; measured again over halfSpan positions, precisely
+		// enough to fit the rule (frequencies that do not change cost the
+		// short probes only).
+		span, r.dynamic = halfSpan, nil
+		r.findDynamic(probes)
+	}
 }
+
+// halfSpan is how many positions frequencies are measured over at far
+// positions when the cos/sin are rounded to a half type but their angles
+// are not (anglesInHalf): each measured angle is off by up to 2^-11 rad
+// whatever the position, so over the 16 positions of the first probe the
+// lowest frequencies of a Llama (1e-4 rad per position) are not resolved
+// at all; over 1024 a frequency is known to 5e-7 rad per position, which
+// places dynamic NTK's scale at 2·orig and 4·orig to 1e-5 and its original
+// length to the position. One probe of 1024 positions evaluates only the
+// cos/sin and the rotation.
+const halfSpan = 1024
 
 // dynamicProbes are the lengths a dynamic rule is looked for at when the
 // probe counts positions from 0: 4, then fourfold lengths from 4·seq up to
@@ -505,7 +567,7 @@ func (r *rotation) findDynamic(probes []int) {
 			// Angles of far positions are known to the rounding of
 			// position·frequency.
 			far := float64(pt.L) * r.omega[i]
-			sig := (angErr+2*far*relEps(r.half))/(r.omega[i]*float64(pt.span)) + (angErr+1e-7)/(r.omega[i]*float64(r.seq))
+			sig := (angErr+2*far*r.angleEps())/(r.omega[i]*float64(pt.span)) + (angErr+1e-7)/(r.omega[i]*float64(r.seq))
 			if math.Abs(x/r.omega[i]-1) > 8*sig+1e-6 {
 				changed = true
 			}
@@ -521,6 +583,25 @@ func (r *rotation) findDynamic(probes []int) {
 		slices.SortFunc(points, func(a, b dynPoint) int { return a.L - b.L })
 		r.dynamic = points
 	}
+}
+
+// angleEps is the relative rounding of the angles position·frequency.
+func (r *rotation) angleEps() float64 { return relEps(r.halfAngles) }
+
+// sigma is the relative error of frequencies measured over span positions
+// up to far (omegaSigma, with the rounding of the angles), and at least
+// the rounding of frequencies stored in the rotation's type: a rotation in
+// a half type may take them from a half constant (the inv_freq of a
+// float16 export), each off base^(-2k/d) by up to 2^-11 of itself, which
+// measurements over halfSpan positions resolve. (Angles computed in a half
+// type are known to more than that already; float32 frequencies' rounding
+// is omegaSigma's.)
+func (r *rotation) sigma(omega []float64, angErr float64, span, far int) []float64 {
+	s := omegaSigma(omega, angErr, span, far, r.angleEps())
+	for k := range s {
+		s[k] = max(s[k], relEps(r.half))
+	}
+	return s
 }
 
 // angErr is the error of a measured angle.
@@ -548,7 +629,7 @@ func (w *Work) fitDynamic(r *rotation, angErr, tol float64) ropeFit {
 	}
 	var bases []float64
 	for _, pt := range r.dynamic {
-		sig := omegaSigma(pt.omega, angErr, pt.span, pt.L, relEps(r.half))
+		sig := r.sigma(pt.omega, angErr, pt.span, pt.L)
 		b, f, resid := plainFit(pt.omega, sig, r.rotaryDim)
 		if resid > 8 || math.Abs(f-1) > 8*sig[0]+50*tol {
 			return ropeFit{Scaling: "unknown", Base: math.NaN(), Notes: []string{"the frequencies change with the sequence length but not by a base change"}}
@@ -574,21 +655,34 @@ func (w *Work) fitDynamic(r *rotation, angErr, tol float64) ropeFit {
 	}
 	orig := factor / a
 	// Refine near the original length, where the intercept is well
-	// determined: r(L) = f·L/orig - (f-1) at L = 2·orig and 4·orig.
+	// determined: s(L) = f·L/orig - (f-1) at L = 2·orig and 4·orig, read
+	// pair by pair against frequencies measured at orig/2 (where s = 1)
+	// over as many positions: what the frequencies hold besides
+	// base^(-2k/d) (a half type's rounding of stored ones) is the same at
+	// both lengths and cancels, where a base fitted at each length takes
+	// it differently.
 	if r.remeasure != nil && orig >= 2 {
 		var rx, ry []float64
+		ref, ok := r.remeasure(max(1, int(math.Round(orig/2))))
 		for _, L := range []int{int(math.Round(2 * orig)), int(math.Round(4 * orig))} {
-			pt, ok := r.remeasure(L)
 			if !ok {
 				break
 			}
-			sig := omegaSigma(pt.omega, angErr, pt.span, pt.L, relEps(r.half))
-			b, _, resid := plainFit(pt.omega, sig, r.rotaryDim)
+			pt, ok2 := r.remeasure(L)
+			if !ok2 {
+				break
+			}
+			sig := r.sigma(pt.omega, angErr, pt.span, pt.L)
+			_, _, resid := plainFit(pt.omega, sig, r.rotaryDim)
 			if resid > 8 {
 				break
 			}
+			s, ok3 := r.ntkScale(ref, pt, angErr)
+			if !ok3 {
+				break
+			}
 			rx = append(rx, float64(pt.L))
-			ry = append(ry, math.Pow(b/base, (rd-2)/rd))
+			ry = append(ry, s)
 		}
 		if len(rx) == 2 {
 			c, a = linreg(rx, ry)
@@ -603,6 +697,29 @@ func (w *Work) fitDynamic(r *rotation, angErr, tol float64) ropeFit {
 		factor = snap(factor, 1e-3)
 	}
 	return ropeFit{Base: snap(base, 5*tol), Scaling: "ntk", Factor: factor, Orig: ptr(int(math.Round(orig))), Dynamic: true}
+}
+
+// ntkScale is the scale s of dynamic NTK between the frequencies of ref
+// and of pt, ω_k(pt) = ω_k(ref)·s^(-2k/(d-2)), from every pair but the
+// first (which does not turn), weighted by the error of its ratio.
+func (r *rotation) ntkScale(ref, pt dynPoint, angErr float64) (float64, bool) {
+	sa := omegaSigma(ref.omega, angErr, ref.span, ref.L, r.angleEps())
+	sb := omegaSigma(pt.omega, angErr, pt.span, pt.L, r.angleEps())
+	var sw, sy float64
+	for k := 1; k < len(pt.omega) && k < len(ref.omega); k++ {
+		if !(pt.omega[k] > 0 && ref.omega[k] > 0) {
+			continue
+		}
+		e := 2 * float64(k) / float64(r.rotaryDim-2)
+		sig := (sa[k] + sb[k]) / e // of log s
+		wt := 1 / (sig * sig)
+		sw += wt
+		sy += wt * -math.Log(pt.omega[k]/ref.omega[k]) / e
+	}
+	if sw == 0 || r.rotaryDim <= 2 {
+		return 0, false
+	}
+	return math.Exp(sy / sw), true
 }
 
 // positionTable finds a stored table indexed by positions in the nodes of
@@ -725,8 +842,8 @@ func (w *Work) tableRead(cone []*graph.Node) (best *graph.Value, axis, rows int)
 // factors.
 func (w *Work) fitLongRoPE(r *rotation, angErr, tol float64) (ropeFit, bool) {
 	same := func(a, b dynPoint) bool {
-		sa := omegaSigma(a.omega, angErr, a.span, a.L, relEps(r.half))
-		sb := omegaSigma(b.omega, angErr, b.span, b.L, relEps(r.half))
+		sa := r.sigma(a.omega, angErr, a.span, a.L)
+		sb := r.sigma(b.omega, angErr, b.span, b.L)
 		for i := range a.omega {
 			if math.Abs(a.omega[i]/b.omega[i]-1) > 8*(sa[i]+sb[i])+1e-6 {
 				return false

@@ -632,7 +632,10 @@ func TestExtendAgainstLlamaBuilder(t *testing.T) {
 // to 100000 (and 1000) or 64 times its probe, it saw the rule change at one
 // length only and read the output as LongRoPE (original_max_positions
 // ~98000), and the audit check refused every dynamic-ntk extension from
-// 2048 positions.
+// 2048 positions. dynamic-ntk on rope_llama_fp16 (cos/sin computed in
+// float32, cast to float16): before the audit probed half types only up to
+// 256 + its probe, it never saw the rule switch and read no scaling, and
+// the audit check refused it.
 func TestExtendRoPEAtRealLengths(t *testing.T) {
 	dir := t.TempDir()
 	const orig, to = 2048, 8192
@@ -661,6 +664,7 @@ func TestExtendRoPEAtRealLengths(t *testing.T) {
 		{"narrow_computed", "dynamic-ntk", flag, false},
 		{"narrow_cache_table", "dynamic-ntk", nil, false},
 		{"narrow_fused_onnx", "dynamic-ntk", nil, false},
+		{"rope_llama_fp16", "dynamic-ntk", flag, false},
 	} {
 		t.Run(c.model+"/"+c.method, func(t *testing.T) {
 			ec := extendCase{model: c.model, to: to, args: append([]string{"--method", c.method}, c.flags...)}
