@@ -84,29 +84,9 @@ func TestPanicInAuditWorkerExits3(t *testing.T) {
 		root.AddCommand(newCmdAudit(&auditOptions{IO: ios, workerHook: hook}))
 		return root
 	}
-	errorSchema := compileSchema(t, "error.schema.json", ErrorSchema)
-	want := "onnxpe: internal error: audit: panic: assignment to entry in nil map\n"
-	for _, args := range [][]string{
-		{"audit", corpusModel("rope_llama"), bad, "--parallel", "2"},
-		{"audit", bad, corpusModel("rope_llama"), "--parallel", "1", "--json"},
-	} {
-		var out, errOut bytes.Buffer
-		ctx, guard := withGuard(context.Background())
-		code := runRoot(ctx, guard, &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, args, withHook)
-		if code != ExitInternal || errOut.String() != want {
-			t.Errorf("%v: exit %d, stderr %q; want 3 and %q", args, code, errOut.String(), want)
-		}
-		if !slices.Contains(args, "--json") {
-			if out.Len() != 0 {
-				t.Errorf("%v: stdout %q", args, out.String())
-			}
-			continue
-		}
-		checkErrorJSON(t, errorSchema, args, code, out.String(), errOut.String())
-		if !strings.Contains(out.String(), `"kind": "internal"`) {
-			t.Errorf("%v: %s", args, out.String())
-		}
-	}
+	checkPanicExits3(t, withHook, "onnxpe: internal error: audit: panic: assignment to entry in nil map\n",
+		[]string{"audit", corpusModel("rope_llama"), bad, "--parallel", "2"},
+		[]string{"audit", bad, corpusModel("rope_llama"), "--parallel", "1", "--json"})
 	// What the command gets back.
 	_, err := auditModels(&auditOptions{IO: &IOStreams{ErrOut: io.Discard}, Models: []string{bad}, workerHook: hook})
 	if !errors.Is(err, kernels.ErrInternal) {
@@ -334,15 +314,25 @@ func TestPanicExits3(t *testing.T) {
 		root.AddCommand(boom)
 		return root
 	}
+	checkPanicExits3(t, withBoom, "onnxpe: internal error: panic: assignment to entry in nil map\n",
+		[]string{"boom"}, []string{"boom", "--json"})
+}
+
+// checkPanicExits3 runs each command line through the root command that
+// newRoot builds and checks what a panic gives: exit 3 and exactly the
+// line want on stderr; without --json nothing on stdout, with it the error
+// object of kind internal.
+func checkPanicExits3(t *testing.T, newRoot func(*IOStreams) *cobra.Command, want string, cmds ...[]string) {
+	t.Helper()
 	errorSchema := compileSchema(t, "error.schema.json", ErrorSchema)
-	for _, args := range [][]string{{"boom"}, {"boom", "--json"}} {
+	for _, args := range cmds {
 		var out, errOut bytes.Buffer
 		ctx, guard := withGuard(context.Background())
-		code := runRoot(ctx, guard, &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, args, withBoom)
-		if code != ExitInternal || errOut.String() != "onnxpe: internal error: panic: assignment to entry in nil map\n" {
-			t.Errorf("%v: exit %d, stderr %q; want 3 and one line", args, code, errOut.String())
+		code := runRoot(ctx, guard, &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, args, newRoot)
+		if code != ExitInternal || errOut.String() != want {
+			t.Errorf("%v: exit %d, stderr %q; want 3 and %q", args, code, errOut.String(), want)
 		}
-		if len(args) == 1 {
+		if !slices.Contains(args, "--json") {
 			if out.Len() != 0 {
 				t.Errorf("%v: stdout %q", args, out.String())
 			}
