@@ -401,6 +401,34 @@ func halfWidthCaches(e *xenv, base float64, n, rd int) (*graph.Value, *graph.Val
 	return e.floats([]int64{int64(n), int64(rd / 2)}, cv), e.floats([]int64{int64(n), int64(rd / 2)}, sv)
 }
 
+// ropeFP16CachePastRange rotates q and k by float16 cos/sin caches
+// [128, 16] (half_split, base 10000) gathered at Range(past, past+S) and
+// cast to float32 at use; tamper, when set, edits the caches first.
+func ropeFP16CachePastRange(tamper func(cos, sin []float16.Float16)) func(e *xenv, q, k *graph.Value) (*graph.Value, *graph.Value) {
+	return func(e *xenv, q, k *graph.Value) (*graph.Value, *graph.Value) {
+		const maxPos, rd = 128, 16
+		inv := invFreq(10000, rd)
+		cv, sv := make([]float16.Float16, maxPos*rd), make([]float16.Float16, maxPos*rd)
+		for p := 0; p < maxPos; p++ {
+			for c := 0; c < rd; c++ {
+				a := float64(p) * float64(inv[c%(rd/2)])
+				cv[p*rd+c], sv[p*rd+c] = float16.Fromfloat32(float32(math.Cos(a))), float16.Fromfloat32(float32(math.Sin(a)))
+			}
+		}
+		if tamper != nil {
+			tamper(cv, sv)
+		}
+		ct, _ := graph.NewTensor("cos_cached", graph.Float16, []int64{maxPos, rd}, cv)
+		st, _ := graph.NewTensor("sin_cached", graph.Float16, []int64{maxPos, rd}, sv)
+		pos := posPastRange(e)
+		cos := e.toFloat(e.op("Gather", nil, e.g.AddInitializer(ct), pos))
+		sin := e.toFloat(e.op("Gather", nil, e.g.AddInitializer(st), pos))
+		return applyRope(q, k, func(x *graph.Value) *graph.Value {
+			return e.op("Add", nil, e.op("Mul", nil, cos, x), e.op("Mul", nil, sin, rotSplit18(e, x)))
+		})
+	}
+}
+
 func exporterForms() []exporterForm {
 	ropeHalf := func(base float64, hd, heads int) map[string]any {
 		return map[string]any{"layout": "half_split", "base": base, "rotary_dim": hd, "head_dim": hd, "num_heads": heads, "scaling": "none"}
@@ -450,25 +478,7 @@ func exporterForms() []exporterForm {
 			// caches gathered and cast to float32 at use (ORT GenAI's fp16
 			// builds).
 			name: "rope_fp16_cache_past_range", heads: 2, hd: 16,
-			rope: func(e *xenv, q, k *graph.Value) (*graph.Value, *graph.Value) {
-				const maxPos, rd = 128, 16
-				inv := invFreq(10000, rd)
-				cv, sv := make([]float16.Float16, maxPos*rd), make([]float16.Float16, maxPos*rd)
-				for p := 0; p < maxPos; p++ {
-					for c := 0; c < rd; c++ {
-						a := float64(p) * float64(inv[c%(rd/2)])
-						cv[p*rd+c], sv[p*rd+c] = float16.Fromfloat32(float32(math.Cos(a))), float16.Fromfloat32(float32(math.Sin(a)))
-					}
-				}
-				ct, _ := graph.NewTensor("cos_cached", graph.Float16, []int64{maxPos, rd}, cv)
-				st, _ := graph.NewTensor("sin_cached", graph.Float16, []int64{maxPos, rd}, sv)
-				pos := posPastRange(e)
-				cos := e.toFloat(e.op("Gather", nil, e.g.AddInitializer(ct), pos))
-				sin := e.toFloat(e.op("Gather", nil, e.g.AddInitializer(st), pos))
-				return applyRope(q, k, func(x *graph.Value) *graph.Value {
-					return e.op("Add", nil, e.op("Mul", nil, cos, x), e.op("Mul", nil, sin, rotSplit18(e, x)))
-				})
-			},
+			rope:   ropeFP16CachePastRange(nil),
 			opset:  18,
 			scheme: "rope", want: map[string]any{"layout": "half_split", "base": 10000.0, "rotary_dim": 16, "max_positions": 128},
 		},

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/x448/float16"
+
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
@@ -110,8 +112,8 @@ var formsLeft = map[string]bool{
 	"learned_transposed_gather_axis1_offset": true, "learned_transposed_slice_axis1": true,
 	// a one-hot MatMul gives zero rows past the table; a Slice refuses
 	"learned_onehot_matmul": true, "learned_transposed_onehot_matmul": true,
-	// float16 cos/sin are off the rotation; no value holds key - query
-	"rope_fp16_cache_past_range": true, "t5_decoder_with_cache": true,
+	// no value holds key - query
+	"t5_decoder_with_cache": true,
 }
 
 // TestExporterFormsRewrite rewrites every exporter form with the default
@@ -121,7 +123,6 @@ var formsLeft = map[string]bool{
 // computes what the original does wherever the original runs, or is left
 // as it was with a reason (printed, and counted).
 func TestExporterFormsRewrite(t *testing.T) {
-	sets := []struct{ S, past int }{{5, 0}, {12, 0}, {80, 0}, {1, 7}, {3, 7}, {4, 40}}
 	var left []string
 	rewritten := 0
 	names := map[string]bool{}
@@ -155,42 +156,7 @@ func TestExporterFormsRewrite(t *testing.T) {
 				return
 			}
 			rewritten++
-			ran := 0
-			for _, set := range sets {
-				hasPast := false
-				for _, v := range orig.Graph.Inputs {
-					hasPast = hasPast || v.Name == "past_key"
-				}
-				if set.past > 0 && !hasPast {
-					continue
-				}
-				in := formInputs(orig, set.S, set.past)
-				want, err := runForm(orig, in)
-				if err != nil {
-					t.Logf("S %d past %d: the original refuses the set (%v)", set.S, set.past, err)
-					continue
-				}
-				got, err := runForm(r.M, formInputs(orig, set.S, set.past))
-				if err != nil {
-					t.Errorf("S %d past %d: the original runs, the rewritten model does not: %v", set.S, set.past, err)
-					continue
-				}
-				if len(got) != len(want) {
-					t.Errorf("S %d past %d: %d values, want %d", set.S, set.past, len(got), len(want))
-					continue
-				}
-				worst, at := 0.0, 0
-				for i := range want {
-					if d := math.Abs(got[i]-want[i]) / (1 + math.Abs(want[i])); d > worst || math.IsNaN(d) {
-						worst, at = d, i
-					}
-				}
-				if worst > 1e-4 || math.IsNaN(worst) {
-					t.Errorf("S %d past %d: value %d is %g, the original's %g", set.S, set.past, at, got[at], want[at])
-				}
-				ran++
-			}
-			if ran == 0 {
+			if compareForm(t, orig, r.M) == 0 {
 				t.Errorf("no set ran on the original")
 			}
 		})
@@ -202,6 +168,53 @@ func TestExporterFormsRewrite(t *testing.T) {
 	}
 	sort.Strings(left)
 	t.Logf("%d forms rewritten and equal to the original, %d left as they were:\n%s", rewritten, len(left), strings.Join(left, "\n"))
+}
+
+// formSets are the calls an exporter form and its rewrite are run on:
+// prompts with padding, a long prompt (past some forms' tables) and decode
+// steps after a KV cache (for forms that have one).
+var formSets = []struct{ S, past int }{{5, 0}, {12, 0}, {80, 0}, {1, 7}, {3, 7}, {4, 40}}
+
+// compareForm runs rewritten against orig on formSets and reports every
+// set where they differ; it returns the number of sets the original ran.
+func compareForm(t *testing.T, orig, rewritten *graph.Model) int {
+	t.Helper()
+	ran := 0
+	for _, set := range formSets {
+		hasPast := false
+		for _, v := range orig.Graph.Inputs {
+			hasPast = hasPast || v.Name == "past_key"
+		}
+		if set.past > 0 && !hasPast {
+			continue
+		}
+		in := formInputs(orig, set.S, set.past)
+		want, err := runForm(orig, in)
+		if err != nil {
+			t.Logf("S %d past %d: the original refuses the set (%v)", set.S, set.past, err)
+			continue
+		}
+		got, err := runForm(rewritten, formInputs(orig, set.S, set.past))
+		if err != nil {
+			t.Errorf("S %d past %d: the original runs, the rewritten model does not: %v", set.S, set.past, err)
+			continue
+		}
+		if len(got) != len(want) {
+			t.Errorf("S %d past %d: %d values, want %d", set.S, set.past, len(got), len(want))
+			continue
+		}
+		worst, at := 0.0, 0
+		for i := range want {
+			if d := math.Abs(got[i]-want[i]) / (1 + math.Abs(want[i])); d > worst || math.IsNaN(d) {
+				worst, at = d, i
+			}
+		}
+		if worst > 1e-4 || math.IsNaN(worst) {
+			t.Errorf("S %d past %d: value %d is %g, the original's %g", set.S, set.past, at, got[at], want[at])
+		}
+		ran++
+	}
+	return ran
 }
 
 // TestExtendRefusesTransposedTables: extend enlarges [positions, dim]
@@ -221,5 +234,82 @@ func TestExtendRefusesTransposedTables(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("no exporter form stores its table transposed")
+	}
+}
+
+// TestRewriteFP16CachesOffTheRotation: float16 cos/sin caches are fused
+// with the model's own values when they are a rotation rounded to float16;
+// caches that are not one beyond that rounding (cos²+sin² off 1 at a
+// position the audit's probe does not measure, or the second dimension of
+// a pair turned by other values) are refused with the reason.
+func TestRewriteFP16CachesOffTheRotation(t *testing.T) {
+	const rd = 16
+	cases := []struct {
+		name   string
+		tamper func(cos, sin []float16.Float16)
+		want   string
+	}{
+		{"amplitude_off_at_100", func(cos, sin []float16.Float16) {
+			i := 100 * rd // pair 0 at position 100, both dimensions
+			for _, j := range []int{i, i + rd/2} {
+				cos[j] = float16.Fromfloat32(cos[j].Float32() * 1.01)
+				sin[j] = float16.Fromfloat32(sin[j].Float32() * 1.01)
+			}
+		}, "off the rotation"},
+		{"second_dimension_off_at_100", func(cos, sin []float16.Float16) {
+			i := 100*rd + rd/2 + 3 // the second dimension of pair 3
+			cos[i] = float16.Fromfloat32(cos[i].Float32() + 0.01)
+		}, "different cos/sin"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := exporterForm{name: c.name, heads: 2, hd: 16, opset: 18, rope: ropeFP16CachePastRange(c.tamper)}
+			r, _, err := passes.RewriteModel(buildExporterForm(f), passes.Options{}, passes.Rewriters...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var skipped []string
+			for _, ch := range r.Changes {
+				skipped = append(skipped, ch.Skipped...)
+			}
+			if r.Changed() || !strings.Contains(strings.Join(skipped, "; "), c.want) {
+				t.Fatalf("rewritten %v, skipped %q; want refused saying %q", r.Changed(), skipped, c.want)
+			}
+			t.Logf("refused: %s", strings.Join(skipped, "; "))
+		})
+	}
+}
+
+// TestExporterFormsRewriteOtherOps rewrites the KV-cache forms with the
+// other fused ops the rewrite can emit (ONNX's RotaryEmbedding of opset 23
+// for float16 cos/sin caches) and runs them against the original, decode
+// steps included.
+func TestExporterFormsRewriteOtherOps(t *testing.T) {
+	opts := map[string]passes.RewriteOptions{
+		"rope_fp16_cache_past_range": {RoPEOp: passes.RoPEOpONNX},
+	}
+	n := 0
+	for _, f := range exporterForms() {
+		o, ok := opts[f.name]
+		if !ok {
+			continue
+		}
+		n++
+		t.Run(f.name, func(t *testing.T) {
+			orig := buildExporterForm(f)
+			r, _, err := passes.RewriteModel(buildExporterForm(f), passes.Options{Rewrite: o}, passes.Rewriters...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.Changed() {
+				t.Fatalf("not rewritten: %v", r.Changes)
+			}
+			if ran := compareForm(t, orig, r.M); ran != len(formSets) {
+				t.Errorf("the original ran %d of the %d sets", ran, len(formSets))
+			}
+		})
+	}
+	if n != len(opts) {
+		t.Fatalf("%d of the %d forms found", n, len(opts))
 	}
 }

@@ -20,10 +20,11 @@ the model's float type) hold what the model's own cos/sin subgraph
 computes at positions 0..N-1: it is evaluated with the kernels (cos and
 sin of the model's angles in float64, rounded once), with the positions
 replaced, so scaled frequencies and YaRN's attention factor are kept as
-they are; positions beyond a stored table are computed in float64 from
-the measured frequencies and amplitude. N is --max-positions, else the
-rows of the model's table, else 4096. Layers with the same caches share
-them. The fused node reads q as it was (4-D [batch, heads, seq, head] as
+they are; cos/sin stored in float16 (cast up at use) are kept as stored
+when they are a rotation up to float16's rounding; positions beyond a
+stored table are computed in float64 from the measured frequencies and
+amplitude. N is --max-positions, else the rows of the model's table, else
+4096. Layers with the same caches share them. The fused node reads q as it was (4-D [batch, heads, seq, head] as
 is; [batch, seq, heads, head] reshaped to 3-D) and the positions where
 the model read them (an input, a Range offset by a KV-cache length, the
 start of a slice). When the cos/sin depend on more than the positions
@@ -200,20 +201,36 @@ func (w *Work) ropeCache(s *side, ev *RoPEEvidence, p *RoPEParams, n int, col fu
 	}
 	cs := make([]float64, n*half)
 	sn := make([]float64, n*half)
-	ec, es, err := w.ropeCacheExact(s, ev, exact, col, half)
+	ec, es, err := w.ropeCacheExact(s, ev, exact, col, half, false)
 	if err != nil {
 		return nil, nil, err
 	}
 	copy(cs, ec)
 	copy(sn, es)
+	if ev.Stored != nil {
+		// A stored table can hold anything in the other column of a pair;
+		// the fused op turns both dimensions by one cos and one sin.
+		if err := w.ropePairsMatch(s, ev, exact, col, half, ec, es); err != nil {
+			return nil, nil, err
+		}
+	}
 	// Check the model's values against the measured frequencies (this
 	// confirms the positions were read where the graph reads them): the
 	// angles over all positions give each frequency precisely, which
 	// must be the measured one, and every angle must lie on its line.
 	// Positions beyond the model's values continue that line in float64.
+	// The fused caches hold the model's values as they are: a rotation
+	// applied in float16, or cos/sin stored as float16 (ORT GenAI's fp16
+	// caches, widened at use), is off the exact angles by its rounding,
+	// which the tolerance allows (2 units of roundoff of the type: the
+	// angle and the amplitude of a pair rounded per value move by at most
+	// one), no more.
 	tolAng := 2e-5
 	if isHalfType(w.ElemType(s.Out)) {
 		tolAng = 8e-3
+	}
+	if u := w.storedRoundoff(ev); 2*u > tolAng {
+		tolAng = 2 * u
 	}
 	for k, pr := range ev.Pairs {
 		c := col(pr)
@@ -242,7 +259,7 @@ func (w *Work) ropeCache(s *side, ev *RoPEEvidence, p *RoPEParams, n int, col fu
 				d := math.Abs(th[pos] - sign*float64(pos)*om)
 				amp := math.Hypot(es[pos*half+c], ec[pos*half+c])
 				if d > tolAng*(1+float64(pos)*om*1e-2) || math.Abs(amp-ev.Amplitude) > tolAng*ev.Amplitude {
-					return nil, nil, fmt.Errorf("the model's cos/sin of pair %d at position %d (%.7g, %.7g) are off the rotation by %.3g rad", k, pos, ec[pos*half+c], es[pos*half+c], d)
+					return nil, nil, fmt.Errorf("the model's cos/sin of pair %d at position %d (%.7g, %.7g) are off the rotation by %.3g rad and %.3g in amplitude (%.3g allowed)", k, pos, ec[pos*half+c], es[pos*half+c], d, math.Abs(amp/ev.Amplitude-1), tolAng)
 				}
 			}
 		}
@@ -258,7 +275,10 @@ func (w *Work) ropeCache(s *side, ev *RoPEEvidence, p *RoPEParams, n int, col fu
 // ropeCacheExact probes the rotation of side s at positions 0..n-1 with q
 // set to 1 at the first dimension of every pair: the rotated q holds cos
 // and sin of every pair as the model computes them.
-func (w *Work) ropeCacheExact(s *side, ev *RoPEEvidence, n int, col func([2]int) int, half int) ([]float64, []float64, error) {
+//
+// With second set, q is 1 at the second dimension of every pair instead:
+// the rotated q holds cos at the second dimension and -sin at the first.
+func (w *Work) ropeCacheExact(s *side, ev *RoPEEvidence, n int, col func([2]int) int, half int, second bool) ([]float64, []float64, error) {
 	try := func(reduce bool) ([]float64, []float64, error) {
 		pr := w.NewProbe(1, n, 0)
 		pr.Budget = 1 << 20
@@ -285,7 +305,11 @@ func (w *Work) ropeCacheExact(s *side, ev *RoPEEvidence, n int, col func([2]int)
 		vals := make([]float64, total)
 		for k := 0; k < total/d; k++ {
 			for _, pp := range ev.Pairs {
-				vals[k*d+pp[0]] = 1
+				if second {
+					vals[k*d+pp[1]] = 1
+				} else {
+					vals[k*d+pp[0]] = 1
+				}
 			}
 		}
 		t := fromFloat64Any(w.ElemType(s.In), shape, vals)
@@ -311,8 +335,13 @@ func (w *Work) ropeCacheExact(s *side, ev *RoPEEvidence, n int, col func([2]int)
 		for pos := 0; pos < n; pos++ {
 			slot := pos * stride
 			for _, pp := range ev.Pairs {
-				cs[pos*half+col(pp)] = o[slot*d+pp[0]]
-				sn[pos*half+col(pp)] = o[slot*d+pp[1]]
+				if second {
+					cs[pos*half+col(pp)] = o[slot*d+pp[1]]
+					sn[pos*half+col(pp)] = -o[slot*d+pp[0]]
+				} else {
+					cs[pos*half+col(pp)] = o[slot*d+pp[0]]
+					sn[pos*half+col(pp)] = o[slot*d+pp[1]]
+				}
 			}
 		}
 		return cs, sn, nil
@@ -325,6 +354,51 @@ func (w *Work) ropeCacheExact(s *side, ev *RoPEEvidence, n int, col func([2]int)
 		}
 	}
 	return cs, sn, nil
+}
+
+// ropePairsMatch checks that the second dimension of every pair is turned
+// by the cos and sin the first dimension's probe read (cos, sin at
+// positions 0..n-1): a fused RotaryEmbedding applies one of each per pair.
+func (w *Work) ropePairsMatch(s *side, ev *RoPEEvidence, n int, col func([2]int) int, half int, cos, sin []float64) error {
+	c2, s2, err := w.ropeCacheExact(s, ev, n, col, half, true)
+	if err != nil {
+		return err
+	}
+	for pos := 0; pos < n; pos++ {
+		for k, pp := range ev.Pairs {
+			i := pos*half + col(pp)
+			if math.Abs(c2[i]-cos[i]) > 1e-6*math.Max(1, math.Abs(cos[i])) || math.Abs(s2[i]-sin[i]) > 1e-6*math.Max(1, math.Abs(sin[i])) {
+				return fmt.Errorf("the two dimensions of pair %d are turned by different cos/sin at position %d ((%.7g, %.7g) and (%.7g, %.7g)); a fused RotaryEmbedding turns both by one cos and one sin", k, pos, cos[i], sin[i], c2[i], s2[i])
+			}
+		}
+	}
+	return nil
+}
+
+// storedRoundoff is the unit roundoff of the narrowest float type the
+// stored cos/sin tables of ev are kept in (float16: 2^-11, bfloat16:
+// 2^-8), 0 when the cos/sin are not read from stored tables or are kept in
+// float32 or wider.
+func (w *Work) storedRoundoff(ev *RoPEEvidence) float64 {
+	if ev.Stored == nil {
+		return 0
+	}
+	u := 0.0
+	for _, cols := range [][]TableColumn{ev.Stored.Cos, ev.Stored.Sin} {
+		for _, c := range cols {
+			v := w.lookup(c.Table)
+			if v == nil {
+				continue
+			}
+			switch w.ElemType(v) {
+			case graph.Float16:
+				u = max(u, 0x1p-11)
+			case graph.BFloat16:
+				u = max(u, 0x1p-8)
+			}
+		}
+	}
+	return u
 }
 
 // runtimeCache are cos/sin the graph keeps computing, read as caches: the
