@@ -160,6 +160,9 @@ type Analysis struct {
 	d      *deps
 	params map[string]DimKind
 	reads  []*boundedRead
+	// fixedRows is the batch of a model that fixes it (fixedBatch): the
+	// rows of its position inputs are the batch's; 0 otherwise.
+	fixedRows int
 }
 
 // boundedRead is a Gather/Slice/RotaryEmbedding reading a table that
@@ -943,6 +946,75 @@ func (a *Analysis) assignDims() {
 			}
 		}
 	}
+}
+
+// fixedBatch is the batch of a model that declares it of a fixed size:
+// assignDims takes axis 0 of a [batch, sequence] position input as the
+// batch but leaves a size the model fixes as it is (setDim). That axis is
+// still the batch when no input has an open batch axis and every input
+// whose axis 0 assignDims takes as the batch agrees on its size: token
+// ids and indices [batch, sequence], masks, past keys and values, static
+// caches, write indices, valid key counts and float data [batch,
+// sequence, features] (float data of rank 2 may be a table the model is
+// given, as cos/sin caches fed as inputs are: it says nothing). It is 0
+// when some position input is not [batch, sequence] with a fixed batch
+// of two or more, or when an input disagrees.
+func (a *Analysis) fixedBatch() int {
+	if a.hasDim(DimBatch) {
+		return 0
+	}
+	n := 0
+	for i := range a.Inputs {
+		in := &a.Inputs[i]
+		if in.Role != RolePositionIDs {
+			continue
+		}
+		if len(in.Dims) != 2 || in.Dims[0].Kind != DimFixed || in.Dims[0].Size < 2 || (n > 0 && in.Dims[0].Size != n) {
+			return 0
+		}
+		n = in.Dims[0].Size
+	}
+	if n == 0 {
+		return 0
+	}
+	for i := range a.Inputs {
+		in := &a.Inputs[i]
+		if batchLed(in) && (in.Dims[0].Kind != DimFixed || in.Dims[0].Size != n) {
+			return 0
+		}
+	}
+	return n
+}
+
+// batchLed reports whether assignDims takes axis 0 of in as the batch
+// (position ids excepted).
+func batchLed(in *InputInfo) bool {
+	r := len(in.Dims)
+	switch in.Role {
+	case RoleTokenIDs, RoleTableIndex:
+		return r == 2
+	case RolePastKV, RoleStaticCache, RoleWriteIndex, RoleKVLength:
+		return r > 0
+	case RoleAttentionMask:
+		return r >= 2
+	case RoleFeatures:
+		return r == 3
+	}
+	return false
+}
+
+// rowAxis reports whether axis 0 of in holds the rows of a batch: an open
+// batch axis, or the fixed batch of a model that declares it so
+// (fixedBatch).
+func (a *Analysis) rowAxis(in *InputInfo) bool {
+	if len(in.Dims) == 0 {
+		return false
+	}
+	if in.Dims[0].Kind == DimBatch {
+		return true
+	}
+	return a.fixedRows > 0 && in.Dims[0].Kind == DimFixed && in.Dims[0].Size == a.fixedRows &&
+		(in.Role == RolePositionIDs || batchLed(in))
 }
 
 // setDim sets the kind of axis i of in unless the model fixes its size.

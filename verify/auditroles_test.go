@@ -2,6 +2,7 @@ package verify_test
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/onnxpe/onnxpe/graph"
@@ -13,7 +14,12 @@ import (
 // suggests with verify's own reading of the graph, on every corpus model
 // (and its ONNX Runtime saves), the Go-built models and the vendored real
 // models: where both have a role they must agree, and verify, given the
-// audit's hints, must note no disagreement. The real models too large to
+// audit's hints, must note no disagreement. The one note it may give is
+// the warning about a model's own shapes that no hint changes: position
+// ids [1, 1024] beside float data [2, 1024, 16] in
+// ee_llama_dynamo_torchlib_functions hold one row for a batch of two,
+// whose rows then cannot sit at different positions (rowNotes: each
+// must appear). The real models too large to
 // run in a unit test are compared on the audit's side only where verify's
 // static reading has a role; they are counted.
 func TestAuditAgreesWithTheAnalysis(t *testing.T) {
@@ -48,6 +54,9 @@ func TestAuditAgreesWithTheAnalysis(t *testing.T) {
 	for _, p := range real {
 		load(filepath.Base(filepath.Dir(p)), p)
 	}
+	rowNotes := map[string]string{
+		"ee_llama_dynamo_torchlib_functions": `position input "primals_7" has no batch axis: every row of a batch has the same positions`,
+	}
 	compared, unrun := 0, 0
 	for _, x := range ms {
 		h, err := verify.AuditHints(x.m)
@@ -79,8 +88,16 @@ func TestAuditAgreesWithTheAnalysis(t *testing.T) {
 			continue
 		}
 		for _, n := range a.Notes {
+			if want, ok := rowNotes[x.name]; ok && strings.HasPrefix(n, want) {
+				t.Logf("%s: the expected note: %s", x.name, n)
+				delete(rowNotes, x.name)
+				continue
+			}
 			t.Errorf("%s: %s", x.name, n)
 		}
+	}
+	for name, n := range rowNotes {
+		t.Errorf("%s: no note %q", name, n)
 	}
 	t.Logf("%d models, %d roles compared, %d models verify cannot analyse", len(ms), compared, unrun)
 	if compared < 150 {

@@ -114,12 +114,26 @@ func (p *planner) analyze() error {
 	a.applyHints(p.opts.Hints, true)
 	a.positionBounds()
 	a.assignDims()
+	a.fixedRows = a.fixedBatch()
 	if err := p.findMaxLength(); err != nil {
 		return err
 	}
-	for _, in := range a.Inputs {
-		if in.Role == RolePositionIDs && !hasBatchAxis(&in) && a.hasDim(DimBatch) {
+	rows := false
+	for i := range a.Inputs {
+		in := &a.Inputs[i]
+		if in.Role != RolePositionIDs {
+			continue
+		}
+		if !a.hasRows(in) && a.batched() {
 			a.Notes = append(a.Notes, fmt.Sprintf("position input %q has no batch axis: every row of a batch has the same positions (a model reading one row's positions for all is not told apart)", in.Name))
+		}
+		rows = rows || a.hasRows(in)
+	}
+	if rows && !a.hasRole(RoleAttentionMask) && !a.ragged() {
+		for _, in := range a.Inputs {
+			if in.Role == RolePastLength {
+				a.Notes = append(a.Notes, fmt.Sprintf("past-length input %q is one count for every row: the rows of a single token (after a past or not) have the same positions, where it says they start (a model reading one row's positions for all is not told apart on those sets)", in.Name))
+			}
 		}
 	}
 	return nil
@@ -127,6 +141,39 @@ func (p *planner) analyze() error {
 
 func hasBatchAxis(in *InputInfo) bool {
 	return slices.ContainsFunc(in.Dims, func(d DimSpec) bool { return d.Kind == DimBatch })
+}
+
+// hasRows reports whether position input in has an axis of the batch's
+// rows: an open batch axis (axis 1 of M-RoPE's streams) or a fixed batch
+// (fixedBatch).
+func (a *Analysis) hasRows(in *InputInfo) bool {
+	return hasBatchAxis(in) || a.rowAxis(in)
+}
+
+// batched reports whether the model takes rows of a batch: an open batch
+// axis, or a fixed one of two rows or more on an input whose axis 0
+// assignDims takes as the batch.
+func (a *Analysis) batched() bool {
+	if a.hasDim(DimBatch) || a.fixedRows > 0 {
+		return true
+	}
+	for i := range a.Inputs {
+		in := &a.Inputs[i]
+		if batchLed(in) && in.Dims[0].Kind == DimFixed && in.Dims[0].Size >= 2 {
+			return true
+		}
+	}
+	return false
+}
+
+// withFixedBatch gives a set of a model that fixes its batch
+// (fixedBatch) that many rows: its inputs have them whatever the set
+// says.
+func (a *Analysis) withFixedBatch(s SetSpec) SetSpec {
+	if a.fixedRows > 0 {
+		s.Batch = a.fixedRows
+	}
+	return s
 }
 
 // rowStep is how far apart the positions of consecutive rows start where
@@ -137,11 +184,14 @@ const rowStep = 5
 // positions where nothing else the set feeds fixes them, as deployments
 // batch rows at different places: a model (or a rewrite) reading one
 // row's positions for every row must differ. Every position input must
-// have a batch axis (else rows cannot differ: analyze notes it); row 0
+// have a batch axis, open or fixed (fixedBatch; else rows cannot differ:
+// analyze notes it); row 0
 // keeps its positions (it reaches the set's largest one), and padded rows
 // keep those their mask or history gives them (they differ already).
 //
-//   - Several tokens and no past: each other whole row repeats 1, 2, ...
+//   - Several tokens and no past (or a past whose length one
+//     past-length input gives for all rows, without a mask or static
+//     caches: rows start where it says): each other whole row repeats 1, 2, ...
 //     positions from its middle token on (tokens sharing a position, as a
 //     speculative decoder's tree candidates do), so that its later tokens
 //     sit behind row 0's. A uniform shift would not do: RoPE sees only
@@ -160,9 +210,11 @@ const rowStep = 5
 //     given, so a shifted row computes differently under RoPE too. Not
 //     with a mask, static caches or a past-length input: they say where
 //     each row's positions start (a mask's padding, the tokens a row
-//     holds, one count for all rows).
+//     holds, one count for all rows: analyze notes that a single
+//     token's rows then have the same positions).
 func (p *planner) rowPositions(s SetSpec) SetSpec {
 	a := p.a
+	s = a.withFixedBatch(s)
 	if s.Batch < 2 || s.image {
 		return s
 	}
@@ -172,7 +224,7 @@ func (p *planner) rowPositions(s SetSpec) SetSpec {
 		if in.Role != RolePositionIDs {
 			continue
 		}
-		if !hasBatchAxis(in) {
+		if !a.hasRows(in) {
 			return s
 		}
 		pos++
@@ -182,7 +234,11 @@ func (p *planner) rowPositions(s SetSpec) SetSpec {
 		return s
 	}
 	whole := func(b int) bool { return s.Pads == 0 || b >= len(s.Padding) || s.Padding[b] == "none" }
-	if s.Past == 0 && s.Seq >= 2 && !streams {
+	// One past length for all rows (and no mask or static caches to say
+	// otherwise) fixes where every row starts after a past, not how its
+	// tokens follow.
+	oneStart := a.hasRole(RolePastLength) && !a.hasRole(RoleAttentionMask) && !a.ragged()
+	if (s.Past == 0 || oneStart) && s.Seq >= 2 && !streams {
 		repeats := make([]int, s.Batch)
 		r, any := 0, false
 		for b := 1; b < s.Batch; b++ {
@@ -471,6 +527,7 @@ func (p *planner) specs() []SetSpec {
 	mask := a.hasRole(RoleAttentionMask)
 	ragged := !mask && a.ragged()
 	padded := func(s SetSpec) SetSpec {
+		s = a.withFixedBatch(s)
 		switch {
 		case mask && s.Batch >= 2 && !s.unpadded:
 			s.Padding = []string{"none", "left", "right"}[:min(s.Batch, 3)]
@@ -514,6 +571,12 @@ func (p *planner) specs() []SetSpec {
 	if !a.hasSeq() {
 		if !a.hasDim(DimBatch) {
 			// Every size is fixed: one set.
+			if a.fixedRows > 0 {
+				// Position ids [batch, sequence] of fixed sizes: their rows
+				// at positions of their own, unpadded (outputs have no
+				// declared axes to tell padding tokens by).
+				return []SetSpec{p.rowPositions(SetSpec{Name: "fixed", Seq: a.FixedSeq, Purpose: "the model's fixed shapes", required: true, unpadded: true})}
+			}
 			return []SetSpec{padded(SetSpec{Name: "fixed", Batch: 3, Purpose: "the model's fixed shapes", required: true})}
 		}
 		if a.hasDim(DimImageRows) || a.hasDim(DimImageCols) {

@@ -90,7 +90,9 @@ func firstRowPositions(t *testing.T, m *graph.Model, expand bool) {
 // the report names the differing output. Before the rows' positions
 // differed, the models without a mask were reported equal (every row had
 // the same positions), and so was rope_llama (its padded rows' real
-// tokens sit at positions shifted uniformly, which RoPE does not see).
+// tokens sit at positions shifted uniformly, which RoPE does not see),
+// and the ONNX backend test's RotaryEmbedding, whose batch of 2 is fixed
+// (position_ids [2, 3]: both rows got 0, 1, 2).
 func TestRowZeroPositionsBroadcastAreCaught(t *testing.T) {
 	llama := func(form testmodels.RopeForm) func() *graph.Model {
 		return func() *graph.Model {
@@ -116,6 +118,9 @@ func TestRowZeroPositionsBroadcastAreCaught(t *testing.T) {
 		{"ONNX RotaryEmbedding (Llama)", llama(testmodels.RopeFusedONNX), true},
 		{"computed cos/sin (Llama)", llama(testmodels.RopeComputed), true},
 		{"rope_llama, with an attention mask", corpusModel("rope_llama"), true},
+		{"ONNX RotaryEmbedding, every size fixed (batch 2)", func() *graph.Model {
+			return loadModel(t, "../passes/testdata/realmodels/onnx_rotary_embedding_3d_input/model.onnx")
+		}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -302,7 +302,7 @@ func (a *Analysis) synthesize(s SetSpec, seed uint64) (*inputSet, error) {
 			for k := range vals {
 				j := k % last
 				b := 0
-				if len(shape) >= 2 && in.Dims[0].Kind == DimBatch {
+				if len(shape) >= 2 && a.rowAxis(in) {
 					b = (k / (n / shape[0])) % max(s.Batch, 1)
 				}
 				if j < s.Seq && b < len(set.pos) {
@@ -321,7 +321,7 @@ func (a *Analysis) synthesize(s SetSpec, seed uint64) (*inputSet, error) {
 			for k := range vals {
 				j := k % last
 				b := 0
-				if in.Dims[0].Kind == DimBatch && shape[0] > 0 {
+				if a.rowAxis(in) && shape[0] > 0 {
 					b = (k / (n / shape[0])) % max(s.Batch, 1)
 				}
 				// The mask's last axis covers the current tokens, or past
@@ -342,7 +342,7 @@ func (a *Analysis) synthesize(s SetSpec, seed uint64) (*inputSet, error) {
 			vals = make([]float64, n)
 			for k := range vals {
 				b := 0
-				if len(shape) > 0 && in.Dims[0].Kind == DimBatch && shape[0] > 0 {
+				if len(shape) > 0 && a.rowAxis(in) && shape[0] > 0 {
 					b = (k / (n / shape[0])) % max(s.Batch, 1)
 				}
 				vals[k] = float64(held[b])
@@ -469,6 +469,9 @@ func (a *Analysis) hasRole(r Role) bool {
 // positionMapFor says where the sequence axis of output v is in a set.
 func (a *Analysis) positionMapFor(v *graph.Value, set *inputSet, shape []int) *positionMap {
 	pm := &positionMap{batchAxis: -1, seqAxis: -1, past: set.past, pos: set.pos, pad: set.pad}
+	if a.fixedRows > 0 && len(shape) > 1 && shape[0] == a.fixedRows {
+		pm.batchAxis = 0 // a fixed batch (fixedBatch) declares no symbol
+	}
 	if dims, ok := v.Type.Shape(); ok && len(dims) == len(shape) {
 		for i, d := range dims {
 			if d.Param == "" {
