@@ -79,7 +79,10 @@ type exporterForm struct {
 	// rope rotates q and k [B,H,S,hd].
 	rope func(e *xenv, q, k *graph.Value) (*graph.Value, *graph.Value)
 	// bias turns scores [B,H,S,T] into the Softmax's input.
-	bias   func(e *xenv, scores *graph.Value) *graph.Value
+	bias func(e *xenv, scores *graph.Value) *graph.Value
+	// cache: the block reads a KV cache (past keys and values before the
+	// new ones) though its rope does not ask for the cache's length.
+	cache  bool
 	scheme string
 	want   map[string]any
 }
@@ -114,6 +117,9 @@ func buildExporterForm(f exporterForm) *graph.Model {
 	q, k, v := proj(e.heads), proj(kvh), proj(kvh)
 	if f.rope != nil {
 		q, k = f.rope(e, q, k)
+	}
+	if f.cache {
+		e.pastLen()
 	}
 	if e.pastKey != nil {
 		k = e.op("Concat", e.axis(2), e.pastKey, k)
@@ -864,7 +870,7 @@ func exporterForms() []exporterForm {
 		{
 			// the T5 decoder with a KV cache: queries at Range(past, past+S),
 			// keys at Range(0, past+S), causal buckets.
-			name: "t5_decoder_with_cache", heads: 4, hd: 8,
+			name: "t5_decoder_with_cache", heads: 4, hd: 8, cache: true,
 			bias: func(e *xenv, scores *graph.Value) *graph.Value {
 				pl := e.pastLen()
 				tot := e.op("Add", nil, pl, e.seq)

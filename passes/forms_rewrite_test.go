@@ -112,8 +112,6 @@ var formsLeft = map[string]bool{
 	"learned_transposed_gather_axis1_offset": true, "learned_transposed_slice_axis1": true,
 	// a one-hot MatMul gives zero rows past the table; a Slice refuses
 	"learned_onehot_matmul": true, "learned_transposed_onehot_matmul": true,
-	// no value holds key - query
-	"t5_decoder_with_cache": true,
 }
 
 // TestExporterFormsRewrite rewrites every exporter form with the default
@@ -282,11 +280,13 @@ func TestRewriteFP16CachesOffTheRotation(t *testing.T) {
 
 // TestExporterFormsRewriteOtherOps rewrites the KV-cache forms with the
 // other fused ops the rewrite can emit (ONNX's RotaryEmbedding of opset 23
-// for float16 cos/sin caches) and runs them against the original, decode
-// steps included.
+// for float16 cos/sin caches, com.microsoft RelativePositionBias for the
+// T5 decoder, whose queries sit after the cache) and runs them against the
+// original, decode steps included.
 func TestExporterFormsRewriteOtherOps(t *testing.T) {
 	opts := map[string]passes.RewriteOptions{
 		"rope_fp16_cache_past_range": {RoPEOp: passes.RoPEOpONNX},
+		"t5_decoder_with_cache":      {T5Op: passes.T5Microsoft},
 	}
 	n := 0
 	for _, f := range exporterForms() {

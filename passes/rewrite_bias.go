@@ -3,6 +3,7 @@ package passes
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/onnxpe/onnxpe/graph"
@@ -374,8 +375,10 @@ rewritten T5 models were slower than the originals.)
 When the buckets no longer change from some distance below N on (they
 stop at max_distance), the relative positions are clipped to ±(N-1), so
 that any length reads the right bias. ONNX Runtime's CPU provider runs
-it. --t5-op com.microsoft emits com.microsoft RelativePositionBias
-instead (ONNX Runtime has it on CUDA only).`,
+it. A decoder with a KV cache is rewritten the same way: its key - query
+is [S, past + S] (queries after the cache). --t5-op com.microsoft emits
+com.microsoft RelativePositionBias instead (ONNX Runtime has it on CUDA
+only; after a cache it covers past + S queries, the last S kept).`,
 	Requires: []*Pass{Normalize, ScoreBias, Edit},
 	Run:      runRewriteT5,
 }
@@ -406,35 +409,41 @@ func (r *Rewrite) t5(w *Work, f *Finding) error {
 	if gather == nil {
 		return fmt.Errorf("%w: no Gather reads the bias table at the buckets", ErrRewrite)
 	}
-	// The relative positions key - query the buckets are computed from.
+	// The relative positions key - query the buckets are computed from:
+	// [queries, keys], the queries the last S of the keys (a decoder with
+	// a KV cache of length past: query i at past + i, key j at j, so the
+	// value holds j - i - past over [S, past + S]; without a cache j - i
+	// over [S, S]).
 	var rel *graph.Value
 	pr := w.NewProbe(1, 6, 0)
+	cached := false // the probe's queries sit after a cache
 	for _, n := range w.cone(buckets) {
 		for _, o := range n.Outputs() {
 			if rel != nil || !w.ElemType(o).IsInt() || w.OrigValue(o) == "" {
 				continue
 			}
 			t, err := pr.Value(o)
-			if err != nil || t.Rank() != 2 || t.Shape[0] != 6 || t.Shape[1] != 6 {
+			if err != nil || t.Rank() != 2 || t.Shape[0] != pr.Seq || t.Shape[1] < pr.Seq {
 				continue
 			}
+			q, k := t.Shape[0], t.Shape[1]
 			x := t.Float64s()
 			okRel := true
-			for i := 0; i < 6 && okRel; i++ {
-				for j := 0; j < 6; j++ {
-					if x[i*6+j] != float64(j-i) {
+			for i := 0; i < q && okRel; i++ {
+				for j := 0; j < k; j++ {
+					if x[i*k+j] != float64(j-i-(k-q)) {
 						okRel = false
 						break
 					}
 				}
 			}
 			if okRel {
-				rel = o
+				rel, cached = o, k > q
 			}
 		}
 	}
 	if rel == nil {
-		return fmt.Errorf("%w: no value holds key - query for the buckets", ErrRewrite)
+		return fmt.Errorf("%w: no value holds key - query for the buckets (queries at the last %d of the keys, past %d)", ErrRewrite, pr.Seq, pr.Past)
 	}
 	dt := w.ElemType(gather.Output(0))
 	gout, err := r.lookup(w.mainName(gather.Output(0)))
@@ -446,7 +455,7 @@ func (r *Rewrite) t5(w *Work, f *Finding) error {
 		return err
 	}
 	if r.opts.T5Op == T5Microsoft {
-		return r.t5Fused(w, p, ev, gather, relV, dt)
+		return r.t5Fused(w, p, ev, gather, relV, dt, cached)
 	}
 	n := r.opts.MaxPositions
 	if n <= 0 {
@@ -513,7 +522,11 @@ func t5Saturation(ev *T5Evidence) int {
 }
 
 // t5Fused replaces the bias by com.microsoft RelativePositionBias.
-func (r *Rewrite) t5Fused(w *Work, p *T5Params, ev *T5Evidence, gather *graph.Node, rel *graph.Value, dt graph.DataType) error {
+//
+// RelativePositionBias numbers the queries from 0; when they sit after a
+// KV cache (cached: rel is [S, past + S]), the op gives the bias of all
+// past + S positions as queries and the last S rows are kept.
+func (r *Rewrite) t5Fused(w *Work, p *T5Params, ev *T5Evidence, gather *graph.Node, rel *graph.Value, dt graph.DataType, cached bool) error {
 	if p.MaxDistance == nil {
 		return fmt.Errorf("%w: max_distance is not known exactly; RelativePositionBias needs it", ErrRewrite)
 	}
@@ -554,8 +567,19 @@ func (r *Rewrite) t5Fused(w *Work, p *T5Params, ev *T5Evidence, gather *graph.No
 	if p.Bidirectional {
 		bi = 1
 	}
-	y := typed(r.op("RelativePositionBias", DomainMicrosoft, []*graph.Value{table, q, k}, 1,
+	qs := q
+	if cached {
+		if r.opset() < 10 {
+			return fmt.Errorf("%w: the queries sit after a KV cache and the last rows of RelativePositionBias are kept by a Slice with inputs, which opset %d lacks (10 has it)", ErrRewrite, r.opset())
+		}
+		qs = k
+	}
+	y := typed(r.op("RelativePositionBias", DomainMicrosoft, []*graph.Value{table, qs, k}, 1,
 		graph.IntAttr("max_distance", int64(*p.MaxDistance)), graph.IntAttr("is_bidirectional", bi))[0], dt, 4)
+	if cached {
+		last := r.op1("Neg", []*graph.Value{q})
+		y = typed(r.op1("Slice", []*graph.Value{y, last, r.vecInt(math.MaxInt64), r.vecInt(2)}), dt, 4)
+	}
 	out.ReplaceKeepingName(y)
 	return nil
 }
