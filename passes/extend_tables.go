@@ -133,8 +133,18 @@ func (x *Extended) applyTable(it *ExtendItem) error {
 	if err != nil {
 		return err
 	}
-	if tab.axis != tp.ev.Axis {
-		return extendErr("the table %q %v keeps its positions on axis %d: extend enlarges tables whose positions are the axis before the last ([positions, dim]), not tables stored transposed", base.Name, tab.dims, tp.ev.Axis)
+	if ax := tp.ev.Axis; tab.axis != ax {
+		// Stored transposed ([dim, positions], read on axis 1): the
+		// positions are the axis the reader indexes. Learned tables are
+		// extended by positions and written back in the model's layout.
+		if it.Method != MethodHierarchical {
+			return extendErr("the table %q %v keeps its positions on axis %d: extend continues sinusoidal tables whose positions are the axis before the last ([positions, dim]), not tables stored transposed", base.Name, tab.dims, ax)
+		}
+		if ax < 0 || ax >= len(tab.dims) || tab.dims[ax] < 2 {
+			return extendErr("the table %q %v: the audit read its positions on axis %d", base.Name, tab.dims, ax)
+		}
+		rows := int(tab.dims[ax])
+		tab = &tableConst{dims: tab.dims, axis: ax, rows: rows, width: len(tab.vals) / rows, dt: tab.dt, vals: byPositions(tab.vals, tab.dims, ax)}
 	}
 	if tab.rows != tp.offset+tp.n {
 		return extendErr("the table %q has %d rows, the audit read %d positions from row %d", base.Name, tab.rows, tp.n, tp.offset)
@@ -157,12 +167,13 @@ func (x *Extended) applyTable(it *ExtendItem) error {
 		return extendErr("the table %q: the extension gives non-finite values", base.Name)
 	}
 	// The trained rows stay bit for bit what they were.
-	t, err := graph.TensorFromFloat64(base.Name, tab.dt, withAxis(tab.dims, tab.axis, rows), vals)
+	dims := withAxis(tab.dims, tab.axis, rows)
+	t, err := graph.TensorFromFloat64(base.Name, tab.dt, dims, stored(vals, dims, tab.axis))
 	if err != nil {
 		return err
 	}
 	old := x.constTensor(base)
-	if err := samePrefix(old, t); err != nil {
+	if err := samePositions(old, t, tab.axis); err != nil {
 		return extendErr("the table %q: %v", base.Name, err)
 	}
 	x.replaceConst(base, t)
@@ -193,9 +204,61 @@ func hierarchical(dst, src []float64, offset, n, N, width int, alpha float64) {
 	}
 }
 
-// samePrefix checks that the elements of old are the first elements of
-// t, bit for bit.
-func samePrefix(old, t *graph.Tensor) error {
+// blocks splits dims at axis: the number of blocks before it (the
+// product of the axes before) and of elements after it (of the axes
+// after). Position r of block o starts at element (o·dims[axis] + r)·inner.
+func blocks(dims []int64, axis int) (outer, inner int) {
+	outer, inner = 1, 1
+	for _, d := range dims[:axis] {
+		outer *= int(d)
+	}
+	for _, d := range dims[axis+1:] {
+		inner *= int(d)
+	}
+	return outer, inner
+}
+
+// byPositions lays out vals, a table of shape dims keeping its positions
+// on axis, as [positions][outer·inner]: row r holds what the table holds
+// at position r, in the order of its elements (the stored order when no
+// axis before the positions' is longer than 1).
+func byPositions(vals []float64, dims []int64, axis int) []float64 {
+	outer, inner := blocks(dims, axis)
+	if outer == 1 {
+		return vals
+	}
+	n := int(dims[axis])
+	out := make([]float64, 0, len(vals))
+	for r := range n {
+		for o := range outer {
+			out = append(out, vals[(o*n+r)*inner:(o*n+r+1)*inner]...)
+		}
+	}
+	return out
+}
+
+// stored is the inverse of byPositions: rows [positions][outer·inner]
+// laid out as a table of shape dims keeping its positions on axis.
+func stored(rows []float64, dims []int64, axis int) []float64 {
+	outer, inner := blocks(dims, axis)
+	if outer == 1 {
+		return rows
+	}
+	n := int(dims[axis])
+	out := make([]float64, len(rows))
+	for r := range n {
+		for o := range outer {
+			copy(out[(o*n+r)*inner:(o*n+r+1)*inner], rows[(r*outer+o)*inner:(r*outer+o+1)*inner])
+		}
+	}
+	return out
+}
+
+// samePositions checks that t, a table enlarged on axis, holds at the
+// positions of old what old holds there, bit for bit: the first elements
+// of t when the positions are its first long axis, the first positions of
+// every block before them otherwise.
+func samePositions(old, t *graph.Tensor, axis int) error {
 	a, err := old.RawBytes()
 	if err != nil {
 		return err
@@ -204,8 +267,18 @@ func samePrefix(old, t *graph.Tensor) error {
 	if err != nil {
 		return err
 	}
-	if len(b) < len(a) || !slices.Equal(a, b[:len(a)]) {
+	od, nd := old.Dims(), t.Dims()
+	outer, _ := blocks(od, axis)
+	if len(od) != len(nd) || len(b) < len(a) || outer == 0 || len(a)%outer != 0 {
 		return fmt.Errorf("the trained rows would change")
+	}
+	// Bytes per block: old positions, new positions.
+	ob := len(a) / outer
+	nb := ob / max(int(od[axis]), 1) * int(nd[axis])
+	for o := range outer {
+		if (o+1)*nb > len(b) || !slices.Equal(a[o*ob:(o+1)*ob], b[o*nb:o*nb+ob]) {
+			return fmt.Errorf("the trained rows would change")
+		}
 	}
 	return nil
 }

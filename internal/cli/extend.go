@@ -81,7 +81,9 @@ RoPE (--method, required):
 Learned absolute tables: --method hierarchical (the default) with
   --alpha A (0.4): position i·n + j (0-based) gets A·u_i + (1-A)·u_j with
   u_i = (p_i - A·p_0)/(1 - A) (Su, 2020: kexue.fm/archives/7947), for N up
-  to n²; the first n rows stay the trained table bit for bit.
+  to n²; the first n rows stay the trained table bit for bit (a table
+  stored transposed, [dim, positions], is extended along its positions and
+  written back transposed).
 Sinusoidal tables, ALiBi bias constants: continued to N with the
   model's own formula (measured from it). Encodings computed for any
   position (sinusoids in the graph, T5 buckets, ALiBi from the mask) need

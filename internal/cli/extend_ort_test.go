@@ -67,13 +67,20 @@ func TestExtendGoBuiltRoPEORT(t *testing.T) {
 }
 
 // TestExtendLearnedORT: learned_gpt2 and learned_bert extended to 4x their
-// table: the first n rows bit for bit, outputs at lengths up to n exactly
-// equal, 4n positions run in both runtimes.
+// table, and the tables stored transposed: the first n rows bit for bit,
+// outputs at lengths up to n exactly equal, 4n positions run in both
+// runtimes.
 func TestExtendLearnedORT(t *testing.T) {
 	requireORT(t)
 	dir := t.TempDir()
 	for _, m := range []string{"learned_gpt2", "learned_bert"} {
-		t.Run(m, func(t *testing.T) { learnedCase(t, dir, m, 64) })
+		t.Run(m, func(t *testing.T) { learnedCase(t, dir, m, 64, 0, 0) })
+	}
+	for _, c := range transposedTables {
+		t.Run(c.model, func(t *testing.T) {
+			saveTransposed(t, dir, c)
+			learnedCase(t, dir, c.model, c.n, 1, c.offset)
+		})
 	}
 }
 

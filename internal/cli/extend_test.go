@@ -290,16 +290,17 @@ func TestExtendRoPE(t *testing.T) {
 	}
 }
 
-// learnedCase extends a learned table 4x and checks the acceptance: the
-// first n rows bit for bit, outputs at lengths up to n exactly equal, 4n
-// runs.
-func learnedCase(t *testing.T, dir, model string, n int) {
+// learnedCase extends a learned table of n positions 4x and checks the
+// acceptance: the first n positions bit for bit, outputs at lengths up to
+// n exactly equal, 4n runs. The table keeps its positions on axis
+// (0 for [positions, dim], 1 stored transposed) from row offset.
+func learnedCase(t *testing.T, dir, model string, n, axis, offset int) {
 	c := extendCase{model: model, to: 4 * n, args: []string{"--method", "hierarchical"}}
 	rep, out := extendOK(t, dir, c)
 	if !slices.Equal(checkNames(rep), []string{"unchanged", "runs_at_n"}) || !strings.Contains(rep.Checks[0].Summary, "exactly equal") {
 		t.Fatalf("%s: checks %v: %s", c, checkNames(rep), rep.Checks[0].Summary)
 	}
-	orig, err := graph.Load(corpusModel(model))
+	orig, err := graph.Load(modelFile(t, dir, model))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +308,8 @@ func learnedCase(t *testing.T, dir, model string, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The table the audit names, bit for bit.
+	// The table the audit names, bit for bit at its trained positions,
+	// in the model's layout.
 	table := rep.Extension.Items[0].Edits[0].Where
 	a, b := orig.Graph.Lookup(table), ext.Graph.Lookup(table)
 	if a == nil || b == nil || a.Const == nil || b.Const == nil {
@@ -315,8 +317,23 @@ func learnedCase(t *testing.T, dir, model string, n int) {
 	}
 	ra, _ := a.Const.RawBytes()
 	rb, _ := b.Const.RawBytes()
-	if !slices.Equal(b.Const.Dims(), []int64{int64(4 * n), a.Const.Dims()[1]}) || len(rb) != 4*len(ra) || !slices.Equal(ra, rb[:len(ra)]) {
-		t.Fatalf("%s: the first %d rows of %s are not the trained table bit for bit (dims %v)", c, n, table, b.Const.Dims())
+	want := slices.Clone(a.Const.Dims())
+	if int(want[axis]) != offset+n {
+		t.Fatalf("%s: table %q %v: not %d positions from %d on axis %d", c, table, want, n, offset, axis)
+	}
+	want[axis] = int64(offset + 4*n)
+	outer := 1
+	for _, d := range want[:axis] {
+		outer *= int(d)
+	}
+	ob := len(ra) / outer                    // bytes per block before the positions' axis
+	nb := ob / (offset + n) * (offset + 4*n) // the same, enlarged
+	same := slices.Equal(b.Const.Dims(), want) && len(rb) == outer*nb
+	for o := 0; o < outer && same; o++ {
+		same = slices.Equal(ra[o*ob:(o+1)*ob], rb[o*nb:o*nb+ob])
+	}
+	if !same {
+		t.Fatalf("%s: the first %d positions of %s are not the trained table bit for bit (dims %v, want %v)", c, n, table, b.Const.Dims(), want)
 	}
 	// Outputs at lengths up to n, compared exactly by this test too.
 	zero := 0.0
@@ -334,11 +351,47 @@ func learnedCase(t *testing.T, dir, model string, n int) {
 }
 
 // TestExtendLearned: learned_gpt2 and learned_bert extended to 4x their
-// table (TestExtendLearnedORT with ONNX Runtime).
+// table (TestExtendLearnedORT with ONNX Runtime), and the Go-built tables
+// stored transposed ([dim, positions], read by Gather on axis 1, from 0
+// and from RoBERTa's offset 2), written back transposed.
 func TestExtendLearned(t *testing.T) {
 	dir := t.TempDir()
 	for _, m := range []string{"learned_gpt2", "learned_bert"} {
-		t.Run(m, func(t *testing.T) { learnedCase(t, dir, m, 64) })
+		t.Run(m, func(t *testing.T) { learnedCase(t, dir, m, 64, 0, 0) })
+	}
+	for _, c := range transposedTables {
+		t.Run(c.model, func(t *testing.T) {
+			saveTransposed(t, dir, c)
+			learnedCase(t, dir, c.model, c.n, 1, c.offset)
+		})
+	}
+}
+
+// transposedTable is a model of testmodels.LearnedTransposed: its table
+// of rows columns holds n positions from column offset (RoBERTa's
+// positions counted from the ids when fromIDs).
+type transposedTable struct {
+	model     string
+	rows      int64
+	fromIDs   bool
+	n, offset int
+}
+
+var transposedTables = []transposedTable{
+	{"learned_transposed", 72, false, 72, 0},
+	{"learned_transposed_offset", 66, true, 64, 2},
+}
+
+// saveTransposed saves c's model in dir, where modelFile finds it.
+func saveTransposed(t *testing.T, dir string, c transposedTable) {
+	t.Helper()
+	p := filepath.Join(dir, c.model+".onnx")
+	if fileExists(p) {
+		return
+	}
+	m, _ := testmodels.LearnedTransposed(c.rows, c.fromIDs)
+	if err := m.Save(p, graph.SaveOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
 
