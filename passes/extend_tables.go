@@ -176,9 +176,93 @@ func (x *Extended) applyTable(it *ExtendItem) error {
 	if err := samePositions(old, t, tab.axis); err != nil {
 		return extendErr("the table %q: %v", base.Name, err)
 	}
+	widen, err := x.widenOneHots(it, base, tab.rows, rows)
+	if err != nil {
+		return err
+	}
 	x.replaceConst(base, t)
 	it.edit(base.Name, "%s table %v %v to %v (%s)", it.Scheme, tab.dt, tab.dims, withAxis(tab.dims, tab.axis, rows), it.Method)
+	widen()
 	return nil
+}
+
+// widenOneHots gives the one-hots multiplied with the table base (the
+// product normalisation reads as a Gather: MatMul(OneHot(i, depth), T) or
+// MatMul(T, OneHot(i, depth, axis=0)), through casts and layout ops) the
+// depth of the enlarged table: a constant depth equal to the table's old
+// rows becomes rows (a new constant, for that OneHot only). A one-hot of
+// another depth is refused. The one-hots are found before the table is
+// replaced and changed by the function returned, after it.
+func (x *Extended) widenOneHots(it *ExtendItem, base *graph.Value, old, rows int) (func(), error) {
+	layout := func(n *graph.Node) bool {
+		switch n.OpType {
+		case "Cast", "Identity", "Transpose", "Reshape", "Unsqueeze", "Squeeze":
+			return isONNX(n)
+		}
+		return false
+	}
+	var products []*graph.Node
+	seen := map[*graph.Value]bool{}
+	var down func(v *graph.Value, depth int)
+	down = func(v *graph.Value, depth int) {
+		if v == nil || seen[v] || depth > 8 {
+			return
+		}
+		seen[v] = true
+		for _, u := range v.Uses() {
+			switch n := u.Node; {
+			case layout(n) && u.Index == 0:
+				down(n.Output(0), depth+1)
+			case isONNX(n) && (n.OpType == "MatMul" || n.OpType == "Gemm") && u.Index < 2:
+				products = append(products, n)
+			}
+		}
+	}
+	down(base, 0)
+	var later []func()
+	for _, mm := range products {
+		for i := range 2 {
+			v := mm.Input(i)
+			for steps := 0; v != nil && v.Producer() != nil && layout(v.Producer()) && steps < 8; steps++ {
+				v = v.Producer().Input(0)
+			}
+			if v == nil || seen[v] || v.Producer() == nil || v.Producer().OpType != "OneHot" || !isONNX(v.Producer()) {
+				continue
+			}
+			oh := v.Producer()
+			dt := x.constTensor(oh.Input(1))
+			if dt == nil {
+				continue // a depth computed at run time follows the inputs
+			}
+			d, err := dt.Float64s()
+			if err != nil || len(d) != 1 || int(d[0]) != old {
+				return nil, extendErr("the table %q is multiplied with a one-hot (%s) of depth %v, not its %d rows: onnxpe cannot enlarge them together", base.Name, nodeName(oh), d, old)
+			}
+			var nd *graph.Tensor
+			if dt.DataType().IsInt() {
+				nd, err = graph.NewTensor(base.Name+"_depth", dt.DataType(), dt.Dims(), intSlice(dt.DataType(), []int64{int64(rows)}))
+			} else {
+				nd, err = graph.TensorFromFloat64(base.Name+"_depth", dt.DataType(), dt.Dims(), []float64{float64(rows)})
+			}
+			if err != nil {
+				return nil, err
+			}
+			nv, err := x.r.addConst(nd)
+			if err != nil {
+				return nil, err
+			}
+			later = append(later, func() {
+				oh.SetInput(1, nv)
+				x.changed = append(x.changed, nv)
+				it.edit(nodeName(oh), "depth of the one-hot multiplied with %s: %d to %d", base.Name, old, rows)
+			})
+		}
+	}
+	return func() {
+		for _, f := range later {
+			f()
+		}
+	}, nil
 }
 
 func withAxis(dims []int64, axis, n int) []int64 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -216,27 +217,27 @@ func compareForm(t *testing.T, orig, rewritten *graph.Model) int {
 
 // TestExtendTransposedTables: a learned table stored transposed ([dim,
 // positions], read by Gather on axis 1 at Range(0, S) or at RoBERTa's
-// positions from the ids, or sliced on axis 1 to the sequence) is extended to 144 positions by
-// the hierarchical rule and written back [dim, offset + 144]: the trained
-// positions of every dim are the table's bit for bit, position p >= n is
-// α·u_(p div n) + (1-α)·u_(p mod n) with u_i = (row_i - α·row_0)/(1-α)
-// (rows of positions, computed here from the original table), the
-// model's output on a batch of 7 and of n tokens is the original's bit
-// for bit, and the extended model runs 144 tokens. Extend refused these
-// tables before.
+// positions from the ids, multiplied with a one-hot of the positions on
+// the contracted axis, or sliced on axis 1 to the sequence) is extended
+// to 144 positions by the hierarchical rule and written back [dim,
+// offset + 144], and so is the [positions, dim] table of BERT's one-hot
+// product (learned_onehot_matmul): the trained positions of every dim are
+// the table's bit for bit, position p >= n is α·u_(p div n) + (1-α)·u_(p
+// mod n) with u_i = (row_i - α·row_0)/(1-α) (rows of positions, computed
+// here from the original table), the model's output on a batch of 7 and
+// of n tokens is the original's bit for bit, and the extended model runs
+// 144 tokens (the one-hots' depth follows the table). Extend refused the
+// transposed tables before, and gave the one-hot forms a model that did
+// not run (the depth stayed n).
 func TestExtendTransposedTables(t *testing.T) {
 	const N = 144
-	n, skipped := 0, 0
+	n := 0
 	for _, f := range exporterForms() {
-		if !strings.HasPrefix(f.name, "learned_transposed_") {
+		transposed := strings.HasPrefix(f.name, "learned_transposed_")
+		if !transposed && f.name != "learned_onehot_matmul" {
 			continue
 		}
 		n++
-		if why, ok := extendLeft[f.name]; ok {
-			skipped++
-			t.Logf("SKIP %s: %s", f.name, why)
-			continue
-		}
 		t.Run(f.name, func(t *testing.T) {
 			m := buildExporterForm(f)
 			x, err := passes.ExtendModel(m, passes.ExtendOptions{To: N})
@@ -256,11 +257,20 @@ func TestExtendTransposedTables(t *testing.T) {
 			if o, ok := f.want["position_offset"].(int); ok {
 				off = o
 			}
+			// Position c of dim d of a table of cols positions, stored
+			// [D, cols] or [cols, D].
 			old, now := a.Const.Dims(), b.Const.Dims()
 			D, P := int(old[0]), int(old[1])
+			want := []int64{int64(D), int64(off + N)}
+			at := func(v []float64, cols, d, c int) float64 { return v[d*cols+c] }
+			if !transposed {
+				D, P = P, D
+				want = []int64{int64(off + N), int64(D)}
+				at = func(v []float64, _, d, c int) float64 { return v[c*D+d] }
+			}
 			pn := P - off // trained positions
-			if len(now) != 2 || int(now[0]) != D || int(now[1]) != off+N {
-				t.Fatalf("dims %v to %v, want [%d %d]", old, now, D, off+N)
+			if !slices.Equal(now, want) {
+				t.Fatalf("dims %v to %v, want %v", old, now, want)
 			}
 			av, err := a.Const.Float64s()
 			if err != nil {
@@ -270,7 +280,6 @@ func TestExtendTransposedTables(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			at := func(v []float64, cols, d, c int) float64 { return v[d*cols+c] }
 			for d := range D {
 				for c := range P {
 					if math.Float32bits(float32(at(av, P, d, c))) != math.Float32bits(float32(at(bv, off+N, d, c))) {
@@ -315,17 +324,9 @@ func TestExtendTransposedTables(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("%d forms store their table transposed, %d left out (printed above)", n, skipped)
-	if n-skipped < 3 {
-		t.Fatalf("only %d forms extended", n-skipped)
+	if n != 5 {
+		t.Fatalf("%d forms extended, want the 4 transposed ones and learned_onehot_matmul", n)
 	}
-}
-
-// extendLeft are the transposed forms TestExtendTransposedTables leaves
-// out, with the reason (printed as skips).
-var extendLeft = map[string]string{
-	"learned_transposed_onehot_matmul": "extend enlarges the table but not the OneHot's depth (72) it is multiplied with, " +
-		"so the extended model does not run; the same holds for the [positions, dim] table (learned_onehot_matmul)",
 }
 
 // TestRewriteFP16CachesOffTheRotation: float16 cos/sin caches are fused
