@@ -33,6 +33,12 @@ type axialData struct {
 
 	// Golden: the cos and sin of every cell of grids the model computes.
 	Cases []*axialCase
+
+	// Arith is the type of the rotation's products and sums
+	// (ApplyAxialRoPE); ApplyWhy says why ApplyAxialRoPE is not written (""
+	// when it is).
+	Arith    string
+	ApplyWhy string
 }
 
 // axialCase is one call of AxialRoPECosSin: the grid and the model's cos
@@ -40,6 +46,9 @@ type axialData struct {
 type axialCase struct {
 	Rows, Cols int
 	Cos, Sin   *table
+	// Apply is the model's rotation of x over the grid's tokens (nil
+	// when ApplyAxialRoPE is not written).
+	Apply *rotationCase
 }
 
 func emitAxial(g *gen, f *passes.Finding, p *passes.RoPEParams, ev *passes.RoPEEvidence, suffix string) (*part, error) {
@@ -64,6 +73,7 @@ func emitAxial(g *gen, f *passes.Finding, p *passes.RoPEParams, ev *passes.RoPEE
 	d.Freq = &table{Name: "AxialRoPEInvFreq" + suffix, Type: "float64", Vals: freq, From: strings.Join(from, " and ")}
 	d.FreqFrom = d.Freq.From
 	pt := &part{Tmpl: "axial", Data: d}
+	d.Arith, d.ApplyWhy = g.rotationArith(rot)
 
 	// The golden vectors: every cell of the model's grid, or (an image of
 	// open size) of the grids of several image sizes.
@@ -78,6 +88,12 @@ func emitAxial(g *gen, f *passes.Finding, p *passes.RoPEParams, ev *passes.RoPEE
 		}
 		if c != nil && !slices.ContainsFunc(d.Cases, func(x *axialCase) bool { return x.Rows == c.Rows && x.Cols == c.Cols }) {
 			d.Cases = append(d.Cases, c)
+		}
+	}
+	if d.ApplyWhy != "" {
+		// A grid the arithmetic did not reproduce: no Apply golden vectors.
+		for _, c := range d.Cases {
+			c.Apply = nil
 		}
 	}
 	if len(d.Cases) == 0 || d.Rows == 0 && len(d.Cases) < 2 {
@@ -106,11 +122,17 @@ func emitAxial(g *gen, f *passes.Finding, p *passes.RoPEParams, ev *passes.RoPEE
 		line += fmt.Sprintf(" after %d unrotated token(s)", d.Offset)
 	}
 	line += fmt.Sprintf(". The angles are the column or row times the frequencies of %s, computed in %s as the model does, then cos and sin.", d.FreqFrom, d.Type)
-	d.Doc = []string{line}
+	d.Doc = []string{line, applyDoc("ApplyAxialRoPE"+suffix, p.Layout, p.RotaryDim, p.HeadDim, d.Arith, d.ApplyWhy)}
 	pt.Emitted = Emitted{Functions: []string{"AxialRoPECell" + suffix, "AxialRoPECosSin" + suffix}, Form: "computed"}
+	if d.ApplyWhy == "" {
+		pt.Emitted.Functions = append(pt.Emitted.Functions, "ApplyAxialRoPE"+suffix)
+	}
 	for _, c := range d.Cases {
 		pt.Emitted.Positions = max(pt.Emitted.Positions, c.Rows*c.Cols)
 		pt.Emitted.Golden += len(c.Cos.Vals) + len(c.Sin.Vals)
+		if c.Apply != nil {
+			pt.Emitted.Golden += len(c.Apply.Want.Vals)
+		}
 	}
 	pt.Emitted.MaxPositions = d.Rows * d.Cols
 	return pt, nil
@@ -175,6 +197,28 @@ func (g *gen) axialCase(d *axialData, rot *rotation, ev *passes.RoPEEvidence, se
 			}
 		}
 	}
+	if d.ApplyWhy != "" {
+		return c, nil
+	}
+	// ApplyAxialRoPE: the model's rotation of x over the same tokens (those
+	// before the grid left as they are).
+	rc, why, err := g.goldenRotation(rot, ev, d.HeadDim, seq, nil, "goldenApplyAxialRoPEWant"+x, func(tok, k int) (float64, float64, bool) {
+		if tok < d.Offset {
+			return 0, 0, false
+		}
+		t := tok - d.Offset
+		ac, as := d.cosSin(t/cols, t%cols, k)
+		return ac, as, true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("golden vectors of the rotation over the %d x %d grid: %w", rows, cols, err)
+	}
+	if why != "" {
+		d.ApplyWhy = fmt.Sprintf("%s (the %d x %d grid)", why, rows, cols)
+		return c, nil
+	}
+	rc.Rows, rc.Cols = rows, cols
+	c.Apply = rc
 	return c, nil
 }
 

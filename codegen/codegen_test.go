@@ -168,6 +168,7 @@ func TestGeneratedCodeMatchesTheModel(t *testing.T) {
 		for _, s := range goRes.Skipped {
 			t.Errorf("%s: %s (layers %v) left out: %s", m.name, s.Scheme, s.Layers, s.Reason)
 		}
+		checkApply(t, m.name, goRes)
 		emitted++
 		writeFiles(t, filepath.Join(mod, pkgName(m.name)), goRes.Files)
 		cdir := filepath.Join(root, "c", pkgName(m.name))
@@ -231,7 +232,11 @@ func TestGeneratedCodeMatchesTheModel(t *testing.T) {
 	}
 	// A package whose rotation forgets to round the angles to float32 must
 	// fail its own test: the golden vectors can tell.
-	tampered := tamper(t, mod, "ropellama", "tampered", "t := round32(x * RoPEInvFreq[k])", "t := x * RoPEInvFreq[k]")
+	tampered := []string{tamper(t, mod, "ropellama", "tampered", "t := round32(x * RoPEInvFreq[k])", "t := x * RoPEInvFreq[k]"),
+		// An M-RoPE rotation turning the wrong way, and an axial one that
+		// rotates the class token and leaves the last patch.
+		tamper(t, mod, "ropemrope", "tamperedmrope", "row[pr[0]] = float32(round32(round32(a*c) - round32(b*s)))", "row[pr[0]] = float32(round32(round32(a*c) + round32(b*s)))"),
+		tamper(t, mod, "ropeaxialvit", "tamperedaxial", "i := (AxialRoPEOffset+t)*heads + h", "i := t*heads + h")}
 
 	run := func(dir string, name string, args ...string) (string, error) {
 		cmd := exec.Command(name, args...)
@@ -251,8 +256,10 @@ func TestGeneratedCodeMatchesTheModel(t *testing.T) {
 	if out, err := run(mod, goBin, append([]string{"test", "-count=1", "-vet=off"}, pkgs...)...); err != nil {
 		t.Errorf("go test: %v\n%s", err, out)
 	}
-	if out, err := run(mod, goBin, "test", "-count=1", "-vet=off", "./"+tampered); err == nil || !strings.Contains(out, "the model") {
-		t.Errorf("the tampered package passed its test (%v):\n%s", err, out)
+	for _, tp := range tampered {
+		if out, err := run(mod, goBin, "test", "-count=1", "-vet=off", "./"+tp); err == nil || !strings.Contains(out, "the model") {
+			t.Errorf("the tampered package %s passed its test (%v):\n%s", tp, err, out)
+		}
 	}
 	t.Logf("go vet and go test of %d packages: %v", len(pkgs), time.Since(t1).Round(time.Millisecond))
 
@@ -287,6 +294,35 @@ func TestGeneratedCodeMatchesTheModel(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("gcc and the test programs of %d models: %v", len(cJobs), time.Since(t2).Round(time.Millisecond))
+}
+
+// checkApply fails the test when the code of an M-RoPE or axial 2-D RoPE
+// finding leaves out its rotation (ApplyMRoPE, ApplyAxialRoPE): the
+// generated package documentation says why.
+func checkApply(t *testing.T, name string, res *codegen.Result) {
+	t.Helper()
+	for _, e := range res.Emitted {
+		for cs, apply := range map[string]string{"MRoPECosSin": "ApplyMRoPE", "AxialRoPECosSin": "ApplyAxialRoPE"} {
+			has := func(fn string) bool {
+				for _, f := range e.Functions {
+					if strings.HasPrefix(f, fn) {
+						return true
+					}
+				}
+				return false
+			}
+			if has(cs) && !has(apply) {
+				why := ""
+				for _, f := range res.Files {
+					text := strings.ReplaceAll(string(f.Data), "\n// ", " ")
+					if i := strings.Index(text, apply+" is not written"); i >= 0 && why == "" {
+						why, _, _ = strings.Cut(text[i:], "\n")
+					}
+				}
+				t.Errorf("%s: %s without %s (%s)", name, cs, apply, why)
+			}
+		}
+	}
 }
 
 // tamper copies package pkg of the module into a new package name with old

@@ -35,6 +35,14 @@ type mropeData struct {
 	// Golden: cos and sin [n][K] at the tokens whose positions (one per
 	// stream, [Streams][n]) are Positions.
 	Cases []*mropeCase
+
+	// Arith is the type of the rotation's products and sums (ApplyMRoPE);
+	// ApplyWhy says why ApplyMRoPE is not written ("" when it is); Apply
+	// are its golden vectors, the model's rotation of x at the positions
+	// of each case.
+	Arith    string
+	ApplyWhy string
+	Apply    []*rotationCase
 }
 
 // mropeCase is one call of MRoPECosSin.
@@ -100,6 +108,7 @@ func emitMRoPE(g *gen, f *passes.Finding, p *passes.RoPEParams, ev *passes.RoPEE
 			pv[s*len(prompt)+i] = tok[min(s, len(tok)-1)]
 		}
 	}
+	d.Arith, d.ApplyWhy = g.rotationArith(rot)
 	for _, c := range [][]float64{mixed, pv} {
 		m := len(c) / d.Streams
 		_, pdt, err := g.ctx.BoundShape(ev.Streams, m)
@@ -133,6 +142,24 @@ func emitMRoPE(g *gen, f *passes.Finding, p *passes.RoPEParams, ev *passes.RoPEE
 			}
 		}
 		d.Cases = append(d.Cases, mc)
+		if d.ApplyWhy != "" {
+			continue
+		}
+		// ApplyMRoPE: the model's rotation of x at the same positions.
+		rc, why, err := g.goldenRotation(rot, ev, p.HeadDim, m, map[string]*kernels.Tensor{ev.Streams: pos}, fmt.Sprintf("goldenApplyMRoPEWant%s_%d", suffix, x),
+			func(tok, k int) (float64, float64, bool) {
+				ac, as := d.cosSin(int64(c[d.PairStream[k]*m+tok]), k)
+				return ac, as, true
+			})
+		if err != nil {
+			return nil, fmt.Errorf("golden vectors of the rotation: %w", err)
+		}
+		if why != "" {
+			d.ApplyWhy, d.Apply = fmt.Sprintf("%s (positions %v)", why, tokenPositions(c, d.Streams, m, 0)), nil
+			continue
+		}
+		rc.Positions = mc.Positions
+		d.Apply = append(d.Apply, rc)
 	}
 	var secs []string
 	names := []string{"temporal", "height", "width"}
@@ -144,10 +171,17 @@ func emitMRoPE(g *gen, f *passes.Finding, p *passes.RoPEParams, ev *passes.RoPEE
 		secs = append(secs, fmt.Sprintf("%d from the %s positions", x, nm))
 	}
 	d.Doc = []string{fmt.Sprintf("Multimodal RoPE (M-RoPE) of layers %s: head dim %d, %d pairs, %d position streams read from %s ([streams, batch, seq]); the frequencies are split into sections, %s. The angles are each pair's stream position times the frequencies of %s, computed in %s by %s as the model does, then cos and sin%s.",
-		layerList(f.Layers), p.HeadDim, d.K, d.Streams, d.PosFrom, joinAnd(secs), d.FreqFrom, d.Type, d.Product, mropeScaleDoc(d.Scale, d.ScaleFrom))}
+		layerList(f.Layers), p.HeadDim, d.K, d.Streams, d.PosFrom, joinAnd(secs), d.FreqFrom, d.Type, d.Product, mropeScaleDoc(d.Scale, d.ScaleFrom)),
+		applyDoc("ApplyMRoPE"+suffix, p.Layout, p.RotaryDim, p.HeadDim, d.Arith, d.ApplyWhy)}
 	pt.Emitted = Emitted{Functions: []string{"MRoPECosSin" + suffix}, Form: "computed", Positions: g.opts.MaxPositions}
+	if d.ApplyWhy == "" {
+		pt.Emitted.Functions = append(pt.Emitted.Functions, "ApplyMRoPE"+suffix)
+	}
 	for _, c := range d.Cases {
 		pt.Emitted.Golden += len(c.Cos.Vals) + len(c.Sin.Vals)
+	}
+	for _, c := range d.Apply {
+		pt.Emitted.Golden += len(c.Want.Vals)
 	}
 	return pt, nil
 }
@@ -209,9 +243,49 @@ func close32(got, want float64) bool {
 // (head 0). The tokens are q's position axis (seq of them, or those of
 // an image bound for seq).
 func (g *gen) unitCosSin(rot *rotation, ev *passes.RoPEEvidence, headDim, seq int, cuts map[string]*kernels.Tensor) ([][]float64, [][]float64, error) {
-	shape, qType, err := g.ctx.BoundShape(rot.in, seq)
+	first := map[int]bool{}
+	for _, pr := range ev.Pairs {
+		first[pr[0]] = true
+	}
+	r, err := g.rotated(rot, ev, headDim, seq, func(i int) float64 {
+		if first[i%headDim] {
+			return 1
+		}
+		return 0
+	}, cuts)
 	if err != nil {
 		return nil, nil, err
+	}
+	cos, sin := make([][]float64, r.n), make([][]float64, r.n)
+	for s := 0; s < r.n; s++ {
+		for _, pr := range ev.Pairs {
+			cos[s] = append(cos[s], r.at(s, 0, pr[0]))
+			sin[s] = append(sin[s], r.at(s, 0, pr[1]))
+		}
+	}
+	return cos, sin, nil
+}
+
+// rotatedQ is q as the model's rotation gives it back: n tokens of heads
+// heads, out in the order [token][head][head dim] (row-major), which is
+// the order of the generated Apply functions' x.
+type rotatedQ struct {
+	n, heads, headDim int
+	out               []float64
+}
+
+func (r *rotatedQ) at(tok, h, e int) float64 { return r.out[(tok*r.heads+h)*r.headDim+e] }
+
+// rotated runs the rotation of rot as the model computes it for sequence
+// length seq (the binding of ExtractSpec.Seq), for q given by x (of the
+// index in the order [token][head][head dim]), with other values given at
+// cuts. The
+// tokens are q's position axis (seq of them, or those of an image bound
+// for seq).
+func (g *gen) rotated(rot *rotation, ev *passes.RoPEEvidence, headDim, seq int, x func(i int) float64, cuts map[string]*kernels.Tensor) (*rotatedQ, error) {
+	shape, qType, err := g.ctx.BoundShape(rot.in, seq)
+	if err != nil {
+		return nil, err
 	}
 	n := seq
 	if a := ev.Axis; a > 0 && a < len(shape)-1 {
@@ -219,7 +293,7 @@ func (g *gen) unitCosSin(rot *rotation, ev *passes.RoPEEvidence, headDim, seq in
 	}
 	l, err := newQLayout(shape, n, headDim, ev.Axis)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	size := 1
 	for _, x := range shape {
@@ -228,14 +302,14 @@ func (g *gen) unitCosSin(rot *rotation, ev *passes.RoPEEvidence, headDim, seq in
 	v := make([]float64, size)
 	for s := 0; s < shape[l.pos]; s++ {
 		for h := 0; h < l.heads; h++ {
-			for _, pr := range ev.Pairs {
-				v[l.index(s, h, pr[0])] = 1
+			for e := 0; e < headDim; e++ {
+				v[l.index(s, h, e)] = x((s*l.heads+h)*headDim + e)
 			}
 		}
 	}
 	q, err := tensorOf(qType, shape, v)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	all := map[string]*kernels.Tensor{rot.in: q}
 	for k, t := range cuts {
@@ -244,7 +318,7 @@ func (g *gen) unitCosSin(rot *rotation, ev *passes.RoPEEvidence, headDim, seq in
 	if rot.others != nil {
 		others, err := rot.others(seq)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		for k, t := range others {
 			all[k] = t
@@ -252,25 +326,26 @@ func (g *gen) unitCosSin(rot *rotation, ev *passes.RoPEEvidence, headDim, seq in
 	}
 	r, err := g.extract(passes.ExtractSpec{Values: []string{rot.out}, Seq: seq, Cuts: all})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	out, err := r.run(nil)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	lo := l
 	if !slices.Equal(out[0].Shape, shape) {
 		if lo, err = newQLayout(out[0].Shape, n, headDim, -1); err != nil || lo.heads != l.heads {
-			return nil, nil, fmt.Errorf("the rotation gives shape %v for q of shape %v", out[0].Shape, shape)
+			return nil, fmt.Errorf("the rotation gives shape %v for q of shape %v", out[0].Shape, shape)
 		}
 	}
 	o := out[0].Float64s()
-	cos, sin := make([][]float64, n), make([][]float64, n)
+	res := &rotatedQ{n: n, heads: l.heads, headDim: headDim, out: make([]float64, n*l.heads*headDim)}
 	for s := 0; s < n; s++ {
-		for _, pr := range ev.Pairs {
-			cos[s] = append(cos[s], o[lo.index(s, 0, pr[0])])
-			sin[s] = append(sin[s], o[lo.index(s, 0, pr[1])])
+		for h := 0; h < l.heads; h++ {
+			for e := 0; e < headDim; e++ {
+				res.out[(s*l.heads+h)*headDim+e] = o[lo.index(s, h, e)]
+			}
 		}
 	}
-	return cos, sin, nil
+	return res, nil
 }

@@ -47,9 +47,9 @@ that compute what the model computes:
 
   rope              RoPECosSin, ApplyRoPE (float16/bfloat16 variants where
                     the model rotates in those types); multimodal RoPE
-                    (M-RoPE, Qwen2-VL): MRoPECosSin; axial 2-D RoPE over
-                    a patch grid (rope-vit, EVA-02): AxialRoPECell,
-                    AxialRoPECosSin
+                    (M-RoPE, Qwen2-VL): MRoPECosSin, ApplyMRoPE; axial
+                    2-D RoPE over a patch grid (rope-vit, EVA-02):
+                    AxialRoPECell, AxialRoPECosSin, ApplyAxialRoPE
   sinusoidal        SinusoidalTable
   learned_absolute  PositionEmbedding
   alibi             ALiBiBias
