@@ -132,43 +132,7 @@ func TestRowsOfABatchHaveDistinctPositions(t *testing.T) {
 	}
 
 	// Position ids [seq]: the rows cannot differ; the analysis says so.
-	m := graph.NewModel(8, "onnxpe test", graph.Opset{Domain: "", Version: 17})
-	g := m.Graph
-	ids := g.AddInput("input_ids", graph.TensorType(graph.Int64, []graph.Dim{{Param: "batch"}, {Param: "seq"}}))
-	pos := g.AddInput("position_ids", graph.TensorType(graph.Int64, []graph.Dim{{Param: "seq"}}))
-	table := func(name string, rows int64) *graph.Value {
-		v := make([]float32, rows*8)
-		for i := range v {
-			v[i] = float32(i%13) / 13
-		}
-		tt, err := graph.NewTensor(name, graph.Float, []int64{rows, 8}, v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return g.AddInitializer(tt)
-	}
-	x := g.Op("Add", []*graph.Value{g.Op("Gather", []*graph.Value{table("wte", 128), ids}, 1)[0], g.Op("Gather", []*graph.Value{table("wpe", 64), pos}, 1)[0]}, 1)[0]
-	g.AddOutput(x)
-	a, err := Analyze(m, Hints{}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if in := a.input("position_ids"); in == nil || in.Role != RolePositionIDs {
-		t.Fatalf("position_ids: %+v", in)
-	}
-	noted := false
-	for _, n := range a.Notes {
-		noted = noted || strings.Contains(n, `"position_ids" has no batch axis`)
-	}
-	if !noted {
-		t.Errorf("no note that the rows cannot differ: %q", a.Notes)
-	}
-	p := &planner{a: a, opts: &Options{}}
-	for _, s := range p.specs() {
-		if s.RowOffsets != nil || s.RowRepeats != nil {
-			t.Errorf("%s: rows given positions of their own (%s) that one [seq] input cannot hold", s.Name, s.describe())
-		}
-	}
+	rowsCannotDiffer(t, []graph.Dim{{Param: "batch"}, {Param: "seq"}}, []graph.Dim{{Param: "seq"}})
 }
 
 // onePastLengthModel adds rows of a learned position table (64 rows)
@@ -333,44 +297,54 @@ func TestFixedBatchRowsHaveDistinctPositions(t *testing.T) {
 		ids, pos int64
 	}{{"position ids [1, 3], input ids [2, 3]", 2, 1}} {
 		t.Run(c.name, func(t *testing.T) {
-			m := graph.NewModel(8, "onnxpe test", graph.Opset{Domain: "", Version: 17})
-			g := m.Graph
 			fixed := func(n int64) []graph.Dim { return []graph.Dim{{Value: n, Known: true}, {Value: 3, Known: true}} }
-			ids := g.AddInput("input_ids", graph.TensorType(graph.Int64, fixed(c.ids)))
-			pos := g.AddInput("position_ids", graph.TensorType(graph.Int64, fixed(c.pos)))
-			table := func(name string, rows int64) *graph.Value {
-				v := make([]float32, rows*8)
-				for i := range v {
-					v[i] = float32(i%13) / 13
-				}
-				tt, err := graph.NewTensor(name, graph.Float, []int64{rows, 8}, v)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return g.AddInitializer(tt)
-			}
-			x := g.Op("Add", []*graph.Value{g.Op("Gather", []*graph.Value{table("wte", 128), ids}, 1)[0], g.Op("Gather", []*graph.Value{table("wpe", 64), pos}, 1)[0]}, 1)[0]
-			g.AddOutput(x)
-			a, err := Analyze(m, Hints{}, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if in := a.input("position_ids"); in == nil || in.Role != RolePositionIDs {
-				t.Fatalf("position_ids: %+v", in)
-			}
-			noted := false
-			for _, n := range a.Notes {
-				noted = noted || strings.Contains(n, `"position_ids" has no batch axis`)
-			}
-			if !noted {
-				t.Errorf("no note that the rows cannot differ: %q", a.Notes)
-			}
-			p := &planner{a: a, opts: &Options{}}
-			for _, s := range p.specs() {
-				if s.RowOffsets != nil || s.RowRepeats != nil {
-					t.Errorf("%s: rows given positions of their own (%s)", s.Name, s.describe())
-				}
-			}
+			rowsCannotDiffer(t, fixed(c.ids), fixed(c.pos))
 		})
+	}
+}
+
+// rowsCannotDiffer builds a model adding rows of a learned position table
+// (64 rows) gathered by position_ids of dims pos to the token embeddings
+// gathered by input_ids of dims ids, whose position ids cannot hold rows of
+// their own: the analysis notes that position_ids has no batch axis, and
+// no set gives rows positions of their own.
+func rowsCannotDiffer(t *testing.T, ids, pos []graph.Dim) {
+	t.Helper()
+	m := graph.NewModel(8, "onnxpe test", graph.Opset{Domain: "", Version: 17})
+	g := m.Graph
+	idsIn := g.AddInput("input_ids", graph.TensorType(graph.Int64, ids))
+	posIn := g.AddInput("position_ids", graph.TensorType(graph.Int64, pos))
+	table := func(name string, rows int64) *graph.Value {
+		v := make([]float32, rows*8)
+		for i := range v {
+			v[i] = float32(i%13) / 13
+		}
+		tt, err := graph.NewTensor(name, graph.Float, []int64{rows, 8}, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.AddInitializer(tt)
+	}
+	x := g.Op("Add", []*graph.Value{g.Op("Gather", []*graph.Value{table("wte", 128), idsIn}, 1)[0], g.Op("Gather", []*graph.Value{table("wpe", 64), posIn}, 1)[0]}, 1)[0]
+	g.AddOutput(x)
+	a, err := Analyze(m, Hints{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := a.input("position_ids"); in == nil || in.Role != RolePositionIDs {
+		t.Fatalf("position_ids: %+v", in)
+	}
+	noted := false
+	for _, n := range a.Notes {
+		noted = noted || strings.Contains(n, `"position_ids" has no batch axis`)
+	}
+	if !noted {
+		t.Errorf("no note that the rows cannot differ: %q", a.Notes)
+	}
+	p := &planner{a: a, opts: &Options{}}
+	for _, s := range p.specs() {
+		if s.RowOffsets != nil || s.RowRepeats != nil {
+			t.Errorf("%s: rows given positions of their own (%s) that position_ids cannot hold", s.Name, s.describe())
+		}
 	}
 }
