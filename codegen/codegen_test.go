@@ -136,10 +136,7 @@ func writeFiles(t *testing.T, dir string, files []codegen.File) {
 // in one temporary module (one go vet and one go test for all); the C
 // programs are compiled two at a time.
 func TestGeneratedCodeMatchesTheModel(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
+	goBin := goTool()
 	cc, ccErr := exec.LookPath("gcc")
 	root := t.TempDir()
 	mod := filepath.Join(root, "gomod")
@@ -384,10 +381,7 @@ func TestTwoFindingsOfAScheme(t *testing.T) {
 		writeFiles(t, filepath.Join(root, lang), res.Files)
 	}
 	writeFiles(t, filepath.Join(root, "go"), []codegen.File{{Name: "go.mod", Data: []byte("module example.com/two\n\ngo 1.21\n")}})
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
+	goBin := goTool()
 	for _, args := range [][]string{{"vet", "."}, {"test", "-count=1", "-vet=off", "."}} {
 		cmd := exec.Command(goBin, args...)
 		cmd.Dir = filepath.Join(root, "go")
@@ -413,4 +407,13 @@ func TestTwoFindingsOfAScheme(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("the C test program: %v\n%s", err, out)
 	}
+}
+
+// goTool is the go command the tests build generated packages with: the
+// one on PATH, else the one of the Go installation running the test.
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }

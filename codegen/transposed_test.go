@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -26,10 +25,7 @@ import (
 // Laying the table out by its stored rows ([dim][positions] read as
 // [positions][dim]) fails the comparison.
 func TestTransposedLearnedTableMatchesTheModel(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
+	goBin := goTool()
 	cc, ccErr := exec.LookPath("gcc")
 	root := t.TempDir()
 	run := func(dir string, name string, args ...string) (string, error) {
