@@ -1,14 +1,12 @@
 package verify_test
 
 import (
-	"context"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/testmodels"
-	"github.com/onnxpe/onnxpe/verify"
 )
 
 // learnedWithPositionIDs is a model that adds rows of a learned position
@@ -126,20 +124,7 @@ func TestRowZeroPositionsBroadcastAreCaught(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			a, b := c.build(), c.build()
 			firstRowPositions(t, b, c.expand)
-			self, err := verify.Compare(context.Background(), a, c.build(), verify.Options{Seed: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !self.Equal {
-				t.Fatalf("the model differs from itself: %s", self.Summary)
-			}
-			r, err := verify.Compare(context.Background(), a, b, verify.Options{Seed: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.Equal {
-				t.Fatalf("a copy reading row 0's positions for every row is equal: %s", r.Summary)
-			}
+			r := equalToItselfNotTo(t, a, c.build(), b, "a copy reading row 0's positions for every row is equal")
 			set, out := firstDifference(t, r)
 			if want := a.Graph.Outputs[0].Name; out.Name != want || !strings.Contains(r.Summary, "output "+want) {
 				t.Errorf("set %s: output %q differs, want %q; summary %q", set.Name, out.Name, want, r.Summary)

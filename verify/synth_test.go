@@ -323,20 +323,7 @@ func TestImageGridsExerciseBothAxes(t *testing.T) {
 	for _, u := range uses {
 		u.Node.SetInput(u.Index, zero.Output(0))
 	}
-	self, err := verify.Compare(context.Background(), a, a, verify.Options{Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !self.Equal {
-		t.Fatalf("the model differs from itself: %s", self.Summary)
-	}
-	r, err := verify.Compare(context.Background(), a, b, verify.Options{Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Equal {
-		t.Fatalf("a model turning no pair with the row is equal to 2-D RoPE: %s", r.Summary)
-	}
+	r := equalToItselfNotTo(t, a, a, b, "a model turning no pair with the row is equal to 2-D RoPE")
 	rows := map[bool]int{}
 	for _, s := range r.Sets {
 		sh := s.Inputs[0].Shape
@@ -394,4 +381,27 @@ func TestOpenImageViTsEqualThemselves(t *testing.T) {
 	if n != 2 {
 		t.Errorf("%d ViTs of open image size, want 2 (divmod and meshgrid)", n)
 	}
+}
+
+// equalToItselfNotTo compares a with self (a model computing what a does,
+// or a itself), which must be equal, and then with b, which must not be
+// (else the test fails with what, and the summary); it returns the report
+// of a against b.
+func equalToItselfNotTo(t *testing.T, a, self, b *graph.Model, what string) *verify.Report {
+	t.Helper()
+	sr, err := verify.Compare(context.Background(), a, self, verify.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sr.Equal {
+		t.Fatalf("the model differs from itself: %s", sr.Summary)
+	}
+	r, err := verify.Compare(context.Background(), a, b, verify.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Equal {
+		t.Fatalf("%s: %s", what, r.Summary)
+	}
+	return r
 }
