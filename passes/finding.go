@@ -358,9 +358,17 @@ func sameParams(a, b Params) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	x, _ := json.Marshal(a.Map())
-	y, _ := json.Marshal(b.Map())
-	return string(x) == string(y)
+	return paramsKey(a) == paramsKey(b)
+}
+
+// paramsKey is what p prints: two non-nil params are the same when their
+// keys are. Nil params have a key no JSON document has.
+func paramsKey(p Params) string {
+	if p == nil {
+		return "\x00nil"
+	}
+	x, _ := json.Marshal(p.Map())
+	return string(x)
 }
 
 // mergeFinding adds f to a detector's findings out: merged into the first

@@ -384,15 +384,33 @@ func (w *Work) origNames(nodes []*graph.Node) []string {
 }
 
 func (w *Work) origOrder() map[*graph.Node]int {
-	if w.oorder == nil {
-		w.oorder = map[*graph.Node]int{}
-		k := 0
-		w.Orig.Walk(func(n *graph.Node) {
-			w.oorder[n] = k
-			k++
-		})
-	}
+	w.origIndexes()
 	return w.oorder
+}
+
+// origIndexes numbers the original model's nodes in order (oorder) and
+// gives each node name the place of its first node (nameOrder), in one walk;
+// both maps are made at their final size (growing them rehashed).
+func (w *Work) origIndexes() {
+	if w.oorder != nil {
+		return
+	}
+	n := 0
+	w.Orig.Walk(func(*graph.Node) { n++ })
+	w.oorder = make(map[*graph.Node]int, n)
+	w.nameOrder = make(map[string]int, n)
+	k := 0
+	w.Orig.Walk(func(n *graph.Node) {
+		w.oorder[n] = k
+		name := n.Name
+		if name == "" && len(n.Outputs()) > 0 {
+			name = n.Output(0).Name
+		}
+		if _, ok := w.nameOrder[name]; !ok {
+			w.nameOrder[name] = k
+		}
+		k++
+	})
 }
 
 func sameShape(a, b Shape) bool {

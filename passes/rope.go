@@ -199,17 +199,21 @@ func runRoPE(c *Context) (any, error) {
 		}
 		hits = append(hits, hit{b, p, ev, mq, nodes, notes})
 	}
-	// One finding per distinct parameter set.
+	// One finding per distinct parameter set (each set printed once, not
+	// once per layer and finding).
 	var out []*Finding
+	var keys []string
 	for _, h := range hits {
 		var f *Finding
-		for _, g := range out {
-			if sameParams(g.Params, h.params) {
+		key := paramsKey(h.params)
+		for i, g := range out {
+			if keys[i] == key {
 				f = g
 				break
 			}
 		}
 		if f == nil {
+			keys = append(keys, key)
 			f = &Finding{Scheme: RoPEScheme, Params: h.params, Evidence: &RoPEEvidence{
 				Pairs: h.m.rot.pairs, InvFreq: h.m.rot.omega, InvFreqLong: h.m.rot.omegaLong, Amplitude: h.m.rot.amp,
 				Synthetic: h.m.rot.synthetic, Table: h.m.rot.table, Axis: h.m.rot.posAxis}}
@@ -263,23 +267,26 @@ func runRoPE(c *Context) (any, error) {
 
 // sortOrig dedups original node names and sorts them in the original order.
 func (w *Work) sortOrig(names []string) []string {
-	if w.nameOrder == nil {
-		w.nameOrder = map[string]int{}
-		k := 0
-		w.Orig.Walk(func(n *graph.Node) {
-			name := n.Name
-			if name == "" && len(n.Outputs()) > 0 {
-				name = n.Output(0).Name
-			}
-			if _, ok := w.nameOrder[name]; !ok {
-				w.nameOrder[name] = k
-			}
-			k++
-		})
+	w.origIndexes()
+	// Each name's place is looked up once, not at every comparison (a
+	// 100k-node model's findings list tens of thousands of names). Sorting
+	// the pairs by place makes the comparisons and swaps sorting the names
+	// by place would, so the order is the same.
+	keyed := make([]keyedName, len(names))
+	for i, name := range names {
+		keyed[i] = keyedName{w.nameOrder[name], name}
 	}
-	names = slices.Clone(names)
-	slices.SortFunc(names, func(a, b string) int { return w.nameOrder[a] - w.nameOrder[b] })
-	return slices.Compact(names)
+	slices.SortFunc(keyed, func(a, b keyedName) int { return a.k - b.k })
+	out := make([]string, len(keyed))
+	for i, kn := range keyed {
+		out[i] = kn.name
+	}
+	return slices.Compact(out)
+}
+
+type keyedName struct {
+	k    int
+	name string
 }
 
 func (w *Work) sideEvidence(s *side) RoPESide {
