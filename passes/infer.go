@@ -196,9 +196,9 @@ func (w *Work) infer(n *graph.Node) {
 		}
 	case "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "Equal", "Less", "Greater",
 		"LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Where", "BitShift", "BitwiseAnd", "BitwiseOr":
-		var ss []Shape
-		for i := range n.Inputs() {
-			ss = append(ss, in(i))
+		ss := make([]Shape, len(n.Inputs()))
+		for i := range ss {
+			ss[i] = in(i)
 		}
 		set(0, w.broadcast(ss...))
 		w.partialElementwise(n)

@@ -304,7 +304,9 @@ func (w *Work) rowsMultiply(g *graph.Value) bool {
 }
 
 func (w *Work) findRoles() *roles {
-	r := &roles{of: map[*graph.Value]Role{}, act: map[*graph.Value]bool{}}
+	// Most values of a model carry activations: the flags' map is made for
+	// every value whose shape was inferred (growing it rehashed).
+	r := &roles{of: map[*graph.Value]Role{}, act: make(map[*graph.Value]bool, len(w.shapes))}
 	ins := w.Inputs()
 	uses := map[*graph.Value]*inputUses{}
 	var batchSym Dim = unknownDim

@@ -2,6 +2,7 @@ package passes
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/onnxpe/onnxpe/graph"
@@ -260,10 +261,16 @@ func (w *Work) ElemType(v *graph.Value) graph.DataType {
 func (w *Work) broadcast(ss ...Shape) Shape {
 	// An operand of unknown rank is left out: in a network it is a mask or
 	// a table that broadcasts against the activations.
-	var rk []Shape
-	for _, s := range ss {
-		if s.Ranked {
-			rk = append(rk, s)
+	rk := ss // all ranked, as nearly always: no copy
+	for i, s := range ss {
+		if !s.Ranked {
+			rk = slices.Clone(ss[:i])
+			for _, s := range ss[i+1:] {
+				if s.Ranked {
+					rk = append(rk, s)
+				}
+			}
+			break
 		}
 	}
 	if len(rk) == 0 {
