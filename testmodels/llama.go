@@ -35,6 +35,14 @@ type LlamaConfig struct {
 	// a scaling rule, the reference onnxpe extend's tests compare with.
 	InvFreq   []float64
 	RopeScale float64
+	// DType is the element type of the weights, activations, logits and
+	// stored cos/sin tables: graph.Float (also when 0) or graph.Float16, as
+	// fp16 exports have them. In float16 a computed RoPE keeps its
+	// frequencies, angles and cos/sin in float32 and casts cos/sin to
+	// float16 (Hugging Face's .to(x.dtype)); stored tables and the fused
+	// ops' caches hold the float32 values rounded to float16 (ONNX Runtime
+	// GenAI's fp16 builds); the causal mask uses float16's lowest value.
+	DType graph.DataType
 }
 
 // RopeForm is how a Llama build expresses its rotary embedding.
@@ -82,11 +90,34 @@ func (b *llamaBuilder) i64(name string, v ...int64) *graph.Value {
 }
 
 func (b *llamaBuilder) scalar(name string, v float32) *graph.Value {
-	t, err := graph.NewTensor(name, graph.Float, nil, []float32{v})
+	return b.g.AddInitializer(b.floats(name, nil, []float32{v}))
+}
+
+// dtype is the element type of the build's weights and activations.
+func (b *llamaBuilder) dtype() graph.DataType {
+	if b.cfg.DType == 0 {
+		return graph.Float
+	}
+	return b.cfg.DType
+}
+
+// floats stores v in the build's element type, rounding each value once.
+func (b *llamaBuilder) floats(name string, dims []int64, v []float32) *graph.Tensor {
+	var t *graph.Tensor
+	var err error
+	if dt := b.dtype(); dt == graph.Float {
+		t, err = graph.NewTensor(name, graph.Float, dims, v)
+	} else {
+		w := make([]float64, len(v))
+		for i, x := range v {
+			w[i] = float64(x)
+		}
+		t, err = graph.TensorFromFloat64(name, dt, dims, w)
+	}
 	if err != nil {
 		panic(err)
 	}
-	return b.g.AddInitializer(t)
+	return t
 }
 
 func (b *llamaBuilder) weight(name string, dims ...int64) *graph.Value {
@@ -103,11 +134,7 @@ func (b *llamaBuilder) weight(name string, dims ...int64) *graph.Value {
 	for i := range v {
 		v[i] = float32(b.rng.NormFloat64() * scale)
 	}
-	t, err := graph.NewTensor(name, graph.Float, dims, v)
-	if err != nil {
-		panic(err)
-	}
-	return b.g.AddInitializer(t)
+	return b.g.AddInitializer(b.floats(name, dims, v))
 }
 
 // Llama builds a Llama-style decoder as PyTorch exports it: token
@@ -122,6 +149,9 @@ func Llama(cfg LlamaConfig) *graph.Model {
 	}
 	if cfg.RoPE == RopeFusedONNX && cfg.Opset < 23 {
 		panic("testmodels: the standard RotaryEmbedding needs opset 23")
+	}
+	if cfg.DType != 0 && cfg.DType != graph.Float && cfg.DType != graph.Float16 {
+		panic("testmodels: a Llama is built in float32 or float16")
 	}
 	opsets := []graph.Opset{{Domain: "", Version: cfg.Opset}}
 	if cfg.RotateHalfFunction {
@@ -185,8 +215,7 @@ func Llama(cfg LlamaConfig) *graph.Model {
 				v[p*w+i] = scale * float32(f(float64(float32(p)*float32(inv[i%len(inv)]))))
 			}
 		}
-		t, _ := graph.NewTensor(name, graph.Float, []int64{int64(cfg.MaxPositions), int64(w)}, v)
-		return g.AddInitializer(t)
+		return g.AddInitializer(b.floats(name, []int64{int64(cfg.MaxPositions), int64(w)}, v))
 	}
 	var cos, sin *graph.Value // [B,1,S,hd] for the unfused forms
 	var cosCache, sinCache *graph.Value
@@ -206,10 +235,17 @@ func Llama(cfg LlamaConfig) *graph.Model {
 			if scale == 1 {
 				return v
 			}
-			return b.op("Mul", nil, v, b.scalar(name, scale))
+			t, _ := graph.NewTensor(name, graph.Float, nil, []float32{scale})
+			return b.op("Mul", nil, v, g.AddInitializer(t))
 		}
-		cos = unsq(scaled(b.op("Cos", nil, embAng), "rotary_emb.attention_factor_cos"), 1) // [B,1,S,hd]
-		sin = unsq(scaled(b.op("Sin", nil, embAng), "rotary_emb.attention_factor_sin"), 1)
+		toDType := func(v *graph.Value) *graph.Value { // .to(x.dtype)
+			if b.dtype() == graph.Float {
+				return v
+			}
+			return b.op("Cast", []*graph.Attr{graph.IntAttr("to", int64(b.dtype()))}, v)
+		}
+		cos = unsq(toDType(scaled(b.op("Cos", nil, embAng), "rotary_emb.attention_factor_cos")), 1) // [B,1,S,hd]
+		sin = unsq(toDType(scaled(b.op("Sin", nil, embAng), "rotary_emb.attention_factor_sin")), 1)
 	case RopeCacheTable:
 		cos = unsq(b.op("Gather", nil, table("cos_cached", math.Cos, true), pos), 1)
 		sin = unsq(b.op("Gather", nil, table("sin_cached", math.Sin, true), pos), 1)
@@ -222,10 +258,13 @@ func Llama(cfg LlamaConfig) *graph.Model {
 	shape := b.op("Shape", nil, ids)
 	seqLen := b.op("Gather", []*graph.Attr{graph.IntAttr("axis", 0)}, shape, b.i64("one_idx", 1))
 	sq := b.op("Concat", []*graph.Attr{graph.IntAttr("axis", 0)}, seqLen, seqLen)
-	onesT, _ := graph.NewTensor("one_f", graph.Float, []int64{1}, []float32{1})
-	ones := b.op("ConstantOfShape", []*graph.Attr{graph.TensorAttr("value", onesT)}, sq)
+	ones := b.op("ConstantOfShape", []*graph.Attr{graph.TensorAttr("value", b.floats("one_f", []int64{1}, []float32{1}))}, sq)
 	lower := b.op("Trilu", []*graph.Attr{graph.IntAttr("upper", 0)}, ones)
-	mask := b.op("Mul", nil, b.op("Sub", nil, b.scalar("one", 1), lower), b.scalar("neg_big", -1e9))
+	negBig := float32(-1e9)
+	if b.dtype() == graph.Float16 {
+		negBig = -65504 // torch.finfo(torch.float16).min: -1e9 is -inf, and 0·-inf NaN
+	}
+	mask := b.op("Mul", nil, b.op("Sub", nil, b.scalar("one", 1), lower), b.scalar("neg_big", negBig))
 
 	half := hd / 2
 	if cfg.RotateHalfFunction {
@@ -322,7 +361,7 @@ func Llama(cfg LlamaConfig) *graph.Model {
 	}
 	x = rms(x, "norm")
 	logits := b.op("MatMul", nil, x, b.weight("lm_head", int64(cfg.Hidden), int64(cfg.Vocab)))
-	logits.Type = graph.TensorType(graph.Float, []graph.Dim{{Param: "batch"}, {Param: "seq"}, {Value: int64(cfg.Vocab), Known: true}})
+	logits.Type = graph.TensorType(b.dtype(), []graph.Dim{{Param: "batch"}, {Param: "seq"}, {Value: int64(cfg.Vocab), Known: true}})
 	g.AddOutput(logits)
 	return m
 }

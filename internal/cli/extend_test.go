@@ -685,10 +685,14 @@ func TestExtendAgainstLlamaBuilder(t *testing.T) {
 // to 100000 (and 1000) or 64 times its probe, it saw the rule change at one
 // length only and read the output as LongRoPE (original_max_positions
 // ~98000), and the audit check refused every dynamic-ntk extension from
-// 2048 positions. dynamic-ntk on rope_llama_fp16 (cos/sin computed in
-// float32, cast to float16): before the audit probed half types only up to
-// 256 + its probe, it never saw the rule switch and read no scaling, and
-// the audit check refused it.
+// 2048 positions. dynamic-ntk on narrow float16 Llamas (cos/sin computed
+// in float32 and cast to float16, as Hugging Face's fp16 exports; float16
+// caches of com.microsoft and ONNX RotaryEmbedding, as ONNX Runtime
+// GenAI's fp16 builds): before 4f6b3a9 the audit probed half types only up
+// to 256 + its probe, never saw the rule switch of the computed form and
+// read no scaling, and the audit check refused it (the corpus model
+// rope_llama_fp16 showed it, at 30-70 s a run; passes'
+// TestDynamicNTKInHalf still audits it).
 func TestExtendRoPEAtRealLengths(t *testing.T) {
 	dir := t.TempDir()
 	const orig, to = 2048, 8192
@@ -704,6 +708,11 @@ func TestExtendRoPEAtRealLengths(t *testing.T) {
 	narrow("narrow_fused_ms", func(c *testmodels.LlamaConfig) { c.RoPE = testmodels.RopeFusedMS })
 	narrow("narrow_fused_onnx", func(c *testmodels.LlamaConfig) { c.Opset, c.RoPE = 23, testmodels.RopeFusedONNX })
 	narrow("narrow_computed", func(c *testmodels.LlamaConfig) { c.Opset = 18 })
+	narrow("narrow_fp16_computed", func(c *testmodels.LlamaConfig) { c.Opset, c.DType = 18, graph.Float16 })
+	narrow("narrow_fp16_fused_ms", func(c *testmodels.LlamaConfig) { c.RoPE, c.DType = testmodels.RopeFusedMS, graph.Float16 })
+	narrow("narrow_fp16_fused_onnx", func(c *testmodels.LlamaConfig) {
+		c.Opset, c.RoPE, c.DType = 23, testmodels.RopeFusedONNX, graph.Float16
+	})
 	flag := []string{"--original-max-positions", strconv.Itoa(orig)}
 	for _, c := range []struct {
 		model, method string
@@ -717,7 +726,9 @@ func TestExtendRoPEAtRealLengths(t *testing.T) {
 		{"narrow_computed", "dynamic-ntk", flag, false},
 		{"narrow_cache_table", "dynamic-ntk", nil, false},
 		{"narrow_fused_onnx", "dynamic-ntk", nil, false},
-		{"rope_llama_fp16", "dynamic-ntk", flag, false},
+		{"narrow_fp16_computed", "dynamic-ntk", flag, false},
+		{"narrow_fp16_fused_ms", "dynamic-ntk", nil, false},
+		{"narrow_fp16_fused_onnx", "dynamic-ntk", nil, false},
 	} {
 		t.Run(c.model+"/"+c.method, func(t *testing.T) {
 			ec := extendCase{model: c.model, to: to, args: append([]string{"--method", c.method}, c.flags...)}
