@@ -348,3 +348,60 @@ func fmtPtr[T any](p *T) string {
 	}
 	return fmt.Sprint(*p)
 }
+
+// TestDynamicNTKInHalfGoBuilt extends narrow float16 Llamas built in Go by
+// dynamic NTK and reads the rule back from every form an fp16 export has:
+// cos/sin computed in float32 and cast to float16, float16 tables gathered
+// by position, and float16 caches of com.microsoft and ONNX
+// RotaryEmbedding. Their entries are cos/sin of float32 (float64 in
+// extend's caches) angles rounded once to float16, off by 2^-11 at most
+// at any position, so the frequencies are measured over long spans and
+// the factor is read as precisely as in float32 (to the 1e-3 it is
+// snapped to). Before, a 4096-row float16 table's frequencies measured
+// over 16 positions were off by up to 1.3e-4 of themselves and extend
+// refused it ("column 2 holds neither the cos nor the sin of a rotary
+// pair"), and factors were snapped to 2e-2 for any half model: 128 read
+// as 130, 5000/4096 as 1.2.
+func TestDynamicNTKInHalfGoBuilt(t *testing.T) {
+	for _, f := range []struct {
+		name string
+		edit func(*testmodels.LlamaConfig)
+	}{
+		{"computed", func(c *testmodels.LlamaConfig) { c.Opset = 18 }},
+		{"cache_table", func(c *testmodels.LlamaConfig) { c.Opset, c.RoPE = 20, testmodels.RopeCacheTable }},
+		{"fused_ms", func(c *testmodels.LlamaConfig) { c.RoPE = testmodels.RopeFusedMS }},
+		{"fused_onnx", func(c *testmodels.LlamaConfig) { c.Opset, c.RoPE = 23, testmodels.RopeFusedONNX }},
+	} {
+		for _, c := range []struct{ orig, to int }{{1024, 8192}, {2048, 8192}, {4096, 8192}, {4096, 5000}, {512, 65536}} {
+			what := fmt.Sprintf("%s from %d to %d", f.name, c.orig, c.to)
+			cfg := testmodels.DefaultLlama
+			cfg.Layers, cfg.Hidden, cfg.Heads, cfg.KVHeads, cfg.FFN, cfg.MaxPositions = 1, 32, 2, 1, 64, c.orig
+			cfg.DType = graph.Float16
+			f.edit(&cfg)
+			x, err := ExtendModel(testmodels.Llama(cfg), ExtendOptions{To: c.to, Method: MethodDynamicNTK, OriginalMax: c.orig})
+			if err != nil {
+				t.Errorf("%s: %v", what, err)
+				continue
+			}
+			rep, _, err := AuditModel(x.M, what, Options{})
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			var ps []*RoPEParams
+			for _, fd := range rep.Findings {
+				if p, ok := fd.Params.(*RoPEParams); ok {
+					ps = append(ps, p)
+				}
+			}
+			if len(ps) != 1 || ps[0].Scaling == nil || ps[0].Base == nil || *ps[0].Base != 10000 {
+				t.Errorf("%s: RoPE findings %v", what, rep.Findings)
+				continue
+			}
+			p, factor := ps[0], float64(c.to)/float64(c.orig)
+			if *p.Scaling != "ntk" || p.Factor == nil || math.Abs(*p.Factor/factor-1) > 1e-3 || p.Dynamic == nil || !*p.Dynamic ||
+				p.OriginalMaxPositions == nil || *p.OriginalMaxPositions != c.orig {
+				t.Errorf("%s: scaling %s, factor %v (want %.6g), dynamic %v, original %v", what, *p.Scaling, fmtPtr(p.Factor), factor, fmtPtr(p.Dynamic), fmtPtr(p.OriginalMaxPositions))
+			}
+		}
+	}
+}

@@ -459,6 +459,9 @@ func (w *Work) cacheParams(c *Context, p *RoPEParams, cosV, sinV *graph.Value, t
 		c.Miss("fused", w.OrigName(op), "cos/sin caches: "+why, 2)
 		return ev, notes
 	}
+	if r.halfAngles {
+		r.halfAngles = w.anglesInHalf(w.cone(cosV, sinV))
+	}
 	r.layout, r.headDim, r.pairs = p.Layout, p.HeadDim, ev.Pairs
 	ev.InvFreq, ev.Amplitude = r.omega, r.amp
 	if table && cr.rows > 0 && sr.rows > 0 && cr.width == half && sr.width == half {
@@ -789,7 +792,12 @@ func cacheRotation(cr, sr cacheRead, rd int) (*rotation, string) {
 		}
 	}
 	r := &rotation{rotaryDim: 2 * wd, omega: omega, amp: a, noise: noise, seq: n, half: cr.half || sr.half || noise > 1e-5}
-	r.halfAngles = r.half // caches evaluated whole: their angles' type is not looked for
+	// Stored caches hold cos and sin of angles computed elsewhere (in
+	// float32 or float64), each rounded once to the caches' type: off by
+	// up to 2^-11 at any row, the measured angles' noise, which does not
+	// grow with the position. Computed caches are taken as computed in a
+	// half type until the caller looks at their angles (anglesInHalf).
+	r.halfAngles = r.half && (cr.rows == 0 || sr.rows == 0)
 	return r, ""
 }
 

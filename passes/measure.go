@@ -280,6 +280,9 @@ func (w *Work) measureAt(p *Probe, s *side) (*rotation, string) {
 	cone := w.cone(s.Pos...)
 	if tv, rows := w.positionTable(cone); tv != nil {
 		r.table, r.tableRows = w.name(tv), rows
+		if r.half && !r.synthetic && r.axial == nil && w.readsPositions(cone) {
+			w.refineOverTable(s, r)
+		}
 	}
 	if !w.readsPositions(cone) {
 		for _, n := range cone {
@@ -290,6 +293,82 @@ func (w *Work) measureAt(p *Probe, s *side) (*rotation, string) {
 	}
 	r.powBase = w.coneBase(cone)
 	return r, ""
+}
+
+// refineOverTable measures the frequencies of a rotation read from a
+// stored half-type table across the table's rows: every entry of a
+// float16 cos/sin table is the cos or sin of a float32 (or float64) angle
+// rounded once, off by up to 2^-11 whatever the row, so the angle's error
+// does not grow with the position and the phase at row P, measured to
+// that error, gives the frequency to 2^-11/P. The first probe's 16
+// positions know the lowest frequencies to ~1e-4 of themselves, which a
+// table of 4096 rows turns into 0.01 rad at its last row (more than the
+// tables' rounding: extend could not tell which pair a column holds).
+// Phases are compared at rows growing sixteenfold, so that the frequency
+// known before places the next phase within a fraction of a turn.
+func (w *Work) refineOverTable(s *side, r *rotation) {
+	const m = 16 // positions per measurement, averaged
+	phases := func(start int) ([]float64, []float64, bool) {
+		p := w.NewProbe(1, m, int64(start))
+		p.Past = 0
+		shape, ok := p.BindShape(w.Shape(s.In))
+		if !ok || r.posAxis >= len(shape) || shape[r.posAxis] != m {
+			return nil, nil, false
+		}
+		theta, amp, err := w.angles(p, s, shape, r.pairs)
+		if err != nil {
+			return nil, nil, false
+		}
+		stride := 1
+		for _, x := range shape[r.posAxis+1 : len(shape)-1] {
+			stride *= x
+		}
+		sign, _, _ := omegas(theta, amp, shape, r.posAxis)
+		out := make([]float64, len(theta))
+		for k := range theta {
+			if math.IsNaN(sign[k]) {
+				return nil, nil, false
+			}
+			// The phase at start: the mean of the window's angles taken
+			// back to start along the frequency measured in the window.
+			t0 := theta[k][0]
+			mean := 0.0
+			for i := 0; i < m; i++ {
+				mean += math.Remainder(theta[k][i*stride]-t0-sign[k]*float64(i), 2*math.Pi) / m
+			}
+			out[k] = t0 + mean
+		}
+		return out, sign, true
+	}
+	at0, sign, ok := phases(0)
+	if !ok {
+		return
+	}
+	omega := slices.Clone(r.omega)
+	for start := 256; ; start *= 16 {
+		start = min(start, r.tableRows-m)
+		if start <= m {
+			return
+		}
+		ph, _, ok := phases(start)
+		if !ok {
+			return
+		}
+		next := slices.Clone(omega)
+		for k := range next {
+			sg := math.Copysign(1, sign[k])
+			d := math.Remainder(ph[k]-at0[k]-sg*omega[k]*float64(start), 2*math.Pi)
+			if math.Abs(d) > math.Pi/4 {
+				return // not within a fraction of a turn: the rows do not follow one frequency
+			}
+			next[k] += sg * d / float64(start)
+		}
+		omega = next
+		r.omega = slices.Clone(omega)
+		if start == r.tableRows-m {
+			return
+		}
+	}
 }
 
 // hasPastSize reports whether one of v's sizes counts the tokens of a KV
@@ -691,9 +770,11 @@ func (w *Work) fitDynamic(r *rotation, angErr, tol float64) ropeFit {
 			}
 		}
 	}
-	if r.half {
-		factor = snap(factor, 2e-2) // half types measure it to a few 1e-3
+	if r.halfAngles {
+		factor = snap(factor, 2e-2) // half angles measure it to a few 1e-3
 	} else {
+		// Cos/sin only rounded to a half type are measured over spans
+		// that resolve their rounding (halfSpan, caches read whole).
 		factor = snap(factor, 1e-3)
 	}
 	return ropeFit{Base: snap(base, 5*tol), Scaling: "ntk", Factor: factor, Orig: ptr(int(math.Round(orig))), Dynamic: true}
