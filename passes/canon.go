@@ -56,10 +56,7 @@ func (w *Work) canonicalise(g0 *graph.Graph) {
 			x := m.Values["x"]
 			axis, _ := reduceAxis(w, m.NodesBy["sum"], w.Shape(x).Rank())
 			sm := g.NewNode("Softmax", "", []*graph.Value{x}, 1, graph.IntAttr("axis", int64(axis)))
-			g.InsertBefore(n, sm)
-			w.origNode[sm] = w.origNode[n]
-			w.etype(sm)
-			w.infer(sm)
+			w.insertBefore(g, n, sm, n)
 			n.Output(0).ReplaceAllUsesWith(sm.Output(0))
 			w.origValue[sm.Output(0)] = w.origValue[n.Output(0)]
 		}
@@ -146,17 +143,11 @@ func (w *Work) oneHotOperand(g *graph.Graph, n *graph.Node, k int) bool {
 	}
 	if !isIntType(w.ElemType(idx)) {
 		c := g.NewNode("Cast", "", []*graph.Value{idx}, 1, graph.IntAttr("to", int64(graph.Int64)))
-		g.InsertBefore(n, c)
-		w.origNode[c] = w.origNode[oh]
-		w.etype(c)
-		w.infer(c)
+		w.insertBefore(g, n, c, oh)
 		idx = c.Output(0)
 	}
 	gn := g.NewNode("Gather", "", []*graph.Value{table, idx}, 1, graph.IntAttr("axis", int64(k)))
-	g.InsertBefore(n, gn)
-	w.origNode[gn] = w.origNode[n]
-	w.etype(gn)
-	w.infer(gn)
+	w.insertBefore(g, n, gn, n)
 	out := gn
 	if k == 1 && ri > 1 {
 		// Gather gives [d, i0, ..., i_last]; the product
@@ -167,12 +158,19 @@ func (w *Work) oneHotOperand(g *graph.Graph, n *graph.Node, k int) bool {
 		}
 		perm[ri-1], perm[ri] = 0, int64(ri)
 		out = g.NewNode("Transpose", "", []*graph.Value{gn.Output(0)}, 1, graph.IntsAttr("perm", perm...))
-		g.InsertBefore(n, out)
-		w.origNode[out] = w.origNode[n]
-		w.etype(out)
-		w.infer(out)
+		w.insertBefore(g, n, out, n)
 	}
 	n.Output(0).ReplaceAllUsesWith(out.Output(0))
 	w.origValue[out.Output(0)] = w.origValue[n.Output(0)]
 	return true
+}
+
+// insertBefore puts nn, a node the normalisation makes, in g before at,
+// maps it back to the original node of from, and gives its outputs their
+// element types and shapes.
+func (w *Work) insertBefore(g *graph.Graph, at, nn, from *graph.Node) {
+	g.InsertBefore(at, nn)
+	w.origNode[nn] = w.origNode[from]
+	w.etype(nn)
+	w.infer(nn)
 }
