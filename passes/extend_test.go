@@ -361,7 +361,9 @@ func fmtPtr[T any](p *T) string {
 // over 16 positions were off by up to 1.3e-4 of themselves and extend
 // refused it ("column 2 holds neither the cos nor the sin of a rotary
 // pair"), and factors were snapped to 2e-2 for any half model: 128 read
-// as 130, 5000/4096 as 1.2.
+// as 130, 5000/4096 as 1.2. A computed RoPE without position ids (probed
+// at lengths counted from 0, as float32 ones) is read the same; the
+// models themselves read scaling none.
 func TestDynamicNTKInHalfGoBuilt(t *testing.T) {
 	for _, f := range []struct {
 		name string
@@ -371,6 +373,7 @@ func TestDynamicNTKInHalfGoBuilt(t *testing.T) {
 		{"cache_table", func(c *testmodels.LlamaConfig) { c.Opset, c.RoPE = 20, testmodels.RopeCacheTable }},
 		{"fused_ms", func(c *testmodels.LlamaConfig) { c.RoPE = testmodels.RopeFusedMS }},
 		{"fused_onnx", func(c *testmodels.LlamaConfig) { c.Opset, c.RoPE = 23, testmodels.RopeFusedONNX }},
+		{"computed_no_position_ids", func(c *testmodels.LlamaConfig) { c.Opset, c.NoPositionIDs = 18, true }},
 	} {
 		for _, c := range []struct{ orig, to int }{{1024, 8192}, {2048, 8192}, {4096, 8192}, {4096, 5000}, {512, 65536}} {
 			what := fmt.Sprintf("%s from %d to %d", f.name, c.orig, c.to)
@@ -378,6 +381,17 @@ func TestDynamicNTKInHalfGoBuilt(t *testing.T) {
 			cfg.Layers, cfg.Hidden, cfg.Heads, cfg.KVHeads, cfg.FFN, cfg.MaxPositions = 1, 32, 2, 1, 64, c.orig
 			cfg.DType = graph.Float16
 			f.edit(&cfg)
+			if c.orig == 1024 { // the model itself: no scaling
+				rep, _, err := AuditModel(testmodels.Llama(cfg), f.name, Options{})
+				if err != nil {
+					t.Fatalf("%s: %v", f.name, err)
+				}
+				for _, fd := range rep.Findings {
+					if p, ok := fd.Params.(*RoPEParams); ok && (p.Scaling == nil || *p.Scaling != "none" || p.Dynamic != nil) {
+						t.Errorf("%s: scaling %v, dynamic %v", f.name, fmtPtr(p.Scaling), fmtPtr(p.Dynamic))
+					}
+				}
+			}
 			x, err := ExtendModel(testmodels.Llama(cfg), ExtendOptions{To: c.to, Method: MethodDynamicNTK, OriginalMax: c.orig})
 			if err != nil {
 				t.Errorf("%s: %v", what, err)

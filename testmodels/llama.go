@@ -43,6 +43,10 @@ type LlamaConfig struct {
 	// ops' caches hold the float32 values rounded to float16 (ONNX Runtime
 	// GenAI's fp16 builds); the causal mask uses float16's lowest value.
 	DType graph.DataType
+	// NoPositionIDs takes no position_ids input: a computed RoPE turns
+	// token i by i (Range(0, seq), as exports of models that count
+	// positions from 0 have it).
+	NoPositionIDs bool
 }
 
 // RopeForm is how a Llama build expresses its rotary embedding.
@@ -150,6 +154,9 @@ func Llama(cfg LlamaConfig) *graph.Model {
 	if cfg.RoPE == RopeFusedONNX && cfg.Opset < 23 {
 		panic("testmodels: the standard RotaryEmbedding needs opset 23")
 	}
+	if cfg.NoPositionIDs && (cfg.RoPE != RopeComputed || cfg.Opset < 11) {
+		panic("testmodels: a Llama without position ids computes its RoPE (Range needs opset 11)")
+	}
 	if cfg.DType != 0 && cfg.DType != graph.Float && cfg.DType != graph.Float16 {
 		panic("testmodels: a Llama is built in float32 or float16")
 	}
@@ -170,7 +177,10 @@ func Llama(cfg LlamaConfig) *graph.Model {
 	hd := int64(cfg.Hidden / cfg.Heads)
 	batchSeq := []graph.Dim{{Param: "batch"}, {Param: "seq"}}
 	ids := g.AddInput("input_ids", graph.TensorType(graph.Int64, batchSeq))
-	pos := g.AddInput("position_ids", graph.TensorType(graph.Int64, batchSeq))
+	var pos *graph.Value
+	if !cfg.NoPositionIDs {
+		pos = g.AddInput("position_ids", graph.TensorType(graph.Int64, batchSeq))
+	}
 
 	emb := b.weight("embed_tokens.weight", int64(cfg.Vocab), int64(cfg.Hidden))
 	x := b.op("Gather", nil, emb, ids)
@@ -186,6 +196,14 @@ func Llama(cfg LlamaConfig) *graph.Model {
 			return b.op("Unsqueeze", nil, x, b.i64(fmt.Sprintf("axes_%d", ax), ax))
 		}
 		return b.op("Unsqueeze", axes(ax), x)
+	}
+	if cfg.NoPositionIDs { // [1, S]: Range(0, seq)
+		scalar := func(name string, v int64) *graph.Value {
+			t, _ := graph.NewTensor(name, graph.Int64, nil, []int64{v})
+			return g.AddInitializer(t)
+		}
+		seq := b.op("Gather", []*graph.Attr{graph.IntAttr("axis", 0)}, b.op("Shape", nil, ids), scalar("pos_seq_axis", 1))
+		pos = unsq(b.op("Range", nil, scalar("pos_start", 0), seq, scalar("pos_delta", 1)), 0)
 	}
 	// RoPE: inv_freq[i] = base^(-2i/hd), angle(p, i) = p * inv_freq[i].
 	inv := make([]float64, hd/2)
