@@ -877,11 +877,40 @@ func TestDeployForms(t *testing.T) {
 	if len(testmodels.DeployForms) < 5 {
 		t.Fatalf("only %d deployment forms", len(testmodels.DeployForms))
 	}
+	type deployCase struct {
+		form  testmodels.DeployForm
+		dtype graph.DataType
+	}
+	var cases []deployCase
 	for _, form := range testmodels.DeployForms {
-		t.Run(string(form), func(t *testing.T) {
+		cases = append(cases, deployCase{form, graph.Float})
+	}
+	// GenAI's fp16 (and bf16) builds: GroupQueryAttention with do_rotary
+	// on float16 q/k/v and past caches, float16 cos/sin caches.
+	cases = append(cases, deployCase{testmodels.FormGenAIGQA, graph.Float16}, deployCase{testmodels.FormGenAIGQA, graph.BFloat16})
+	for _, dc := range cases {
+		form := dc.form
+		name := string(form)
+		if dc.dtype != graph.Float {
+			name += "_" + dc.dtype.String()
+		}
+		t.Run(name, func(t *testing.T) {
 			cfg := testmodels.DefaultDeploy
+			cfg.DType = dc.dtype
 			truth := testmodels.DeployTruth(form, cfg)
-			r, ctx, err := passes.AuditModel(testmodels.BuildDeploy(form, cfg), string(form), passes.Options{Trace: true})
+			m := testmodels.BuildDeploy(form, cfg)
+			if dc.dtype != graph.Float { // the caches, past inputs and weights are half
+				for _, v := range append(m.Graph.Initializers, m.Graph.Inputs...) {
+					dt := v.Type.ElemType()
+					if v.Const != nil {
+						dt = v.Const.DataType()
+					}
+					if dt.IsFloat() && dt != dc.dtype {
+						t.Fatalf("%s is %v, want %v", v.Name, dt, dc.dtype)
+					}
+				}
+			}
+			r, ctx, err := passes.AuditModel(m, name, passes.Options{Trace: true})
 			if err != nil {
 				t.Fatal(err)
 			}

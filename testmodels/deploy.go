@@ -25,6 +25,11 @@ type DeployConfig struct {
 	RopeBase                                   float64
 	MaxPositions                               int // rows of the cos/sin caches and position tables
 	Seed                                       uint64
+	// DType is the element type of FormGenAIGQA's weights, activations,
+	// past/present caches, logits and cos/sin caches: graph.Float (also
+	// when 0), graph.Float16 (GenAI's fp16 builds: every float32 value
+	// rounded once) or graph.BFloat16. The other forms are float32 only.
+	DType graph.DataType
 }
 
 // DefaultDeploy is a 2-layer model of hidden size 64: 4 query heads, 2
@@ -64,6 +69,15 @@ var DeployForms = []DeployForm{FormGenAIGQA, FormGenAIInt4, FormRotaryMHA, FormE
 
 // BuildDeploy builds form with cfg.
 func BuildDeploy(form DeployForm, cfg DeployConfig) *graph.Model {
+	switch cfg.DType {
+	case 0, graph.Float:
+	case graph.Float16, graph.BFloat16:
+		if form != FormGenAIGQA {
+			panic("testmodels: only " + string(FormGenAIGQA) + " is built in " + cfg.DType.String())
+		}
+	default:
+		panic("testmodels: a deployment form is built in float32, float16 or bfloat16")
+	}
 	b := newDeployBuilder(cfg)
 	switch form {
 	case FormGenAIGQA:
@@ -138,6 +152,32 @@ func (b *deployBuilder) opN(op, domain string, in []*graph.Value, n int, attrs .
 	return nd.Outputs()
 }
 
+// dtype is the element type of the build's floats.
+func (b *deployBuilder) dtype() graph.DataType {
+	if b.cfg.DType == 0 {
+		return graph.Float
+	}
+	return b.cfg.DType
+}
+
+// floats stores v in the build's element type, rounding each float32 value
+// once (as GenAI's builder converts its float32 tensors).
+func (b *deployBuilder) floats(name string, dims []int64, v []float32) *graph.Tensor {
+	dt := b.dtype()
+	if dt == graph.Float {
+		return f32Tensor(name, dims, v)
+	}
+	w := make([]float64, len(v))
+	for i, x := range v {
+		w[i] = float64(x)
+	}
+	t, err := graph.TensorFromFloat64(name, dt, dims, w)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
 func (b *deployBuilder) weight(name string, scale float64, dims ...int64) *graph.Value {
 	n := int64(1)
 	for _, d := range dims {
@@ -147,7 +187,7 @@ func (b *deployBuilder) weight(name string, scale float64, dims ...int64) *graph
 	for i := range v {
 		v[i] = float32(b.rng.NormFloat64() * scale)
 	}
-	return b.g.AddInitializer(f32Tensor(name, dims, v))
+	return b.g.AddInitializer(b.floats(name, dims, v))
 }
 
 // proj is x . W (W (in, out), std 1/sqrt(in)), or a 4-bit MatMulNBits of a
@@ -165,7 +205,7 @@ func (b *deployBuilder) ones(name string, n int64) *graph.Value {
 	for i := range v {
 		v[i] = 1 + 0.1*float32(b.rng.NormFloat64())
 	}
-	return b.g.AddInitializer(f32Tensor(name, []int64{n}, v))
+	return b.g.AddInitializer(b.floats(name, []int64{n}, v))
 }
 
 func (b *deployBuilder) i64s(name string, v ...int64) *graph.Value {
@@ -180,7 +220,7 @@ func (b *deployBuilder) i64s(name string, v ...int64) *graph.Value {
 func (b *deployBuilder) ropeCaches() (*graph.Value, *graph.Value) {
 	cs, sn := RopeCache(b.cfg.MaxPositions, int(b.hd), b.cfg.RopeBase)
 	dims := []int64{int64(b.cfg.MaxPositions), b.hd / 2}
-	return b.g.AddInitializer(f32Tensor("cos_cache", dims, cs)), b.g.AddInitializer(f32Tensor("sin_cache", dims, sn))
+	return b.g.AddInitializer(b.floats("cos_cache", dims, cs)), b.g.AddInitializer(b.floats("sin_cache", dims, sn))
 }
 
 func dyn(names ...string) []graph.Dim {
@@ -209,7 +249,7 @@ func (b *deployBuilder) logits(x *graph.Value) {
 	c := b.cfg
 	y := b.op("MatMul", "", []*graph.Value{x, b.weight("lm_head", 1/math.Sqrt(float64(c.Hidden)), int64(c.Hidden), int64(c.Vocab))})
 	mustRename(b.g, y, "logits")
-	y.Type = graph.TensorType(graph.Float, append(dyn("batch", "seq"), graph.Dim{Value: int64(c.Vocab), Known: true}))
+	y.Type = graph.TensorType(b.dtype(), append(dyn("batch", "seq"), graph.Dim{Value: int64(c.Vocab), Known: true}))
 	b.g.AddOutput(y)
 }
 
@@ -238,8 +278,8 @@ func (b *deployBuilder) genai(quant bool) {
 	residual := x
 	for l := range c.Layers {
 		p := fmt.Sprintf("layers.%d", l)
-		pk := g.AddInput(fmt.Sprintf("past_key_values.%d.key", l), graph.TensorType(graph.Float, kvDims))
-		pv := g.AddInput(fmt.Sprintf("past_key_values.%d.value", l), graph.TensorType(graph.Float, kvDims))
+		pk := g.AddInput(fmt.Sprintf("past_key_values.%d.key", l), graph.TensorType(b.dtype(), kvDims))
+		pv := g.AddInput(fmt.Sprintf("past_key_values.%d.value", l), graph.TensorType(b.dtype(), kvDims))
 		q := b.proj(p+".q_proj", h, int64(c.Hidden), int64(c.Heads)*b.hd, quant)
 		k := b.proj(p+".k_proj", h, int64(c.Hidden), int64(c.KVHeads)*b.hd, quant)
 		v := b.proj(p+".v_proj", h, int64(c.Hidden), int64(c.KVHeads)*b.hd, quant)
@@ -267,7 +307,7 @@ func (b *deployBuilder) genai(quant bool) {
 		if l%2 == 1 {
 			kind = "value"
 		}
-		pr.Type = graph.TensorType(graph.Float, []graph.Dim{{Param: "batch"}, kvDims[1], {Param: "total"}, kvDims[3]})
+		pr.Type = graph.TensorType(b.dtype(), []graph.Dim{{Param: "batch"}, kvDims[1], {Param: "total"}, kvDims[3]})
 		mustRename(g, pr, fmt.Sprintf("present.%d.%s", l/2, kind))
 		g.AddOutput(pr)
 	}
@@ -290,8 +330,8 @@ func (b *deployBuilder) rotaryMHA() {
 	for l := range c.Layers {
 		p := fmt.Sprintf("layers.%d", l)
 		h := b.op("SimplifiedLayerNormalization", "", []*graph.Value{x, b.ones(p+".input_layernorm", int64(c.Hidden))}, graph.FloatAttr("epsilon", 1e-6))
-		pk := g.AddInput(fmt.Sprintf("past_key_values.%d.key", l), graph.TensorType(graph.Float, kvDims))
-		pv := g.AddInput(fmt.Sprintf("past_key_values.%d.value", l), graph.TensorType(graph.Float, kvDims))
+		pk := g.AddInput(fmt.Sprintf("past_key_values.%d.key", l), graph.TensorType(b.dtype(), kvDims))
+		pv := g.AddInput(fmt.Sprintf("past_key_values.%d.value", l), graph.TensorType(b.dtype(), kvDims))
 		D := int64(c.Heads) * b.hd
 		rot := func(t *graph.Value) *graph.Value {
 			return b.op("RotaryEmbedding", "com.microsoft", []*graph.Value{t, pos, cos, sin}, graph.IntAttr("num_heads", int64(c.Heads)))
@@ -313,7 +353,7 @@ func (b *deployBuilder) rotaryMHA() {
 		if l%2 == 1 {
 			kind = "value"
 		}
-		pr.Type = graph.TensorType(graph.Float, []graph.Dim{{Param: "batch"}, kvDims[1], {Param: "total"}, kvDims[3]})
+		pr.Type = graph.TensorType(b.dtype(), []graph.Dim{{Param: "batch"}, kvDims[1], {Param: "total"}, kvDims[3]})
 		mustRename(g, pr, fmt.Sprintf("present.%d.%s", l/2, kind))
 		g.AddOutput(pr)
 	}
@@ -460,7 +500,7 @@ func DeployInputs(form DeployForm, cfg DeployConfig, st DeployStep, seed uint64)
 	past := func(names string, heads int) {
 		for l := range cfg.Layers {
 			for _, kind := range []string{"key", "value"} {
-				in[fmt.Sprintf(names, l, kind)] = randTensor(rng, B, heads, P, hd)
+				in[fmt.Sprintf(names, l, kind)] = inDType(randTensor(rng, B, heads, P, hd), cfg.DType)
 			}
 		}
 	}
@@ -527,4 +567,24 @@ func DeployInputs(form DeployForm, cfg DeployConfig, st DeployStep, seed uint64)
 		}
 	}
 	return in
+}
+
+// inDType is t (float32) rounded to dt when dt is a half type.
+func inDType(t *kernels.Tensor, dt graph.DataType) *kernels.Tensor {
+	if dt == 0 || dt == graph.Float {
+		return t
+	}
+	dims := make([]int64, len(t.Shape))
+	for i, d := range t.Shape {
+		dims[i] = int64(d)
+	}
+	gt, err := graph.TensorFromFloat64("", dt, dims, t.Float64s())
+	if err != nil {
+		panic(err)
+	}
+	h, err := kernels.FromGraph(gt)
+	if err != nil {
+		panic(err)
+	}
+	return h
 }

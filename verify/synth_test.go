@@ -176,6 +176,54 @@ func TestDeployFormsAgainstThemselves(t *testing.T) {
 	t.Logf("%d deployment forms, %d sets skipped", len(testmodels.DeployForms), skipped)
 }
 
+// TestHalfGenAIAgainstItself verifies GenAI's fp16 and bf16 builds
+// (GroupQueryAttention with do_rotary on half q/k/v, past caches and
+// cos/sin caches) against a second copy: every set runs (the executor
+// widens the half inputs of GroupQueryAttention to float32 and rounds its
+// outputs back), none is skipped, and a copy whose cos cache is off by one
+// position in one row differs.
+func TestHalfGenAIAgainstItself(t *testing.T) {
+	for _, dt := range []graph.DataType{graph.Float16, graph.BFloat16} {
+		cfg := testmodels.DefaultDeploy
+		cfg.DType = dt
+		a, b := testmodels.BuildDeploy(testmodels.FormGenAIGQA, cfg), testmodels.BuildDeploy(testmodels.FormGenAIGQA, cfg)
+		r, err := verify.Compare(context.Background(), a, b, verify.Options{Seed: 1})
+		if err != nil {
+			t.Errorf("%v: %v", dt, err)
+			continue
+		}
+		if !r.Equal {
+			t.Errorf("%v: %s", dt, r.Summary)
+		}
+		for _, s := range r.Skipped {
+			t.Errorf("%v: skipped %s: %s", dt, s.Name, s.Reason)
+		}
+		if len(r.Sets) == 0 {
+			t.Errorf("%v: no sets ran", dt)
+		}
+		// The sets must see the caches: shift row 1 of the cos cache.
+		c := testmodels.BuildDeploy(testmodels.FormGenAIGQA, cfg)
+		cos := c.Graph.Lookup("cos_cache")
+		v, err := cos.Const.Float64s()
+		if err != nil {
+			t.Fatal(err)
+		}
+		half := len(v) / cfg.MaxPositions
+		copy(v[half:2*half], v[2*half:3*half])
+		shifted, err := graph.TensorFromFloat64("cos_cache", dt, cos.Const.Dims(), v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cos.Const = shifted
+		r, err = verify.Compare(context.Background(), a, c, verify.Options{Seed: 1})
+		if err != nil {
+			t.Errorf("%v shifted: %v", dt, err)
+		} else if r.Equal {
+			t.Errorf("%v: a cos cache off by a position in row 1 verifies equal: %s", dt, r.Summary)
+		}
+	}
+}
+
 // TestMultimodalPositionsExerciseTheStreams verifies rope_mrope against a
 // copy that reads its first position stream for all three (what a
 // RotaryEmbedding fed one stream computes): the sweep's position ids put
