@@ -364,7 +364,26 @@ func fmtPtr[T any](p *T) string {
 // as 130, 5000/4096 as 1.2. A computed RoPE without position ids (probed
 // at lengths counted from 0, as float32 ones) is read the same; the
 // models themselves read scaling none.
-func TestDynamicNTKInHalfGoBuilt(t *testing.T) {
+func TestDynamicNTKInHalfGoBuilt(t *testing.T) { dynamicNTKInHalf(t, graph.Float16) }
+
+// TestDynamicNTKInBFloat16GoBuilt is TestDynamicNTKInHalfGoBuilt for
+// bfloat16 Llamas (as bf16 exports have them: a computed RoPE cast to
+// bfloat16, bfloat16 tables and RotaryEmbedding caches). bfloat16 keeps
+// 8 significant bits: cos/sin rounded once are off by up to 2^-9 (8 times
+// float16's 2^-12 near 1), a phase error of about 2e-3 rad at any
+// position that does not grow with it, so frequencies measured over the
+// whole table or cache (1024 to 4096 rows, where even the lowest,
+// 10000^(-7/8), turns 0.3 to 1.3 rad) stay readable: every parameter
+// reads back and none has to be null — base 10000 and half_split in
+// every form, the factor within 1e-3 (5000/4096 = 1.2207 reads 1.22, as
+// in float16; the 2e-2 snap of half angles would read 1.2 and fail).
+func TestDynamicNTKInBFloat16GoBuilt(t *testing.T) { dynamicNTKInHalf(t, graph.BFloat16) }
+
+// dynamicNTKInHalf builds narrow Llamas in dt in every RoPE form, audits
+// each (rope, half_split, base 10000, scaling none, not dynamic), extends
+// it by dynamic NTK and reads the rule back (ntk, the factor to 1e-3,
+// dynamic, the original length, base 10000).
+func dynamicNTKInHalf(t *testing.T, dt graph.DataType) {
 	for _, f := range []struct {
 		name string
 		edit func(*testmodels.LlamaConfig)
@@ -379,17 +398,33 @@ func TestDynamicNTKInHalfGoBuilt(t *testing.T) {
 			what := fmt.Sprintf("%s from %d to %d", f.name, c.orig, c.to)
 			cfg := testmodels.DefaultLlama
 			cfg.Layers, cfg.Hidden, cfg.Heads, cfg.KVHeads, cfg.FFN, cfg.MaxPositions = 1, 32, 2, 1, 64, c.orig
-			cfg.DType = graph.Float16
+			cfg.DType = dt
 			f.edit(&cfg)
-			if c.orig == 1024 { // the model itself: no scaling
-				rep, _, err := AuditModel(testmodels.Llama(cfg), f.name, Options{})
+			if c.orig == 1024 { // the model itself: in dt, no scaling
+				m := testmodels.Llama(cfg)
+				if lt := m.Graph.Outputs[0].Type.ElemType(); lt != dt {
+					t.Fatalf("%s: logits are %v, want %v", f.name, lt, dt)
+				}
+				for _, v := range m.Graph.Initializers {
+					if strings.HasPrefix(v.Name, "cos_cache") && v.Const.DataType() != dt {
+						t.Fatalf("%s: %s is %v, want %v", f.name, v.Name, v.Const.DataType(), dt)
+					}
+				}
+				rep, _, err := AuditModel(m, f.name, Options{})
 				if err != nil {
 					t.Fatalf("%s: %v", f.name, err)
 				}
+				n := 0
 				for _, fd := range rep.Findings {
-					if p, ok := fd.Params.(*RoPEParams); ok && (p.Scaling == nil || *p.Scaling != "none" || p.Dynamic != nil) {
-						t.Errorf("%s: scaling %v, dynamic %v", f.name, fmtPtr(p.Scaling), fmtPtr(p.Dynamic))
+					if p, ok := fd.Params.(*RoPEParams); ok {
+						n++
+						if p.Scaling == nil || *p.Scaling != "none" || p.Dynamic != nil || p.Base == nil || *p.Base != 10000 || p.Layout != "half_split" {
+							t.Errorf("%s: base %v, layout %v, scaling %v, dynamic %v", f.name, fmtPtr(p.Base), p.Layout, fmtPtr(p.Scaling), fmtPtr(p.Dynamic))
+						}
 					}
+				}
+				if n != 1 {
+					t.Errorf("%s: %d RoPE findings in %v", f.name, n, rep.Findings)
 				}
 			}
 			x, err := ExtendModel(testmodels.Llama(cfg), ExtendOptions{To: c.to, Method: MethodDynamicNTK, OriginalMax: c.orig})
@@ -415,6 +450,8 @@ func TestDynamicNTKInHalfGoBuilt(t *testing.T) {
 			if *p.Scaling != "ntk" || p.Factor == nil || math.Abs(*p.Factor/factor-1) > 1e-3 || p.Dynamic == nil || !*p.Dynamic ||
 				p.OriginalMaxPositions == nil || *p.OriginalMaxPositions != c.orig {
 				t.Errorf("%s: scaling %s, factor %v (want %.6g), dynamic %v, original %v", what, *p.Scaling, fmtPtr(p.Factor), factor, fmtPtr(p.Dynamic), fmtPtr(p.OriginalMaxPositions))
+			} else {
+				t.Logf("%v %s: factor %.7g (want %.7g)", dt, what, *p.Factor, factor)
 			}
 		}
 	}

@@ -36,12 +36,13 @@ type LlamaConfig struct {
 	InvFreq   []float64
 	RopeScale float64
 	// DType is the element type of the weights, activations, logits and
-	// stored cos/sin tables: graph.Float (also when 0) or graph.Float16, as
-	// fp16 exports have them. In float16 a computed RoPE keeps its
-	// frequencies, angles and cos/sin in float32 and casts cos/sin to
-	// float16 (Hugging Face's .to(x.dtype)); stored tables and the fused
-	// ops' caches hold the float32 values rounded to float16 (ONNX Runtime
-	// GenAI's fp16 builds); the causal mask uses float16's lowest value.
+	// stored cos/sin tables: graph.Float (also when 0), graph.Float16 or
+	// graph.BFloat16, as half exports have them. In a half type a computed
+	// RoPE keeps its frequencies, angles and cos/sin in float32 and casts
+	// cos/sin to it (Hugging Face's .to(x.dtype)); stored tables and the
+	// fused ops' caches hold the float32 values rounded to it once (ONNX
+	// Runtime GenAI's fp16 builds); the causal mask uses float16's lowest
+	// value in float16 (bfloat16 has float32's range: -1e9 stays finite).
 	DType graph.DataType
 	// NoPositionIDs takes no position_ids input: a computed RoPE turns
 	// token i by i (Range(0, seq), as exports of models that count
@@ -157,8 +158,8 @@ func Llama(cfg LlamaConfig) *graph.Model {
 	if cfg.NoPositionIDs && (cfg.RoPE != RopeComputed || cfg.Opset < 11) {
 		panic("testmodels: a Llama without position ids computes its RoPE (Range needs opset 11)")
 	}
-	if cfg.DType != 0 && cfg.DType != graph.Float && cfg.DType != graph.Float16 {
-		panic("testmodels: a Llama is built in float32 or float16")
+	if cfg.DType != 0 && cfg.DType != graph.Float && cfg.DType != graph.Float16 && cfg.DType != graph.BFloat16 {
+		panic("testmodels: a Llama is built in float32, float16 or bfloat16")
 	}
 	opsets := []graph.Opset{{Domain: "", Version: cfg.Opset}}
 	if cfg.RotateHalfFunction {
