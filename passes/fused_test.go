@@ -888,6 +888,9 @@ func TestDeployForms(t *testing.T) {
 	// GenAI's fp16 (and bf16) builds: GroupQueryAttention with do_rotary
 	// on float16 q/k/v and past caches, float16 cos/sin caches.
 	cases = append(cases, deployCase{testmodels.FormGenAIGQA, graph.Float16}, deployCase{testmodels.FormGenAIGQA, graph.BFloat16})
+	// GenAI's fp16 int4 build: MatMulNBits on float16 activations with
+	// float16 scales.
+	cases = append(cases, deployCase{testmodels.FormGenAIInt4, graph.Float16})
 	for _, dc := range cases {
 		form := dc.form
 		name := string(form)

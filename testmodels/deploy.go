@@ -28,7 +28,10 @@ type DeployConfig struct {
 	// DType is the element type of FormGenAIGQA's weights, activations,
 	// past/present caches, logits and cos/sin caches: graph.Float (also
 	// when 0), graph.Float16 (GenAI's fp16 builds: every float32 value
-	// rounded once) or graph.BFloat16. The other forms are float32 only.
+	// rounded once) or graph.BFloat16. FormGenAIInt4 takes graph.Float16
+	// too (GenAI's fp16 int4 builds: MatMulNBits on float16 activations
+	// with float16 scales; the 4-bit weights and zero points are
+	// unchanged). The other forms are float32 only.
 	DType graph.DataType
 }
 
@@ -71,9 +74,13 @@ var DeployForms = []DeployForm{FormGenAIGQA, FormGenAIInt4, FormRotaryMHA, FormE
 func BuildDeploy(form DeployForm, cfg DeployConfig) *graph.Model {
 	switch cfg.DType {
 	case 0, graph.Float:
-	case graph.Float16, graph.BFloat16:
+	case graph.Float16:
+		if form != FormGenAIGQA && form != FormGenAIInt4 {
+			panic("testmodels: only " + string(FormGenAIGQA) + " and " + string(FormGenAIInt4) + " are built in float16")
+		}
+	case graph.BFloat16:
 		if form != FormGenAIGQA {
-			panic("testmodels: only " + string(FormGenAIGQA) + " is built in " + cfg.DType.String())
+			panic("testmodels: only " + string(FormGenAIGQA) + " is built in bfloat16")
 		}
 	default:
 		panic("testmodels: a deployment form is built in float32, float16 or bfloat16")
@@ -195,7 +202,7 @@ func (b *deployBuilder) weight(name string, scale float64, dims ...int64) *graph
 func (b *deployBuilder) proj(name string, x *graph.Value, in, out int64, quant bool) *graph.Value {
 	if quant {
 		w := NewNBitsWeight(int(in), int(out), 4, 32, b.rng.Uint64())
-		return addMatMulNBits(b.g, name, x, w)
+		return addMatMulNBits(b.g, name, x, w, b.dtype())
 	}
 	return b.op("MatMul", "", []*graph.Value{x, b.weight(name, 1/math.Sqrt(float64(in)), in, out)})
 }

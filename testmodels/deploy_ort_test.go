@@ -148,60 +148,66 @@ func TestDifferentialGQAChunkAfterCache(t *testing.T) {
 	}
 }
 
-// TestDifferentialHalfGenAI runs GenAI's fp16 build (GroupQueryAttention
+// TestDifferentialHalfGenAI runs GenAI's fp16 builds (GroupQueryAttention
 // with do_rotary on float16 q/k/v, past caches and cos/sin caches;
-// float16 weights, norms and logits) in onnxpe and ONNX Runtime on a
-// padded prefill and decoding steps. onnxpe widens each op's float16
-// inputs to float32 and rounds its outputs once; ONNX Runtime's CPU
-// kernels round in other places (float16 MatMul accumulation,
-// GroupQueryAttention's float16 softmax input), so outputs agree to a
-// float16 step or two of their scale (2e-3 of it; measured: the first
-// layer's caches equal, the rest within 0.0025 at a scale of 2.4 to
+// float16 weights, norms and logits; in the int4 build every projection a
+// MatMulNBits on float16 activations with float16 scales) in onnxpe and
+// ONNX Runtime on a padded prefill and decoding steps. onnxpe widens each
+// op's float16 inputs to float32 and rounds its outputs once; ONNX
+// Runtime's CPU kernels round in other places (float16 MatMul
+// accumulation, GroupQueryAttention's float16 softmax input), so outputs
+// agree to a float16 step or two of their scale (2e-3 of it, float16's
+// step being 2^-10 ~ 9.8e-4 of a value; measured for both builds: the
+// first layer's caches equal, the rest within 0.0025 at a scale of 2.2 to
 // 3.8), not to float32's 1e-5.
 func TestDifferentialHalfGenAI(t *testing.T) {
 	if err := ortpeer.Init(""); err != nil {
 		t.Fatal(err)
 	}
-	cfg := testmodels.DefaultDeploy
-	cfg.DType = graph.Float16
-	m := testmodels.BuildDeploy(testmodels.FormGenAIGQA, cfg)
-	path := filepath.Join(t.TempDir(), "model.onnx")
-	if err := m.Save(path, graph.SaveOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	sess, err := kernels.NewSession(m, kernels.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, err := ortpeer.NewSession(path, m, ortpeer.Options{Threads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-	for i, st := range []testmodels.DeployStep{
-		{Batch: 2, Seq: 5, Lens: []int{5, 3}},
-		{Batch: 2, Seq: 1, Past: 5, Lens: []int{6, 4}},
-		{Batch: 1, Seq: 1, Past: 11},
-	} {
-		in := testmodels.DeployInputs(testmodels.FormGenAIGQA, cfg, st, uint64(10+i))
-		got, err := sess.Run(in)
-		if err != nil {
-			t.Fatalf("step %d: onnxpe: %v", i, err)
-		}
-		want, err := peer.Run(in, got) // float16 outputs: their shapes from onnxpe's
-		if err != nil {
-			t.Fatalf("step %d: ONNX Runtime: %v", i, err)
-		}
-		for _, o := range m.Graph.Outputs {
-			if got[o.Name].DType != graph.Float16 || want[o.Name].DType != graph.Float16 {
-				t.Errorf("step %d: output %s is %v in onnxpe, %v in ONNX Runtime", i, o.Name, got[o.Name].DType, want[o.Name].DType)
+	for _, form := range []testmodels.DeployForm{testmodels.FormGenAIGQA, testmodels.FormGenAIInt4} {
+		t.Run(string(form), func(t *testing.T) {
+			cfg := testmodels.DefaultDeploy
+			cfg.DType = graph.Float16
+			m := testmodels.BuildDeploy(form, cfg)
+			path := filepath.Join(t.TempDir(), "model.onnx")
+			if err := m.Save(path, graph.SaveOptions{}); err != nil {
+				t.Fatal(err)
 			}
-			d, scale := maxDiff(got[o.Name], want[o.Name])
-			if d < 0 || d > 2e-3*math.Max(1, scale) {
-				t.Errorf("step %d: output %s %v: max difference %.3g (largest %.3g)", i, o.Name, want[o.Name], d, scale)
-			} else {
-				t.Logf("step %d: output %s %v: max difference %.3g (largest %.3g)", i, o.Name, want[o.Name], d, scale)
+			sess, err := kernels.NewSession(m, kernels.Options{})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
+			peer, err := ortpeer.NewSession(path, m, ortpeer.Options{Threads: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer peer.Close()
+			for i, st := range []testmodels.DeployStep{
+				{Batch: 2, Seq: 5, Lens: []int{5, 3}},
+				{Batch: 2, Seq: 1, Past: 5, Lens: []int{6, 4}},
+				{Batch: 1, Seq: 1, Past: 11},
+			} {
+				in := testmodels.DeployInputs(form, cfg, st, uint64(10+i))
+				got, err := sess.Run(in)
+				if err != nil {
+					t.Fatalf("step %d: onnxpe: %v", i, err)
+				}
+				want, err := peer.Run(in, got) // float16 outputs: their shapes from onnxpe's
+				if err != nil {
+					t.Fatalf("step %d: ONNX Runtime: %v", i, err)
+				}
+				for _, o := range m.Graph.Outputs {
+					if got[o.Name].DType != graph.Float16 || want[o.Name].DType != graph.Float16 {
+						t.Errorf("step %d: output %s is %v in onnxpe, %v in ONNX Runtime", i, o.Name, got[o.Name].DType, want[o.Name].DType)
+					}
+					d, scale := maxDiff(got[o.Name], want[o.Name])
+					if d < 0 || d > 2e-3*math.Max(1, scale) {
+						t.Errorf("step %d: output %s %v: max difference %.3g (largest %.3g)", i, o.Name, want[o.Name], d, scale)
+					} else {
+						t.Logf("step %d: output %s %v: max difference %.3g (largest %.3g)", i, o.Name, want[o.Name], d, scale)
+					}
+				}
+			}
+		})
 	}
 }

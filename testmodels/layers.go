@@ -191,8 +191,10 @@ func NewNBitsWeight(K, N, bits, blockSize int, seed uint64) *NBitsWeight {
 	return w
 }
 
-// addMatMulNBits appends a MatMulNBits node reading a with w's constants.
-func addMatMulNBits(g *graph.Graph, name string, a *graph.Value, w *NBitsWeight) *graph.Value {
+// addMatMulNBits appends a MatMulNBits node reading a with w's constants,
+// its scales stored in dt (A's type T: graph.Float, or graph.Float16 as
+// GenAI's fp16 int4 builds, each float32 scale rounded once).
+func addMatMulNBits(g *graph.Graph, name string, a *graph.Value, w *NBitsWeight, dt graph.DataType) *graph.Value {
 	kb := int64((w.K + w.BlockSize - 1) / w.BlockSize)
 	bt, err := graph.NewTensor(name+"_q", graph.Uint8, []int64{int64(w.N), kb, int64(w.BlockSize * w.Bits / 8)}, w.B)
 	if err != nil {
@@ -203,6 +205,15 @@ func addMatMulNBits(g *graph.Graph, name string, a *graph.Value, w *NBitsWeight)
 		panic(err)
 	}
 	st := f32Tensor(name+"_scales", []int64{int64(w.N) * kb}, w.Scales)
+	if dt != graph.Float {
+		sc := make([]float64, len(w.Scales))
+		for i, v := range w.Scales {
+			sc[i] = float64(v)
+		}
+		if st, err = graph.TensorFromFloat64(name+"_scales", dt, []int64{int64(w.N) * kb}, sc); err != nil {
+			panic(err)
+		}
+	}
 	n := g.NewNode("MatMulNBits", "com.microsoft", []*graph.Value{a, g.AddInitializer(bt), g.AddInitializer(st), g.AddInitializer(zt)}, 1,
 		graph.IntAttr("K", int64(w.K)), graph.IntAttr("N", int64(w.N)), graph.IntAttr("bits", int64(w.Bits)), graph.IntAttr("block_size", int64(w.BlockSize)))
 	g.Append(n)
@@ -215,7 +226,7 @@ func MatMulNBitsLayer(M int, w *NBitsWeight) *graph.Model {
 	m := graph.NewModel(10, "onnxpe-testmodels", graph.Opset{Domain: "", Version: 21}, graph.Opset{Domain: "com.microsoft", Version: 1})
 	g := m.Graph
 	a := g.AddInput("A", graph.TensorType(graph.Float, graph.Dims(int64(M), int64(w.K))))
-	y := addMatMulNBits(g, "w", a, w)
+	y := addMatMulNBits(g, "w", a, w, graph.Float)
 	y.Type = graph.TensorType(graph.Float, graph.Dims(int64(M), int64(w.N)))
 	g.AddOutput(y)
 	return m
