@@ -18,7 +18,7 @@ import (
 // tensor itself.
 //
 // It is how analyses get a working copy without encoding and decoding the
-// model.
+// model. The copy's values are numbered 1 to c.NumCloned() (Value.Num).
 func (m *Model) Clone() *Model {
 	c := &Model{Dir: m.Dir, shell: proto.Clone(m.shell).(*onnxpb.ModelProto), repairs: slices.Clone(m.repairs)}
 	if m.names.used != nil {
@@ -39,6 +39,7 @@ func (m *Model) Clone() *Model {
 		nf.Body = cl.graph(f.Body, nil)
 		c.Functions = append(c.Functions, &nf)
 	}
+	c.cloned = len(cl.seen)
 	return c
 }
 
@@ -71,10 +72,10 @@ func (cl *cloner) value(v *Value, g *Graph) *Value {
 	}
 	nv := &cl.values[0]
 	cl.values = cl.values[1:]
-	*nv = Value{Name: v.Name, Type: v.Type, Const: v.Const, index: v.index, graph: g, info: v.info, sparse: v.sparse}
+	cl.seen = append(cl.seen, v)
+	*nv = Value{Name: v.Name, Type: v.Type, Const: v.Const, index: v.index, num: int32(len(cl.seen)), graph: g, info: v.info, sparse: v.sparse}
 	nv.uses = cl.useList(len(v.uses))
 	v.twin = nv
-	cl.seen = append(cl.seen, v)
 	return nv
 }
 

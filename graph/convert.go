@@ -189,7 +189,7 @@ func (l *loader) graph(gp *onnxpb.GraphProto, parent *Graph) (*Graph, error) {
 		for k, o := range np.Output {
 			v := &valueSlab[0]
 			valueSlab = valueSlab[1:]
-			*v = Value{Name: o, producer: n, index: k, graph: g}
+			*v = Value{Name: o, producer: n, index: int32(k), graph: g}
 			if o != "" {
 				if err := l.define(g, v); err != nil {
 					return nil, fmt.Errorf("%w (output of %v)", err, n)

@@ -69,7 +69,8 @@ type Value struct {
 	Const *Tensor // set for initializers
 
 	producer *Node
-	index    int // output index in producer
+	index    int32 // output index in producer
+	num      int32 // number given by Model.Clone in the copy (see Num), else 0
 	uses     []Use
 	graph    *Graph
 	info     *onnxpb.ValueInfoProto // doc_string, metadata_props of its declaration
@@ -82,7 +83,15 @@ type Value struct {
 func (v *Value) Producer() *Node { return v.producer }
 
 // OutputIndex is v's position among its producer's outputs.
-func (v *Value) OutputIndex() int { return v.index }
+func (v *Value) OutputIndex() int { return int(v.index) }
+
+// Num is v's number in the copy Model.Clone made it in: 1 to the copy's
+// NumCloned, each value of the copy its own, so that analyses of the copy
+// can keep per-value facts in slices rather than maps keyed by *Value.
+// Values made any other way (loaded, or added to the copy after it was
+// made) are numbered 0, and numbers of different copies overlap: check
+// v.Graph().Model() before taking a number for a place in a slice.
+func (v *Value) Num() int { return int(v.num) }
 
 // Uses lists the node inputs that read v, in the order they were added.
 // The slice is a copy: edits made while walking it do not disturb it.
@@ -434,7 +443,7 @@ func (g *Graph) NewNode(opType, domain string, inputs []*Value, numOutputs int, 
 	n := &Node{Name: name, OpType: opType, Domain: domain, Attrs: attrs, graph: g, shell: &onnxpb.NodeProto{}}
 	for i := 0; i < numOutputs; i++ {
 		out := g.newValue(fmt.Sprintf("%s_out%d", name, i))
-		out.producer, out.index = n, i
+		out.producer, out.index = n, int32(i)
 		n.outputs = append(n.outputs, out)
 	}
 	for i, v := range inputs {

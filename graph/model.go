@@ -32,7 +32,12 @@ type Model struct {
 	shell   *onnxpb.ModelProto // everything except graph and functions
 	names   nameSet
 	repairs []Repair // rules the loaded file breaks that Load tolerated
+	cloned  int      // values Clone numbered in this copy (Value.Num)
 }
+
+// NumCloned is the largest Value.Num among m's values: the number of
+// values Clone copied into m (0 for a model Clone did not make).
+func (m *Model) NumCloned() int { return m.cloned }
 
 // Opset is one imported operator set.
 type Opset struct {

@@ -52,7 +52,7 @@ func (w *Work) inferFused(n *graph.Node, set func(int, Shape), in func(int) Shap
 		if q.Rank() == 4 && k.Rank() == 4 {
 			for _, name := range []string{"score_mod", "mask_mod", "prob_mod"} {
 				if a := n.Attr(name); a != nil && a.Graph != nil && len(a.Graph.Inputs) == 1 {
-					w.shapes[a.Graph.Inputs[0]] = ranked(q.Dims[0], q.Dims[1], q.Dims[2], k.Dims[2])
+					w.shapes.set(a.Graph.Inputs[0], ranked(q.Dims[0], q.Dims[1], q.Dims[2], k.Dims[2]))
 				}
 			}
 		}

@@ -170,7 +170,7 @@ func (w *Work) infer(n *graph.Node) {
 	}
 	set := func(i int, s Shape) {
 		if i < len(outs) && outs[i].Name != "" {
-			w.shapes[outs[i]] = s
+			w.shapes.set(outs[i], s)
 		}
 	}
 	in := func(i int) Shape { return w.Shape(n.Input(i)) }

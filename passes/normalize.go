@@ -23,8 +23,8 @@ type Work struct {
 	origNode  map[*graph.Node]*graph.Node
 	origValue map[*graph.Value]*graph.Value
 	opset     map[*graph.Node]int64 // nodes inlined from a function importing another version
-	shapes    map[*graph.Value]Shape
-	etypes    map[*graph.Value]graph.DataType
+	shapes    byValue[Shape]
+	etypes    byValue[graph.DataType]
 	pv        map[*graph.Value][]Dim
 	consts    map[*graph.Value]*kernels.Tensor
 	constErr  map[*graph.Value]error
@@ -91,7 +91,7 @@ func newWork(m *graph.Model) (*Work, error) {
 	values += len(m.Graph.Inputs) + len(m.Graph.Initializers)
 	w := &Work{Orig: m, M: c,
 		origNode: make(map[*graph.Node]*graph.Node, nodes), origValue: make(map[*graph.Value]*graph.Value, values),
-		opset: map[*graph.Node]int64{}, shapes: make(map[*graph.Value]Shape, values), etypes: make(map[*graph.Value]graph.DataType, values),
+		opset: map[*graph.Node]int64{}, shapes: newByValue[Shape](c), etypes: newByValue[graph.DataType](c),
 		pv: map[*graph.Value][]Dim{}, consts: map[*graph.Value]*kernels.Tensor{}, constErr: map[*graph.Value]error{},
 		sums: map[string]Dim{}, exprs: map[Dim]symExpr{}, powBase: map[*graph.Value]float64{}, weight: map[*graph.Value]bool{}, folds: map[*graph.Value][]*graph.Value{}, pos: make(map[*graph.Node]int, nodes),
 		foldedFrom: map[*graph.Value]*graph.Node{}}
@@ -563,7 +563,7 @@ func (w *Work) inferControl(n *graph.Node) {
 						s = Shape{}
 					}
 				}
-				w.shapes[o] = s
+				w.shapes.set(o, s)
 			}
 		}
 	case "Loop":
@@ -578,7 +578,7 @@ func (w *Work) inferControl(n *graph.Node) {
 			if i >= nCarried && s.Ranked {
 				s = ranked(append([]Dim{w.syms.fresh()}, s.Dims...)...)
 			}
-			w.shapes[o] = s
+			w.shapes.set(o, s)
 		}
 	}
 }
@@ -720,7 +720,7 @@ func (w *Work) replaceByConst(g *graph.Graph, n *graph.Node, outs []*kernels.Ten
 		nv := g.AddInitializer(gt)
 		w.folds[o] = append(w.folds[o], nv)
 		w.consts[nv] = outs[i]
-		w.shapes[nv] = w.Shape(nv)
+		w.shapes.set(nv, w.Shape(nv))
 		w.origValue[nv] = w.origValue[o]
 		if n.OpType != "Constant" {
 			w.foldedFrom[nv] = n
@@ -783,7 +783,7 @@ func (w *Work) etype(n *graph.Node) {
 					t = w.ElemType(sgs[0].Outputs[bi])
 				}
 			}
-			w.etypes[o] = t
+			w.etypes.set(o, t)
 		}
 		return
 	default:
@@ -794,9 +794,9 @@ func (w *Work) etype(n *graph.Node) {
 	}
 	for i, o := range outs {
 		if i == 0 || n.OpType == "Split" {
-			w.etypes[o] = t
+			w.etypes.set(o, t)
 		} else if o.Type != nil {
-			w.etypes[o] = o.Type.ElemType()
+			w.etypes.set(o, o.Type.ElemType())
 		}
 	}
 }

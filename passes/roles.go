@@ -58,7 +58,7 @@ const (
 // on the content of the tokens, through the content inputs).
 type roles struct {
 	of  map[*graph.Value]Role
-	act map[*graph.Value]bool
+	act byValue[bool]
 }
 
 // Role is the role of a main-graph input.
@@ -67,7 +67,7 @@ func (w *Work) Role(v *graph.Value) Role { return w.roles.of[v] }
 // IsAct reports whether v carries activations: it depends on the tokens'
 // content (token ids, content inputs) and not only on positions, shapes,
 // masks and constants.
-func (w *Work) IsAct(v *graph.Value) bool { return v != nil && w.roles.act[v] }
+func (w *Work) IsAct(v *graph.Value) bool { return v != nil && w.roles.act.of(v) }
 
 // Inputs lists the main graph's inputs that are not initializers.
 func (w *Work) Inputs() []*graph.Value {
@@ -304,9 +304,9 @@ func (w *Work) rowsMultiply(g *graph.Value) bool {
 }
 
 func (w *Work) findRoles() *roles {
-	// Most values of a model carry activations: the flags' map is made for
-	// every value whose shape was inferred (growing it rehashed).
-	r := &roles{of: map[*graph.Value]Role{}, act: make(map[*graph.Value]bool, len(w.shapes))}
+	// Most values of a model carry activations: the flags are kept per
+	// value number of the copy (a map grew or, presized, cost 5 MB).
+	r := &roles{of: map[*graph.Value]Role{}, act: newByValue[bool](w.M)}
 	ins := w.Inputs()
 	uses := map[*graph.Value]*inputUses{}
 	var batchSym Dim = unknownDim
@@ -408,7 +408,7 @@ func (w *Work) markAct(g *graph.Graph) {
 	r := w.roles
 	for _, v := range g.Inputs {
 		if role := r.of[v]; role == RoleTokens || role == RoleContent {
-			r.act[v] = true
+			r.act.set(v, true)
 		}
 	}
 	for n := range g.All() {
@@ -417,7 +417,7 @@ func (w *Work) markAct(g *graph.Graph) {
 		}
 		act := false
 		for _, v := range n.Inputs() {
-			if r.act[v] {
+			if r.act.of(v) {
 				act = true
 			}
 		}
@@ -426,14 +426,14 @@ func (w *Work) markAct(g *graph.Graph) {
 				// Loop-carried inputs take the flags of the node's inputs.
 				if n.OpType == "Loop" {
 					for i, bi := range sg.Inputs {
-						if i >= 2 && r.act[n.Input(i)] {
-							r.act[bi] = true
+						if i >= 2 && r.act.of(n.Input(i)) {
+							r.act.set(bi, true)
 						}
 					}
 				}
 				w.markAct(sg)
 				for _, o := range sg.Outputs {
-					if r.act[o] {
+					if r.act.of(o) {
 						act = true
 					}
 				}
@@ -444,7 +444,7 @@ func (w *Work) markAct(g *graph.Graph) {
 		}
 		if act {
 			for _, o := range n.Outputs() {
-				r.act[o] = true
+				r.act.set(o, true)
 			}
 		}
 	}
@@ -464,7 +464,7 @@ func (w *Work) indicator(n *graph.Node) bool {
 		return false
 	}
 	for _, v := range n.Inputs() {
-		if w.roles.act[v] && !isIntType(w.ElemType(v)) && w.ElemType(v) != graph.Bool {
+		if w.roles.act.of(v) && !isIntType(w.ElemType(v)) && w.ElemType(v) != graph.Bool {
 			return false
 		}
 	}

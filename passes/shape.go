@@ -210,7 +210,7 @@ func (w *Work) Shape(v *graph.Value) Shape {
 				for j := i; j < len(s.Dims); j++ {
 					s.Dims[j] = w.syms.canon(s.Dims[j])
 				}
-				w.shapes[v] = s
+				w.shapes.set(v, s)
 				break
 			}
 		}
@@ -222,7 +222,7 @@ func (w *Work) rawShape(v *graph.Value) Shape {
 	if v == nil {
 		return Shape{}
 	}
-	if s, ok := w.shapes[v]; ok {
+	if s, ok := w.shapes.get(v); ok {
 		return s
 	}
 	var s Shape
@@ -236,7 +236,7 @@ func (w *Work) rawShape(v *graph.Value) Shape {
 	case v.Type != nil:
 		s = w.declaredShape(v.Type)
 	}
-	w.shapes[v] = s
+	w.shapes.set(v, s)
 	return s
 }
 
@@ -248,7 +248,7 @@ func (w *Work) ElemType(v *graph.Value) graph.DataType {
 	if v.Const != nil {
 		return v.Const.DataType()
 	}
-	if t, ok := w.etypes[v]; ok {
+	if t, ok := w.etypes.get(v); ok {
 		return t
 	}
 	if v.Type != nil {
