@@ -18,7 +18,8 @@ import (
 // tensor itself.
 //
 // It is how analyses get a working copy without encoding and decoding the
-// model. The copy's values are numbered 1 to c.NumCloned() (Value.Num).
+// model. The copy's values are numbered 1 to c.NumCloned() (Value.Num),
+// its nodes 1 to c.NumClonedNodes() (Node.Num).
 func (m *Model) Clone() *Model {
 	c := &Model{Dir: m.Dir, shell: proto.Clone(m.shell).(*onnxpb.ModelProto), repairs: slices.Clone(m.repairs)}
 	if m.names.used != nil {
@@ -39,7 +40,7 @@ func (m *Model) Clone() *Model {
 		nf.Body = cl.graph(f.Body, nil)
 		c.Functions = append(c.Functions, &nf)
 	}
-	c.cloned = len(cl.seen)
+	c.cloned, c.clonedN = len(cl.seen), cl.nn
 	return c
 }
 
@@ -56,6 +57,7 @@ type cloner struct {
 	nodes  []Node
 	ptrs   []*Value
 	uses   []Use
+	nn     int // nodes made
 }
 
 const cloneChunk = 1024
@@ -86,6 +88,7 @@ func (cl *cloner) node() *Node {
 	}
 	n := &cl.nodes[0]
 	cl.nodes = cl.nodes[1:]
+	cl.nn++
 	return n
 }
 
@@ -137,7 +140,7 @@ func (cl *cloner) graph(g *Graph, parent *Graph) *Graph {
 	ng.nodes = make([]*Node, len(g.nodes))
 	for i, n := range g.nodes {
 		nn := cl.node()
-		*nn = Node{Name: n.Name, OpType: n.OpType, Domain: n.Domain, Overload: n.Overload, graph: ng, shell: n.shell}
+		*nn = Node{Name: n.Name, OpType: n.OpType, Domain: n.Domain, Overload: n.Overload, graph: ng, shell: n.shell, num: int32(cl.nn)}
 		nn.outputs = cl.valueList(len(n.outputs))
 		for _, o := range n.outputs {
 			no := cl.value(o, ng)

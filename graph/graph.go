@@ -51,7 +51,8 @@ type Node struct {
 	outputs []*Value
 	graph   *Graph
 	shell   *onnxpb.NodeProto // doc_string, metadata, device configurations, unknown fields
-	pos     int               // scratch: index in graph.nodes during topoOrder
+	pos     int32             // scratch: index in graph.nodes during topoOrder
+	num     int32             // number given by Model.Clone in the copy (see Num), else 0
 }
 
 // Use is one place where a value is read: input Index of Node. Node may be
@@ -135,6 +136,10 @@ func (v *Value) String() string {
 
 // Graph is the graph that holds n.
 func (n *Node) Graph() *Graph { return n.graph }
+
+// Num is n's number in the copy Model.Clone made it in: 1 to the copy's
+// NumClonedNodes, as Value.Num for values (0 for nodes made any other way).
+func (n *Node) Num() int { return int(n.num) }
 
 // Inputs are n's inputs; nil entries are optional inputs left out. The slice
 // is n's own: change inputs with SetInput.
@@ -584,9 +589,11 @@ func (g *Graph) topoOrder() ([]*Node, error) {
 	// Node.pos holds each node's index in g.nodes for the duration of the
 	// sort (a field, not a map: graphs have 100k nodes).
 	for i, n := range g.nodes {
-		n.pos = i
+		n.pos = int32(i)
 	}
-	inGraph := func(p *Node) bool { return p != nil && p.graph == g && p.pos < len(g.nodes) && g.nodes[p.pos] == p }
+	inGraph := func(p *Node) bool {
+		return p != nil && p.graph == g && int(p.pos) < len(g.nodes) && g.nodes[p.pos] == p
+	}
 	var ds []*Node
 	deps := func(n *Node) []*Node {
 		ds = ds[:0]

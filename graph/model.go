@@ -33,11 +33,15 @@ type Model struct {
 	names   nameSet
 	repairs []Repair // rules the loaded file breaks that Load tolerated
 	cloned  int      // values Clone numbered in this copy (Value.Num)
+	clonedN int      // nodes Clone numbered in this copy (Node.Num)
 }
 
 // NumCloned is the largest Value.Num among m's values: the number of
 // values Clone copied into m (0 for a model Clone did not make).
 func (m *Model) NumCloned() int { return m.cloned }
+
+// NumClonedNodes is the largest Node.Num among m's nodes.
+func (m *Model) NumClonedNodes() int { return m.clonedN }
 
 // Opset is one imported operator set.
 type Opset struct {

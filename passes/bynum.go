@@ -2,55 +2,97 @@ package passes
 
 import "github.com/onnxpe/onnxpe/graph"
 
-// byValue holds one fact per value of a working copy. The values Clone
-// numbered (Value.Num) have their place in a slice; any other value (made
-// after the copy, or of another model) goes to a map. Maps over the 300k
-// values of a 100k-node copy cost twice the slices and, in an audit's
-// first run, their fresh pages.
-type byValue[T any] struct {
+// numbered is a value or a node: Model.Clone numbers those of its copy.
+type numbered interface {
+	comparable
+	Num() int
+	Graph() *graph.Graph
+}
+
+// byNum holds one fact per value (or node) of a working copy. Those Clone
+// numbered (Value.Num, Node.Num) have their place in a slice; any other
+// (made after the copy, or of another model) goes to a map. Maps over the
+// 160k values of a 100k-node copy cost several times the slices and, in
+// an audit's first run, their fresh pages.
+type byNum[K numbered, T any] struct {
 	m    *graph.Model
 	at   []T
 	has  []bool
-	rest map[*graph.Value]T
+	keys []K // the key at each place, kept only for tables that are walked (each)
+	rest map[K]T
 }
+
+// byValue is a fact per value of the copy m.
+type byValue[T any] = byNum[*graph.Value, T]
 
 func newByValue[T any](m *graph.Model) byValue[T] {
-	k := m.NumCloned() + 1
-	return byValue[T]{m: m, at: make([]T, k), has: make([]bool, k)}
+	return newByNum[*graph.Value, T](m, m.NumCloned())
 }
 
-// slot is v's place in at, or -1.
-func (t *byValue[T]) slot(v *graph.Value) int {
-	if v == nil {
+// newByNode is a fact per node of the copy m.
+func newByNode[T any](m *graph.Model) byNum[*graph.Node, T] {
+	return newByNum[*graph.Node, T](m, m.NumClonedNodes())
+}
+
+func newByNum[K numbered, T any](m *graph.Model, n int) byNum[K, T] {
+	return byNum[K, T]{m: m, at: make([]T, n+1), has: make([]bool, n+1)}
+}
+
+// slot is k's place in at, or -1.
+func (t *byNum[K, T]) slot(k K) int {
+	var none K
+	if k == none {
 		return -1
 	}
-	if n := v.Num(); n > 0 && n < len(t.at) && v.Graph() != nil && v.Graph().Model() == t.m {
+	if n := k.Num(); n > 0 && n < len(t.at) && k.Graph() != nil && k.Graph().Model() == t.m {
 		return n
 	}
 	return -1
 }
 
-func (t *byValue[T]) get(v *graph.Value) (T, bool) {
-	if i := t.slot(v); i >= 0 {
+func (t *byNum[K, T]) get(k K) (T, bool) {
+	if i := t.slot(k); i >= 0 {
 		return t.at[i], t.has[i]
 	}
-	x, ok := t.rest[v]
+	x, ok := t.rest[k]
 	return x, ok
 }
 
-// of is v's fact, or the zero value.
-func (t *byValue[T]) of(v *graph.Value) T {
-	x, _ := t.get(v)
+// of is k's fact, or the zero value.
+func (t *byNum[K, T]) of(k K) T {
+	x, _ := t.get(k)
 	return x
 }
 
-func (t *byValue[T]) set(v *graph.Value, x T) {
-	if i := t.slot(v); i >= 0 {
+func (t *byNum[K, T]) set(k K, x T) {
+	if i := t.slot(k); i >= 0 {
 		t.at[i], t.has[i] = x, true
+		if t.keys != nil {
+			t.keys[i] = k
+		}
 		return
 	}
 	if t.rest == nil {
-		t.rest = map[*graph.Value]T{}
+		t.rest = map[K]T{}
 	}
-	t.rest[v] = x
+	t.rest[k] = x
+}
+
+// walkable keeps the keys of the places set, for each.
+func (t byNum[K, T]) walkable() byNum[K, T] {
+	t.keys = make([]K, len(t.at))
+	return t
+}
+
+// each calls f for every key with a fact (t made walkable): the numbered
+// ones in their order, then the others.
+func (t *byNum[K, T]) each(f func(K, T)) {
+	for i, k := range t.keys {
+		if t.has[i] {
+			f(k, t.at[i])
+		}
+	}
+	for k, x := range t.rest {
+		f(k, x)
+	}
 }

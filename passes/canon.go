@@ -58,7 +58,7 @@ func (w *Work) canonicalise(g0 *graph.Graph) {
 			sm := g.NewNode("Softmax", "", []*graph.Value{x}, 1, graph.IntAttr("axis", int64(axis)))
 			w.insertBefore(g, n, sm, n)
 			n.Output(0).ReplaceAllUsesWith(sm.Output(0))
-			w.origValue[sm.Output(0)] = w.origValue[n.Output(0)]
+			w.origValue.set(sm.Output(0), w.origValue.of(n.Output(0)))
 		}
 	}
 }
@@ -80,8 +80,8 @@ func (w *Work) renameOps(g0 *graph.Graph) {
 			}
 			c := g.NewNode("Concat", "", n.Inputs(), 1, graph.IntAttr("axis", n.AttrInt("axis", 0)))
 			g.InsertBefore(n, c)
-			w.origNode[c] = w.origNode[n]
-			w.origValue[c.Output(0)] = w.origValue[n.Output(0)]
+			w.origNode.set(c, w.origNode.of(n))
+			w.origValue.set(c.Output(0), w.origValue.of(n.Output(0)))
 			n.Output(0).ReplaceAllUsesWith(c.Output(0))
 			_ = g.Remove(n)
 		}
@@ -161,7 +161,7 @@ func (w *Work) oneHotOperand(g *graph.Graph, n *graph.Node, k int) bool {
 		w.insertBefore(g, n, out, n)
 	}
 	n.Output(0).ReplaceAllUsesWith(out.Output(0))
-	w.origValue[out.Output(0)] = w.origValue[n.Output(0)]
+	w.origValue.set(out.Output(0), w.origValue.of(n.Output(0)))
 	return true
 }
 
@@ -170,7 +170,7 @@ func (w *Work) oneHotOperand(g *graph.Graph, n *graph.Node, k int) bool {
 // element types and shapes.
 func (w *Work) insertBefore(g *graph.Graph, at, nn, from *graph.Node) {
 	g.InsertBefore(at, nn)
-	w.origNode[nn] = w.origNode[from]
+	w.origNode.set(nn, w.origNode.of(from))
 	w.etype(nn)
 	w.infer(nn)
 }

@@ -20,8 +20,8 @@ type Work struct {
 	// Orig is the caller's model; M is the working copy.
 	Orig, M *graph.Model
 
-	origNode  map[*graph.Node]*graph.Node
-	origValue map[*graph.Value]*graph.Value
+	origNode  byNum[*graph.Node, *graph.Node]
+	origValue byValue[*graph.Value]
 	opset     map[*graph.Node]int64 // nodes inlined from a function importing another version
 	shapes    byValue[Shape]
 	etypes    byValue[graph.DataType]
@@ -31,7 +31,7 @@ type Work struct {
 	sums      map[string]Dim
 	exprs     map[Dim]symExpr
 	syms      symbols
-	pos       map[*graph.Node]int
+	pos       byNum[*graph.Node, int]
 	folded    int
 	inlined   int
 	// powBase records, for constants folded from Pow(b, exponents) with a
@@ -84,16 +84,14 @@ func NewWork(m *graph.Model) (*Work, error) {
 
 func newWork(m *graph.Model) (*Work, error) {
 	c := m.Clone()
-	// The maps over every node and value are made at their final size:
-	// growing them rehashes, which cost a fifth of a 100k-node audit.
-	nodes, values := 0, 0
-	m.Walk(func(n *graph.Node) { nodes++; values += len(n.Outputs()) })
-	values += len(m.Graph.Inputs) + len(m.Graph.Initializers)
+	// The facts over every node and value are kept in slices by the
+	// numbers Clone gave them (bynum.go): maps, even made at their final
+	// size, cost several times as much.
 	w := &Work{Orig: m, M: c,
-		origNode: make(map[*graph.Node]*graph.Node, nodes), origValue: make(map[*graph.Value]*graph.Value, values),
+		origNode: newByNode[*graph.Node](c), origValue: newByValue[*graph.Value](c).walkable(),
 		opset: map[*graph.Node]int64{}, shapes: newByValue[Shape](c), etypes: newByValue[graph.DataType](c),
 		pv: map[*graph.Value][]Dim{}, consts: map[*graph.Value]*kernels.Tensor{}, constErr: map[*graph.Value]error{},
-		sums: map[string]Dim{}, exprs: map[Dim]symExpr{}, powBase: map[*graph.Value]float64{}, weight: map[*graph.Value]bool{}, folds: map[*graph.Value][]*graph.Value{}, pos: make(map[*graph.Node]int, nodes),
+		sums: map[string]Dim{}, exprs: map[Dim]symExpr{}, powBase: map[*graph.Value]float64{}, weight: map[*graph.Value]bool{}, folds: map[*graph.Value][]*graph.Value{}, pos: newByNode[int](c),
 		foldedFrom: map[*graph.Value]*graph.Node{}}
 	w.pair(m.Graph, c.Graph)
 	for i, f := range m.Functions {
@@ -120,16 +118,16 @@ func newWork(m *graph.Model) (*Work, error) {
 // bytes, so the same order).
 func (w *Work) pair(a, b *graph.Graph) {
 	for i, v := range a.Inputs {
-		w.origValue[b.Inputs[i]] = v
+		w.origValue.set(b.Inputs[i], v)
 	}
 	for i, v := range a.Initializers {
-		w.origValue[b.Initializers[i]] = v
+		w.origValue.set(b.Initializers[i], v)
 	}
 	an, bn := a.Nodes(), b.Nodes()
 	for i, n := range an {
-		w.origNode[bn[i]] = n
+		w.origNode.set(bn[i], n)
 		for j, o := range n.Outputs() {
-			w.origValue[bn[i].Output(j)] = o
+			w.origValue.set(bn[i].Output(j), o)
 		}
 		as, bs := n.Subgraphs(), bn[i].Subgraphs()
 		for k := range as {
@@ -140,12 +138,12 @@ func (w *Work) pair(a, b *graph.Graph) {
 
 // OrigNode is the original node a node of the copy comes from (nil for nodes
 // normalisation made without an origin).
-func (w *Work) OrigNode(n *graph.Node) *graph.Node { return w.origNode[n] }
+func (w *Work) OrigNode(n *graph.Node) *graph.Node { return w.origNode.of(n) }
 
 // OrigName is the name of the original node n comes from; a nameless
 // original node is named by its first output.
 func (w *Work) OrigName(n *graph.Node) string {
-	o := w.origNode[n]
+	o := w.origNode.of(n)
 	if o == nil {
 		return ""
 	}
@@ -161,7 +159,7 @@ func (w *Work) OrigName(n *graph.Node) string {
 // OrigValue is the name of the original value v stands for ("" when v was
 // made by normalisation, such as a value inside an inlined function).
 func (w *Work) OrigValue(v *graph.Value) string {
-	if o := w.origValue[v]; o != nil {
+	if o := w.origValue.of(v); o != nil {
 		return o.Name
 	}
 	return ""
@@ -183,11 +181,11 @@ func (w *Work) Opset(n *graph.Node) int64 {
 
 // Pos is n's place in the model's topological order (subgraph nodes come
 // right after the node that holds them).
-func (w *Work) Pos(n *graph.Node) int { return w.pos[n] }
+func (w *Work) Pos(n *graph.Node) int { return w.pos.of(n) }
 
 func (w *Work) number(g *graph.Graph, k *int) {
 	for n := range g.All() {
-		w.pos[n] = *k
+		w.pos.set(n, *k)
 		*k++
 		for _, sg := range n.Subgraphs() {
 			w.number(sg, k)
@@ -279,7 +277,7 @@ func (w *Work) inlineCall(g *graph.Graph, call *graph.Node, f *graph.Function) e
 		}
 		fops[d] = o.Version
 	}
-	cl := &cloner{w: w, vmap: vmap, refs: refs, origin: w.origNode[call], opsets: fops, closed: true}
+	cl := &cloner{w: w, vmap: vmap, refs: refs, origin: w.origNode.of(call), opsets: fops, closed: true}
 	for _, bn := range f.Body.Nodes() {
 		nn, err := cl.node(g, bn)
 		if err != nil {
@@ -296,8 +294,8 @@ func (w *Work) inlineCall(g *graph.Graph, call *graph.Node, f *graph.Function) e
 			return fmt.Errorf("function %s: output %d is not computed", f.Name, i)
 		}
 		o.ReplaceAllUsesWith(r)
-		if w.origValue[r] == nil {
-			w.origValue[r] = w.origValue[o]
+		if w.origValue.of(r) == nil {
+			w.origValue.set(r, w.origValue.of(o))
 		}
 	}
 	if err := g.Remove(call); err != nil {
@@ -369,16 +367,16 @@ func (c *cloner) node(g *graph.Graph, n *graph.Node) (*graph.Node, error) {
 		if o.Type != nil {
 			nn.Output(j).Type = o.Type
 		}
-		if ov := c.w.origValue[o]; ov != nil && c.w.origValue[nn.Output(j)] == nil {
-			c.w.origValue[nn.Output(j)] = ov
+		if ov := c.w.origValue.of(o); ov != nil && c.w.origValue.of(nn.Output(j)) == nil {
+			c.w.origValue.set(nn.Output(j), ov)
 		}
 	}
 	origin := c.origin
 	if origin == nil {
-		origin = c.w.origNode[n]
+		origin = c.w.origNode.of(n)
 	}
 	if origin != nil {
-		c.w.origNode[nn] = origin
+		c.w.origNode.set(nn, origin)
 	}
 	d := n.Domain
 	if d == "ai.onnx" {
@@ -513,7 +511,7 @@ func (w *Work) takeBranch(g *graph.Graph, n *graph.Node) ([]*graph.Node, bool) {
 	if a == nil || a.Graph == nil || len(a.Graph.Inputs) > 0 {
 		return nil, false
 	}
-	cl := &cloner{w: w, vmap: map[*graph.Value]*graph.Value{}, origin: w.origNode[n]}
+	cl := &cloner{w: w, vmap: map[*graph.Value]*graph.Value{}, origin: w.origNode.of(n)}
 	var copied []*graph.Node
 	for _, bn := range a.Graph.Nodes() {
 		nn, err := cl.node(g, bn)
@@ -721,7 +719,7 @@ func (w *Work) replaceByConst(g *graph.Graph, n *graph.Node, outs []*kernels.Ten
 		w.folds[o] = append(w.folds[o], nv)
 		w.consts[nv] = outs[i]
 		w.shapes.set(nv, w.Shape(nv))
-		w.origValue[nv] = w.origValue[o]
+		w.origValue.set(nv, w.origValue.of(o))
 		if n.OpType != "Constant" {
 			w.foldedFrom[nv] = n
 		}

@@ -363,7 +363,7 @@ func (w *Work) origNames(nodes []*graph.Node) []string {
 	seen := map[*graph.Node]bool{}
 	var origs []*graph.Node
 	for _, n := range nodes {
-		o := w.origNode[n]
+		o := w.origNode.of(n)
 		if o == nil || seen[o] || (o.OpType == "Constant" && isONNX(o)) {
 			continue
 		}

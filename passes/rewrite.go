@@ -551,7 +551,7 @@ func (c *Context) rewrite() *Rewrite { return c.ResultOf[Edit].(*Rewrite) }
 // node it became (a function body's values have no place in the main
 // graph). "" when there is none.
 func (w *Work) mainName(v *graph.Value) string {
-	o := w.origValue[v]
+	o := w.origValue.of(v)
 	if o == nil {
 		return ""
 	}
@@ -579,11 +579,11 @@ func (w *Work) mainName(v *graph.Value) string {
 func (w *Work) workValue(name string) *graph.Value {
 	if w.byOrig == nil {
 		w.byOrig = map[string]*graph.Value{}
-		for v, o := range w.origValue {
+		w.origValue.each(func(v, o *graph.Value) {
 			if old, ok := w.byOrig[o.Name]; !ok || w.posOf(v) > w.posOf(old) {
 				w.byOrig[o.Name] = v
 			}
-		}
+		})
 	}
 	return w.byOrig[name]
 }
