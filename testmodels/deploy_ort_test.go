@@ -36,19 +36,7 @@ func TestDifferentialDeploymentForms(t *testing.T) {
 	for _, form := range testmodels.DeployForms {
 		t.Run(string(form), func(t *testing.T) {
 			m := testmodels.BuildDeploy(form, cfg)
-			path := filepath.Join(t.TempDir(), "model.onnx")
-			if err := m.Save(path, graph.SaveOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			sess, err := kernels.NewSession(m, kernels.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			peer, err := ortpeer.NewSession(path, m, ortpeer.Options{Threads: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer peer.Close()
+			sess, peer := bothSessions(t, m)
 			for i, s := range steps {
 				st := s.st
 				if form == testmodels.FormEmbedLNAttention && st.Past > 0 {
@@ -110,19 +98,7 @@ func TestDifferentialGQAChunkAfterCache(t *testing.T) {
 	}
 	cfg := testmodels.DefaultDeploy
 	m := testmodels.BuildDeploy(testmodels.FormGenAIGQA, cfg)
-	path := filepath.Join(t.TempDir(), "model.onnx")
-	if err := m.Save(path, graph.SaveOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	sess, err := kernels.NewSession(m, kernels.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, err := ortpeer.NewSession(path, m, ortpeer.Options{Threads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
+	sess, peer := bothSessions(t, m)
 	for _, st := range []testmodels.DeployStep{{Batch: 2, Seq: 4, Past: 5}, {Batch: 2, Seq: 4, Past: 5, Lens: []int{9, 7}}} {
 		in := testmodels.DeployInputs(testmodels.FormGenAIGQA, cfg, st, 3)
 		_, errGo := sess.Run(in)
@@ -169,19 +145,7 @@ func TestDifferentialHalfGenAI(t *testing.T) {
 			cfg := testmodels.DefaultDeploy
 			cfg.DType = graph.Float16
 			m := testmodels.BuildDeploy(form, cfg)
-			path := filepath.Join(t.TempDir(), "model.onnx")
-			if err := m.Save(path, graph.SaveOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			sess, err := kernels.NewSession(m, kernels.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			peer, err := ortpeer.NewSession(path, m, ortpeer.Options{Threads: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer peer.Close()
+			sess, peer := bothSessions(t, m)
 			for i, st := range []testmodels.DeployStep{
 				{Batch: 2, Seq: 5, Lens: []int{5, 3}},
 				{Batch: 2, Seq: 1, Past: 5, Lens: []int{6, 4}},
@@ -210,4 +174,24 @@ func TestDifferentialHalfGenAI(t *testing.T) {
 			}
 		})
 	}
+}
+
+// bothSessions saves m to a temporary file and opens it in onnxpe's
+// executor and in ONNX Runtime (one thread, closed when the test ends).
+func bothSessions(t *testing.T, m *graph.Model) (*kernels.Session, *ortpeer.Session) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "model.onnx")
+	if err := m.Save(path, graph.SaveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := kernels.NewSession(m, kernels.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := ortpeer.NewSession(path, m, ortpeer.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { peer.Close() })
+	return sess, peer
 }
