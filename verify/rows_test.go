@@ -48,13 +48,8 @@ func learnedWithPositionIDs() *graph.Model {
 func firstRowPositions(t *testing.T, m *graph.Model, expand bool) {
 	t.Helper()
 	g := m.Graph
-	var pos *graph.Value
-	for _, v := range g.Inputs {
-		if v.Name == "position_ids" {
-			pos = v
-		}
-	}
-	if pos == nil {
+	pos := g.Lookup("position_ids")
+	if pos == nil || !pos.IsGraphInput() {
 		t.Fatal("no position_ids input")
 	}
 	i64 := func(name string, v int64) *graph.Value {

@@ -253,13 +253,8 @@ func TestMultimodalPositionsExerciseTheStreams(t *testing.T) {
 	a, b := load(), load()
 	// b: position_ids[0:1] expanded back to [3, batch, seq].
 	g := b.Graph
-	var pos *graph.Value
-	for _, v := range g.Inputs {
-		if v.Name == "position_ids" {
-			pos = v
-		}
-	}
-	if pos == nil {
+	pos := g.Lookup("position_ids")
+	if pos == nil || !pos.IsGraphInput() {
 		t.Fatal("no position_ids input")
 	}
 	i64 := func(name string, vals ...int64) *graph.Value {
