@@ -235,13 +235,6 @@ func TestGeneratedCodeMatchesTheModel(t *testing.T) {
 		tamper(t, mod, "ropemrope", "tamperedmrope", "row[pr[0]] = float32(round32(round32(a*c) - round32(b*s)))", "row[pr[0]] = float32(round32(round32(a*c) + round32(b*s)))"),
 		tamper(t, mod, "ropeaxialvit", "tamperedaxial", "i := (AxialRoPEOffset+t)*heads + h", "i := t*heads + h")}
 
-	run := func(dir string, name string, args ...string) (string, error) {
-		cmd := exec.Command(name, args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
 	t1 := time.Now()
 	if out, err := run(mod, goBin, "vet", "./..."); err != nil {
 		t.Fatalf("go vet: %v\n%s", err, out)
@@ -416,4 +409,14 @@ func goTool() string {
 		return p
 	}
 	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}
+
+// run runs the command name in dir, modules resolved from the generated
+// go.mod alone (no workspace), and returns its combined output.
+func run(dir string, name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }

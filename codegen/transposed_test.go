@@ -28,13 +28,6 @@ func TestTransposedLearnedTableMatchesTheModel(t *testing.T) {
 	goBin := goTool()
 	cc, ccErr := exec.LookPath("gcc")
 	root := t.TempDir()
-	run := func(dir string, name string, args ...string) (string, error) {
-		cmd := exec.Command(name, args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
 	writeFiles(t, filepath.Join(root, "go"), []codegen.File{{Name: "go.mod", Data: []byte("module example.com/transposed\n\ngo 1.21\n")}})
 	cases := []struct {
 		name      string

@@ -384,47 +384,40 @@ func TestDynamicNTKInBFloat16GoBuilt(t *testing.T) { dynamicNTKInHalf(t, graph.B
 // it by dynamic NTK and reads the rule back (ntk, the factor to 1e-3,
 // dynamic, the original length, base 10000).
 func dynamicNTKInHalf(t *testing.T, dt graph.DataType) {
-	for _, f := range []struct {
-		name string
-		edit func(*testmodels.LlamaConfig)
-	}{
-		{"computed", func(c *testmodels.LlamaConfig) { c.Opset = 18 }},
-		{"cache_table", func(c *testmodels.LlamaConfig) { c.Opset, c.RoPE = 20, testmodels.RopeCacheTable }},
-		{"fused_ms", func(c *testmodels.LlamaConfig) { c.RoPE = testmodels.RopeFusedMS }},
-		{"fused_onnx", func(c *testmodels.LlamaConfig) { c.Opset, c.RoPE = 23, testmodels.RopeFusedONNX }},
-		{"computed_no_position_ids", func(c *testmodels.LlamaConfig) { c.Opset, c.NoPositionIDs = 18, true }},
-	} {
+	forms := append(slices.Clone(testmodels.LlamaRoPEForms),
+		testmodels.LlamaRoPEForm{Name: "computed_no_position_ids", Edit: func(c *testmodels.LlamaConfig) { c.Opset, c.NoPositionIDs = 18, true }})
+	for _, f := range forms {
 		for _, c := range []struct{ orig, to int }{{1024, 8192}, {2048, 8192}, {4096, 8192}, {4096, 5000}, {512, 65536}} {
-			what := fmt.Sprintf("%s from %d to %d", f.name, c.orig, c.to)
+			what := fmt.Sprintf("%s from %d to %d", f.Name, c.orig, c.to)
 			cfg := testmodels.DefaultLlama
 			cfg.Layers, cfg.Hidden, cfg.Heads, cfg.KVHeads, cfg.FFN, cfg.MaxPositions = 1, 32, 2, 1, 64, c.orig
 			cfg.DType = dt
-			f.edit(&cfg)
+			f.Edit(&cfg)
 			if c.orig == 1024 { // the model itself: in dt, no scaling
 				m := testmodels.Llama(cfg)
 				if lt := m.Graph.Outputs[0].Type.ElemType(); lt != dt {
-					t.Fatalf("%s: logits are %v, want %v", f.name, lt, dt)
+					t.Fatalf("%s: logits are %v, want %v", f.Name, lt, dt)
 				}
 				for _, v := range m.Graph.Initializers {
 					if strings.HasPrefix(v.Name, "cos_cache") && v.Const.DataType() != dt {
-						t.Fatalf("%s: %s is %v, want %v", f.name, v.Name, v.Const.DataType(), dt)
+						t.Fatalf("%s: %s is %v, want %v", f.Name, v.Name, v.Const.DataType(), dt)
 					}
 				}
-				rep, _, err := AuditModel(m, f.name, Options{})
+				rep, _, err := AuditModel(m, f.Name, Options{})
 				if err != nil {
-					t.Fatalf("%s: %v", f.name, err)
+					t.Fatalf("%s: %v", f.Name, err)
 				}
 				n := 0
 				for _, fd := range rep.Findings {
 					if p, ok := fd.Params.(*RoPEParams); ok {
 						n++
 						if p.Scaling == nil || *p.Scaling != "none" || p.Dynamic != nil || p.Base == nil || *p.Base != 10000 || p.Layout != "half_split" {
-							t.Errorf("%s: base %v, layout %v, scaling %v, dynamic %v", f.name, fmtPtr(p.Base), p.Layout, fmtPtr(p.Scaling), fmtPtr(p.Dynamic))
+							t.Errorf("%s: base %v, layout %v, scaling %v, dynamic %v", f.Name, fmtPtr(p.Base), p.Layout, fmtPtr(p.Scaling), fmtPtr(p.Dynamic))
 						}
 					}
 				}
 				if n != 1 {
-					t.Errorf("%s: %d RoPE findings in %v", f.name, n, rep.Findings)
+					t.Errorf("%s: %d RoPE findings in %v", f.Name, n, rep.Findings)
 				}
 			}
 			x, err := ExtendModel(testmodels.Llama(cfg), ExtendOptions{To: c.to, Method: MethodDynamicNTK, OriginalMax: c.orig})

@@ -403,3 +403,20 @@ func Chain(n int) *graph.Model {
 	g.AddOutput(x)
 	return m
 }
+
+// LlamaRoPEForm is one way a Llama of this package computes or reads its
+// RoPE: Edit sets it on a configuration.
+type LlamaRoPEForm struct {
+	Name string
+	Edit func(*LlamaConfig)
+}
+
+// LlamaRoPEForms are the four RoPE forms tests build Llamas in: computed
+// in the graph (opset 18), a cos/sin table gathered by position (opset
+// 20), com.microsoft RotaryEmbedding, ONNX RotaryEmbedding (opset 23).
+var LlamaRoPEForms = []LlamaRoPEForm{
+	{"computed", func(c *LlamaConfig) { c.Opset = 18 }},
+	{"cache_table", func(c *LlamaConfig) { c.Opset, c.RoPE = 20, RopeCacheTable }},
+	{"fused_ms", func(c *LlamaConfig) { c.RoPE = RopeFusedMS }},
+	{"fused_onnx", func(c *LlamaConfig) { c.Opset, c.RoPE = 23, RopeFusedONNX }},
+}

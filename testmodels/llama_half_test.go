@@ -16,15 +16,7 @@ import (
 // logits' scale in every form; allowed 4e-3 and 4e-2), no NaN (a -1e9 mask is -inf in float16, 0·-inf
 // NaN), so the half builds are the same model rounded, not another.
 func TestHalfLlamaTracksFloat32(t *testing.T) {
-	forms := []struct {
-		name string
-		edit func(*testmodels.LlamaConfig)
-	}{
-		{"computed", func(c *testmodels.LlamaConfig) { c.Opset = 18 }},
-		{"cache_table", func(c *testmodels.LlamaConfig) { c.Opset, c.RoPE = 20, testmodels.RopeCacheTable }},
-		{"fused_ms", func(c *testmodels.LlamaConfig) { c.RoPE = testmodels.RopeFusedMS }},
-		{"fused_onnx", func(c *testmodels.LlamaConfig) { c.Opset, c.RoPE = 23, testmodels.RopeFusedONNX }},
-	}
+	forms := testmodels.LlamaRoPEForms
 	const B, S = 2, 12
 	ids, pos := make([]int64, B*S), make([]int64, B*S)
 	for i := range ids {
@@ -51,7 +43,7 @@ func TestHalfLlamaTracksFloat32(t *testing.T) {
 	for _, f := range forms {
 		cfg := testmodels.DefaultLlama
 		cfg.Layers, cfg.Hidden, cfg.Heads, cfg.KVHeads, cfg.FFN = 1, 32, 2, 1, 64
-		f.edit(&cfg)
+		f.Edit(&cfg)
 		want := run(cfg)
 		scale := 0.0
 		for _, w := range want {
@@ -72,9 +64,9 @@ func TestHalfLlamaTracksFloat32(t *testing.T) {
 				worst = math.Max(worst, d)
 			}
 			if !(worst <= c.tol*scale) {
-				t.Errorf("%s %v: logits off the float32 ones by %.3g (scale %.3g)", f.name, c.dt, worst, scale)
+				t.Errorf("%s %v: logits off the float32 ones by %.3g (scale %.3g)", f.Name, c.dt, worst, scale)
 			} else {
-				t.Logf("%s %v: logits off the float32 ones by %.3g of their scale %.3g", f.name, c.dt, worst/scale, scale)
+				t.Logf("%s %v: logits off the float32 ones by %.3g of their scale %.3g", f.Name, c.dt, worst/scale, scale)
 			}
 		}
 	}
