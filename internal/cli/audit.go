@@ -191,8 +191,7 @@ func auditRun(opts *auditOptions) error {
 	case "markdown":
 		writeAuditMarkdown(&buf, reports)
 	case "html":
-		v, _ := moduleVersion()
-		if err := htmlreport.Write(&buf, reports, htmlreport.Options{Generator: strings.TrimSpace("onnxpe " + v)}); err != nil {
+		if err := htmlreport.Write(&buf, reports, htmlreport.Options{Generator: "onnxpe " + readVersion().Version}); err != nil {
 			return err
 		}
 	default:

@@ -390,7 +390,7 @@ func TestConvertRoundTripAndStorage(t *testing.T) {
 
 func TestVersionAndHelp(t *testing.T) {
 	code, out, _ := runCLI(t, "version", "--json")
-	var v map[string]string
+	var v map[string]any
 	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v["go"] == "" {
 		t.Fatalf("version --json: %d %q", code, out)
 	}

@@ -66,7 +66,12 @@ integrated positions; and none at all (NoPE).
   onnxpe run model.onnx --inputs test_data_set_0`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version prints what `onnxpe version` prints.
+		Version: readVersion().line(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.InitDefaultVersionFlag()
+	root.Flags().Lookup("version").Usage = "print the version, commit and Go version (as onnxpe version does)"
 	root.SetOut(ios.Out)
 	root.SetErr(ios.ErrOut)
 	root.SetIn(ios.In)
