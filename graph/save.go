@@ -10,6 +10,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/onnxpe/onnxpe/internal/atomicfile"
+
 	"github.com/onnxpe/onnxpe/internal/onnxpb"
 )
 
@@ -125,6 +127,47 @@ func (m *Model) save(path string, opts SaveOptions) (err error) {
 		files = files[1:]
 	}
 	return nil
+}
+
+// SaveSideFiles lists the side files Save(path, opts) writes beside path,
+// each once: the tensors' side files copied into path's folder when it is
+// not the model's (KeepStorage), the one side file of ExternalizeLarge,
+// none for InlineAll. Commands check them before saving (a side file must
+// not replace a file it does not own).
+func (m *Model) SaveSideFiles(path string, opts SaveOptions) ([]string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(abs)
+	switch opts.External {
+	case KeepStorage:
+		if m.Dir == "" {
+			return nil, nil
+		}
+		if same, err := sameDir(m.Dir, dir); err != nil || same {
+			return nil, err
+		}
+		var files []string
+		seen := map[string]bool{}
+		m.eachTensor(func(t *Tensor) {
+			if t.ext != nil && !seen[t.ext.Location] {
+				seen[t.ext.Location] = true
+				files = append(files, filepath.Join(dir, filepath.FromSlash(t.ext.Location)))
+			}
+		})
+		return files, nil
+	case ExternalizeLarge:
+		loc := opts.Location
+		if loc == "" {
+			loc = filepath.Base(abs) + ".data"
+		}
+		if _, err := resolveLocationName(loc); err != nil {
+			return nil, err
+		}
+		return []string{filepath.Join(dir, loc)}, nil
+	}
+	return nil, nil
 }
 
 // stageSideFiles copies the side files of external tensors to temporary
@@ -288,52 +331,32 @@ func (m *Model) eachTensor(f func(*Tensor)) {
 	}
 }
 
-// staged is a file written completely to a temporary name in its folder,
-// waiting to be renamed into place.
-type staged struct {
-	tmp, path string
-}
+// staged is a file written completely to a temporary name in its folder
+// (locked while this process lives), waiting to be renamed into place.
+type staged struct{ f *atomicfile.File }
 
-// stage writes a temporary file beside path and syncs it. Writing stops
-// with ctx's error once ctx is done; the temporary file is then removed.
-func stage(ctx context.Context, path string, write func(io.Writer) error) (st *staged, err error) {
+// stage writes a temporary file beside path, after removing the stale
+// temporary files of path a killed run left. Writing stops with ctx's
+// error once ctx is done; the temporary file is then removed.
+func stage(ctx context.Context, path string, write func(io.Writer) error) (*staged, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	f, err := atomicfile.Create(path)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err = write(&ctxWriter{ctx: ctx, w: tmp}); err != nil {
+	if err := write(&ctxWriter{ctx: ctx, w: f}); err != nil {
+		f.Abort()
 		return nil, err
 	}
-	if err = tmp.Sync(); err != nil {
-		return nil, err
-	}
-	if err = tmp.Close(); err != nil {
-		return nil, err
-	}
-	if err = os.Chmod(tmp.Name(), 0o644); err != nil {
-		return nil, err
-	}
-	return &staged{tmp: tmp.Name(), path: path}, nil
+	return &staged{f}, nil
 }
 
-func (s *staged) commit() error {
-	if err := os.Rename(s.tmp, s.path); err != nil {
-		os.Remove(s.tmp)
-		return err
-	}
-	return nil
-}
+// commit syncs the file and renames it into place.
+func (s *staged) commit() error { return s.f.Commit() }
 
-func (s *staged) abort() { os.Remove(s.tmp) }
+func (s *staged) abort() { s.f.Abort() }
 
 // writeAtomic writes a file through a temporary file in the same folder,
 // renamed into place only once everything was written and synced.

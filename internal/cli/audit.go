@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -19,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/internal/atomicfile"
 	"github.com/onnxpe/onnxpe/internal/htmlreport"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
@@ -198,7 +197,7 @@ func auditRun(opts *auditOptions) error {
 		writeAuditTable(&buf, reports)
 	}
 	if opts.Output != "" {
-		if err := commit(opts.ctx, opts.Output, func() error { return writeFileAtomic(opts.Output, buf.Bytes()) }); err != nil {
+		if err := commit(opts.ctx, opts.Output, func() error { return atomicfile.WriteFile(opts.Output, buf.Bytes()) }); err != nil {
 			return badInput("%s: %v", opts.Output, err)
 		}
 	} else if _, err := opts.IO.Out.Write(buf.Bytes()); err != nil {
@@ -472,36 +471,4 @@ func writeAuditMarkdown(out io.Writer, reports []*passes.Report) {
 			}
 		}
 	}
-}
-
-// writeFileAtomic writes data to a temporary file beside path and renames
-// it into place.
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".onnxpe-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	// A report or a model is read by others, as os.WriteFile's files are
-	// (CreateTemp makes it 0600).
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/onnxpe/onnxpe/codegen"
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/internal/atomicfile"
 	"github.com/onnxpe/onnxpe/passes"
 )
 
@@ -328,39 +329,36 @@ func generatedFile(path string, e os.DirEntry) bool {
 // into place (replacing a folder codegen wrote before).
 func writeDir(dir string, files []codegen.File) error {
 	dir = filepath.Clean(dir)
-	parent := filepath.Dir(dir)
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".onnxpe-*")
+	tmp, err := atomicfile.TempDir(dir)
 	if err != nil {
 		return badInput("%s: %v", dir, err)
 	}
 	ok := false
 	defer func() {
 		if !ok {
-			os.RemoveAll(tmp)
+			tmp.Release()
 		}
 	}()
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return err
-	}
 	for _, f := range files {
-		if err := os.WriteFile(filepath.Join(tmp, f.Name), f.Data, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(tmp.Path, f.Name), f.Data, 0o644); err != nil {
 			return fmt.Errorf("%s: %w", dir, err)
 		}
 	}
 	var old string
 	if _, err := os.Stat(dir); err == nil {
-		old = tmp + ".old"
+		old = tmp.Path + ".old"
 		if err := os.Rename(dir, old); err != nil {
 			return fmt.Errorf("%s: %w", dir, err)
 		}
 	}
-	if err := os.Rename(tmp, dir); err != nil {
+	if err := os.Rename(tmp.Path, dir); err != nil {
 		if old != "" {
 			os.Rename(old, dir)
 		}
 		return fmt.Errorf("%s: %w", dir, err)
 	}
 	ok = true
+	tmp.Release() // the lock; its folder is dir now
 	if old != "" {
 		os.RemoveAll(old)
 	}

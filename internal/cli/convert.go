@@ -21,6 +21,7 @@ type convertOptions struct {
 	Threshold int64
 	Location  string
 	InPlace   bool
+	Overwrite bool // --overwrite-side-files
 	JSON      bool
 	ctx       context.Context
 }
@@ -52,6 +53,8 @@ OUT is written to a temporary file in its folder and renamed into place,
 so a failure never leaves a partial model. The input is never overwritten
 unless --in-place is given.
 
+` + sideFilesHelp + `
+
 ` + exitCodesHelp,
 		Example: `  onnxpe convert model.onnx -o copy.onnx
   onnxpe convert model.onnx -o model_ext.onnx --external-data --threshold 4096
@@ -70,6 +73,7 @@ unless --in-place is given.
 	f.Int64Var(&opts.Threshold, "threshold", graph.DefaultExternalThreshold, "with --external-data: smallest tensor, in bytes, to move out")
 	f.StringVar(&opts.Location, "location", "", "with --external-data: side file name (default OUT.data)")
 	f.BoolVar(&opts.InPlace, "in-place", false, "allow OUT to be the input file")
+	f.BoolVar(&opts.Overwrite, overwriteSideFilesFlag, false, overwriteSideFilesUsage)
 	f.BoolVar(&opts.JSON, "json", false, "print what was written as JSON")
 	return cmd
 }
@@ -128,6 +132,13 @@ func convertRun(opts *convertOptions) error {
 		}
 	case opts.Inline:
 		so.External = graph.InlineAll
+	}
+	sideReads := reads
+	if !opts.InPlace {
+		sideReads = append(sideReads, m.SideFiles()...)
+	}
+	if err := checkModelSave(m, opts.Out, so, opts.Overwrite, sideReads...); err != nil {
+		return err
 	}
 	so.Context = ctxOr(opts.ctx)
 	if err := commit(opts.ctx, opts.Out, func() error { return m.Save(opts.Out, so) }); err != nil {

@@ -27,9 +27,11 @@ type extendOptions struct {
 	Ext     passes.ExtendOptions
 	DryRun  bool
 	JSON    bool
-	Seed    uint64
-	Threads int
-	ctx     context.Context
+	// Overwrite is --overwrite-side-files.
+	Overwrite bool
+	Seed      uint64
+	Threads   int
+	ctx       context.Context
 
 	// tamper, set by tests, changes the extended model before it is
 	// checked (to check that an extension that breaks a check is not
@@ -112,6 +114,8 @@ On a terminal, a line on stderr says what runs (planning, each check, the
 runs at N, the write) and for how long; a run at N = 16384 positions takes
 minutes and memory for the model's attention over N x N scores.
 
+` + sideFilesHelp + `
+
 Exit codes:
   0  extended, checked and written (or nothing needed to change)
   1  a check failed: nothing was written
@@ -147,6 +151,7 @@ Exit codes:
 	f.StringVar(&e.ReplaceScaling, "replace-scaling", "", "a model that has a scaling rule: replace (drop it) or compose (apply the new rule on top)")
 	f.Float64Var(&e.Alpha, "alpha", 0, "hierarchical: alpha (default 0.4)")
 	f.BoolVar(&opts.DryRun, "dry-run", false, "print the plan; check and write nothing")
+	f.BoolVar(&opts.Overwrite, overwriteSideFilesFlag, false, overwriteSideFilesUsage)
 	f.BoolVar(&opts.JSON, "json", false, "print JSON")
 	f.Uint64Var(&opts.Seed, "seed", 1, "seed of the values the checks synthesise")
 	f.IntVar(&opts.Threads, "threads", 0, "goroutines of onnxpe's kernels and ONNX Runtime threads in the checks (0: all cores)")
@@ -210,7 +215,7 @@ func extendRun(opts *extendOptions) (err error) {
 		}
 	}()
 	prog.setPhase("loading " + opts.In)
-	m, err := loadModelInto(opts.IO, opts.In, opts.Out)
+	m, err := loadModelInto(opts.IO, opts.In, opts.Out, opts.Overwrite)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ type rewriteOptions struct {
 	In, Out      string
 	Passes       []string
 	NoVerify     bool
+	Overwrite    bool // --overwrite-side-files
 	DryRun       bool
 	JSON         bool
 	MaxPositions int
@@ -105,6 +106,8 @@ run here); --dry-run reports and writes nothing. A model with nothing to
 rewrite is written unchanged. External data stays external: with side
 files, the output's tensors (new tables too) go to OUT.data.
 
+` + sideFilesHelp + `
+
 Exit codes:
   0  rewritten and proven equal, or nothing rewritten (IN written
      unchanged; findings a pass leaves are listed with the reason)
@@ -129,6 +132,7 @@ Exit codes:
 	f := cmd.Flags()
 	f.StringVarP(&opts.Out, "output", "o", "", "write the rewritten model to `OUT`")
 	f.StringSliceVar(&opts.Passes, "passes", nil, "rewrite passes to run: rope, sinusoidal, learned, alibi, t5, relative_sinusoidal, disentangled, mrope, axial, floater (default: all)")
+	f.BoolVar(&opts.Overwrite, overwriteSideFilesFlag, false, overwriteSideFilesUsage)
 	f.BoolVar(&opts.NoVerify, "no-verify", false, "write without checking that the rewritten model computes the same outputs")
 	f.BoolVar(&opts.DryRun, "dry-run", false, "report what would change; write nothing")
 	f.BoolVar(&opts.JSON, "json", false, "print JSON")
@@ -205,7 +209,7 @@ func rewriteRun(opts *rewriteOptions) error {
 			}
 		}
 	}
-	m, err := loadModelInto(opts.IO, opts.In, opts.Out)
+	m, err := loadModelInto(opts.IO, opts.In, opts.Out, opts.Overwrite)
 	if err != nil {
 		return err
 	}
@@ -308,8 +312,10 @@ func rewriteRun(opts *rewriteOptions) error {
 
 // loadModelInto loads the model in, which a command rewrites into out
 // ("" with --dry-run): out is checked before (it can be written and is not
-// in) and after loading (it is none of in's side files, nor is out.data).
-func loadModelInto(ios *IOStreams, in, out string) (*graph.Model, error) {
+// in) and after loading (it is none of in's side files, nor is out.data;
+// the side files either save writes replace no file out does not own,
+// unless overwrite).
+func loadModelInto(ios *IOStreams, in, out string, overwrite bool) (*graph.Model, error) {
 	if out != "" {
 		if err := checkOutputFile("-o", out, in); err != nil {
 			return nil, err
@@ -319,16 +325,17 @@ func loadModelInto(ios *IOStreams, in, out string) (*graph.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkModelOutput(out, in, m); err != nil {
+	if err := checkModelOutput(out, in, m, overwrite); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-// checkModelOutput refuses an output that saveRewritten would write over
-// a file model orig (loaded from in) is read from: out, or its side file
-// out.data, being in or a side file of orig.
-func checkModelOutput(out, in string, orig *graph.Model) error {
+// checkModelOutput refuses an output that saveRewritten or an unchanged
+// save would write over a file model orig (loaded from in) is read from:
+// out, or its side file out.data, being in or a side file of orig; and
+// side files of either save that would replace a file out does not own.
+func checkModelOutput(out, in string, orig *graph.Model, overwrite bool) error {
 	if out == "" {
 		return nil
 	}
@@ -337,17 +344,27 @@ func checkModelOutput(out, in string, orig *graph.Model) error {
 		return err
 	}
 	if len(orig.SideFiles()) > 0 {
-		return checkNotRead("-o", out+".data", reads...)
+		if err := checkNotRead("-o", out+".data", reads...); err != nil {
+			return err
+		}
 	}
-	return nil
+	if err := checkModelSave(orig, out, graph.SaveOptions{}, overwrite, reads...); err != nil {
+		return err
+	}
+	return checkModelSave(orig, out, rewrittenSaveOptions(context.Background(), orig, out), overwrite, reads...)
 }
 
 // saveRewritten writes the rewritten model atomically. When the original
 // keeps tensors in side files, the output does too (its own OUT.data),
 // new tables included.
 func saveRewritten(ctx context.Context, orig, m *graph.Model, out string) error {
+	return m.Save(out, rewrittenSaveOptions(ctx, orig, out))
+}
+
+// rewrittenSaveOptions are saveRewritten's options: orig's tensors stored
+// as orig stores them, external ones in OUT.data.
+func rewrittenSaveOptions(ctx context.Context, orig *graph.Model, out string) graph.SaveOptions {
 	smallest := int64(-1)
-	orig.Graph.Walk(func(*graph.Node) {})
 	for _, v := range orig.Graph.Initializers {
 		if t := v.Const; t != nil && t.IsExternal() {
 			if b := t.ByteSize(); smallest < 0 || b < smallest {
@@ -356,9 +373,9 @@ func saveRewritten(ctx context.Context, orig, m *graph.Model, out string) error 
 		}
 	}
 	if smallest < 0 {
-		return m.Save(out, graph.SaveOptions{Context: ctx})
+		return graph.SaveOptions{Context: ctx}
 	}
-	return m.Save(out, graph.SaveOptions{External: graph.ExternalizeLarge, Threshold: max(smallest, 1), Location: filepath.Base(out) + ".data", Context: ctx})
+	return graph.SaveOptions{External: graph.ExternalizeLarge, Threshold: max(smallest, 1), Location: filepath.Base(out) + ".data", Context: ctx}
 }
 
 func printRewrite(opts *rewriteOptions, rep *rewriteReport) error {

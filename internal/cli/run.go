@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/internal/atomicfile"
 	"github.com/onnxpe/onnxpe/kernels"
 )
 
@@ -37,7 +38,9 @@ summary statistics of each output.
 IN is an ONNX test-data folder (input_0.pb, input_1.pb, ... in the order of
 the model's inputs; a folder holding test_data_set_0/ works too) or a NumPy
 .npz file whose arrays are named after the inputs. With --outputs DIR the
-outputs are written to DIR as output_0.pb, output_1.pb, ...
+outputs are written to DIR as output_0.pb, output_1.pb, ... (replacing
+regular files of those names; DIR must not be a test-data folder, one
+holding input_N.pb, whose output files are reference outputs).
 
 --accumulate float64 runs float32 models with float64 accumulation in
 reductions, matrix products and normalisations: a reference-grade mode.
@@ -149,6 +152,12 @@ func runRun(opts *runOptions) error {
 	if err != nil {
 		return err
 	}
+	if opts.Outputs != "" {
+		reads := append(append([]string{opts.Model}, m.SideFiles()...), filesUnder(opts.Inputs)...)
+		if err := checkTestDataOutputs("--outputs", opts.Outputs, len(m.Graph.Outputs), reads...); err != nil {
+			return err
+		}
+	}
 	feeds, err := kernels.ReadInputs(opts.Inputs, m)
 	if err != nil {
 		return badInput("%v", err)
@@ -193,25 +202,28 @@ func writeOutputs(dir string, vals []*graph.Value, outs map[string]*kernels.Tens
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp(dir, ".onnxpe-outputs-*")
+	tmp, err := atomicfile.TempDir(filepath.Join(dir, "outputs"))
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
+	defer tmp.Release()
 	for i, v := range vals {
-		name := fmt.Sprintf("output_%d.pb", i)
-		if err := kernels.WriteTensorFile(filepath.Join(tmp, name), v.Name, outs[v.Name]); err != nil {
+		name := outputFileName(i)
+		if err := kernels.WriteTensorFile(filepath.Join(tmp.Path, name), v.Name, outs[v.Name]); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	for i := range vals {
-		name := fmt.Sprintf("output_%d.pb", i)
-		if err := os.Rename(filepath.Join(tmp, name), filepath.Join(dir, name)); err != nil {
+		name := outputFileName(i)
+		if err := os.Rename(filepath.Join(tmp.Path, name), filepath.Join(dir, name)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// outputFileName is the test-data name of output i.
+func outputFileName(i int) string { return fmt.Sprintf("output_%d.pb", i) }
 
 // runError classifies an executor error: a kernel's internal failure is a
 // bug in onnxpe (exit 3); anything else is about the model or its inputs

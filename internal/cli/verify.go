@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/internal/atomicfile"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/verify"
 )
@@ -280,7 +281,7 @@ func verifyRun(opts *verifyOptions) error {
 		if err := rep.WriteJUnit(&buf); err != nil {
 			return err
 		}
-		if err := commit(ctx, opts.JUnit, func() error { return writeFileAtomic(opts.JUnit, buf.Bytes()) }); err != nil {
+		if err := commit(ctx, opts.JUnit, func() error { return atomicfile.WriteFile(opts.JUnit, buf.Bytes()) }); err != nil {
 			return badInput("%s: %v", opts.JUnit, err)
 		}
 	}

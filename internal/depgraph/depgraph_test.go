@@ -29,14 +29,15 @@ const module = "github.com/onnxpe/onnxpe"
 // imported only by tests and bench/ tools.
 var allowed = map[string][]string{
 	"internal/onnxpb":            {},
-	"graph":                      {"internal/onnxpb"},
+	"internal/atomicfile":        {},
+	"graph":                      {"internal/onnxpb", "internal/atomicfile"},
 	"kernels/gemm":               {},
 	"kernels":                    {"graph", "kernels/gemm"},
 	"passes":                     {"graph", "kernels"},
 	"verify":                     {"graph", "kernels", "passes", "internal/ortpeer"},
 	"codegen":                    {"graph", "kernels", "passes"},
 	"internal/htmlreport":        {"graph", "kernels", "passes"},
-	"internal/cli":               {"graph", "kernels", "passes", "verify", "codegen", "internal/htmlreport"},
+	"internal/cli":               {"graph", "kernels", "passes", "verify", "codegen", "internal/htmlreport", "internal/atomicfile"},
 	"cmd/onnxpe":                 {"internal/cli"},
 	"internal/ortpeer":           {"graph", "kernels"},
 	"internal/conformance":       {},
