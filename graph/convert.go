@@ -56,6 +56,9 @@ func fromProto(pm *onnxpb.ModelProto, dir string, opts LoadOptions) (*Model, err
 			return nil, fmt.Errorf("%w: function %s: %v", ErrInvalid, f.Name, err)
 		}
 	}
+	if err := m.checkModel(); err != nil {
+		return nil, err
+	}
 	if err := m.findRepairs(); err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package graph
 
 import (
 	"fmt"
-	"os"
 
 	"google.golang.org/protobuf/proto"
 
@@ -147,7 +146,7 @@ func optionalValue(op *onnxpb.OptionalProto, typ *Type, depth int) (*DataValue, 
 
 // ReadValueFile reads a test-data file holding a value of type typ.
 func ReadValueFile(path string, typ *Type) (*DataValue, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadRegularFile(path, MaxModelBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,6 @@ package graph
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 
@@ -246,8 +245,9 @@ func (s *nameSet) fresh(base string) string {
 	}
 }
 
-// Load reads a model from a file. External tensors are resolved against
-// the file's folder and checked, but their bytes are not read.
+// Load reads a model from a file, a regular file of at most MaxModelBytes.
+// External tensors are resolved against the file's folder and checked, but
+// their bytes are not read.
 func Load(path string) (*Model, error) { return LoadWith(path, LoadOptions{}) }
 
 // LoadOptions change what Load accepts.
@@ -261,7 +261,7 @@ type LoadOptions struct {
 
 // LoadWith is Load with options.
 func LoadWith(path string, opts LoadOptions) (*Model, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadRegularFile(path, MaxModelBytes)
 	if err != nil {
 		return nil, err
 	}

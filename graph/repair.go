@@ -125,7 +125,7 @@ func nodeDesc(n *Node) string {
 	if d := normDomainName(n.Domain); d != "" {
 		op = d + "." + op
 	}
-	return fmt.Sprintf("node %q (%s)", n.Name, op)
+	return fmt.Sprintf("node %q (%s)", ShortName(n.Name), op)
 }
 
 func normDomainName(d string) string {

@@ -3,7 +3,6 @@ package graph
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"google.golang.org/protobuf/proto"
 
@@ -34,7 +33,7 @@ func DecodeTensor(data []byte) (*Tensor, error) {
 
 // ReadTensorFile reads a TensorProto file.
 func ReadTensorFile(path string) (*Tensor, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadRegularFile(path, MaxModelBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -81,7 +81,9 @@ func bodyOutput(c *Call, i int) *graph.Value {
 }
 
 func loopOp(c *Call, in []*Tensor) ([]*Tensor, error) {
-	maxTrip := int64(-1)
+	// As ONNX Runtime: iterate while i < M (no M: without bound) and
+	// cond, so a negative M runs no iteration.
+	maxTrip := int64(math.MaxInt64)
 	if t := optIn(in, 0); t != nil {
 		if t.notTensor() || t.Len() != 1 {
 			return nil, fmt.Errorf("M must have one element, not %v", t)
@@ -103,7 +105,7 @@ func loopOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 	}
 	scans := make([][]*Tensor, nScan)
 	limit := c.maxLoopIterations()
-	for i := int64(0); (maxTrip < 0 || i < maxTrip) && cond; i++ {
+	for i := int64(0); i < maxTrip && cond; i++ {
 		if i >= limit {
 			return nil, fmt.Errorf("loop runs more than %d iterations (Options.MaxLoopIterations)", limit)
 		}

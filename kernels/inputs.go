@@ -85,15 +85,11 @@ func isDir(p string) bool {
 }
 
 func readNPZInputs(path string, m *graph.Model) (map[string]*Tensor, error) {
-	f, err := os.Open(path)
+	f, fi, err := graph.OpenRegular(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
 	r, err := openNPZ(f, fi.Size())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

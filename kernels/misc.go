@@ -391,6 +391,12 @@ func nonZero(c *Call, in []*Tensor) ([]*Tensor, error) {
 		}
 	}
 	r := len(x.Shape)
+	if r == 0 {
+		// A scalar: one coordinate row holding 0 per nonzero element,
+		// [1, 0] or [1, 1], as ONNX Runtime (nonzero_op.cc; the spec is
+		// ambiguous, onnx/onnx#2428).
+		return []*Tensor{c.zeros(graph.Int64, 1, count)}, nil
+	}
 	out := c.alloc(graph.Int64, r, count)
 	d := Data[int64](out)
 	idx := make([]int, r)

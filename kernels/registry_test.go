@@ -113,3 +113,22 @@ func TestInputSpecs(t *testing.T) {
 		}
 	}
 }
+
+// Every kernel is registered for versions the loader accepts: none starts
+// after the newest version graph knows of its domain (a model of that
+// version would be refused before it ran).
+func TestKernelsWithinNewestOpsets(t *testing.T) {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	for k, es := range registry {
+		newest, ok := graph.NewestOpsets[k.domain]
+		if !ok {
+			continue
+		}
+		for _, e := range es {
+			if e.since > newest {
+				t.Errorf("%s.%s is registered since version %d, after the newest graph knows (%d)", k.domain, k.op, e.since, newest)
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -544,5 +545,63 @@ func TestMatrixProductsUseSessionThreads(t *testing.T) {
 	}
 	if e := (*Call)(nil).mm(); e.Threads < 1 {
 		t.Errorf("no session: gemm runs on %d", e.Threads)
+	}
+}
+
+// Loop with a negative trip count runs no iteration, as ONNX Runtime does
+// (loop.cc: while iter < M && cond), not without bound (B10).
+func TestLoopNegativeTripCountRunsNothing(t *testing.T) {
+	m := graph.NewModel(9, "t", graph.Opset{Version: 17})
+	g := m.Graph
+	trip := g.AddInput("trip", graph.TensorType(graph.Int64, nil))
+	x := g.AddInput("x", graph.TensorType(graph.Int64, nil))
+	body := g.NewSubgraph("body")
+	iv := body.AddInput("i", graph.TensorType(graph.Int64, nil))
+	cv := body.AddInput("c", graph.TensorType(graph.Bool, nil))
+	av := body.AddInput("a", graph.TensorType(graph.Int64, nil))
+	body.AddOutput(body.Op("Identity", []*graph.Value{cv}, 1)[0])
+	body.AddOutput(body.Op("Add", []*graph.Value{av, iv}, 1)[0])
+	sq := body.Op("Mul", []*graph.Value{iv, iv}, 1)[0]
+	sq.Type = graph.TensorType(graph.Int64, nil)
+	body.AddOutput(sq)
+	loop := g.NewNode("Loop", "", []*graph.Value{trip, nil, x}, 2, graph.GraphAttr("body", body))
+	g.Append(loop)
+	g.AddOutput(loop.Output(0))
+	g.AddOutput(loop.Output(1))
+	s, err := NewSession(m, Options{MaxLoopIterations: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		trip  int64
+		acc   int64
+		scans string
+	}{{-5, 7, "[0] []"}, {math.MinInt64, 7, "[0] []"}, {0, 7, "[0] []"}, {3, 10, "[3] [0 1 4]"}} {
+		out, err := s.Run(map[string]*Tensor{"trip": Scalar(tc.trip), "x": Scalar(int64(7))})
+		if err != nil {
+			t.Fatalf("M = %d: %v", tc.trip, err)
+		}
+		scan := out[loop.Output(1).Name]
+		if got := Data[int64](out[loop.Output(0).Name])[0]; got != tc.acc || fmt.Sprint(scan.Shape, Data[int64](scan)) != tc.scans {
+			t.Errorf("M = %d: acc %d, scan %v %v; want %d, %s", tc.trip, got, scan.Shape, Data[int64](scan), tc.acc, tc.scans)
+		}
+	}
+}
+
+// NonZero of a scalar gives ONNX Runtime's shape: [1, 1] (holding 0) for a
+// nonzero value, [1, 0] for zero.
+func TestNonZeroOfAScalar(t *testing.T) {
+	for _, tc := range []struct {
+		x    float32
+		want string
+	}{{3, "[1 1] [0]"}, {0, "[1 0] []"}} {
+		y := mustOp(t, "", "NonZero", 13, nil, Scalar(tc.x))
+		if got := fmt.Sprint(y.Shape, Data[int64](y)); got != tc.want {
+			t.Errorf("NonZero(%v) = %s, want %s", tc.x, got, tc.want)
+		}
+	}
+	y := mustOp(t, "", "NonZero", 13, nil, FromSlice([]int{2, 2}, []float32{0, 1, 2, 0}))
+	if got := fmt.Sprint(y.Shape, Data[int64](y)); got != "[2 2] [0 1 1 0]" {
+		t.Errorf("NonZero of a matrix: %s", got)
 	}
 }

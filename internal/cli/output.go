@@ -33,22 +33,7 @@ func checkWritable(flag, path string) error {
 }
 
 // fileKind names what a non-regular file is.
-func fileKind(fi fs.FileInfo) string {
-	m := fi.Mode()
-	switch {
-	case m.IsDir():
-		return "a folder"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO (named pipe)"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	}
-	return "not a regular file (" + m.Type().String() + ")"
-}
+func fileKind(fi fs.FileInfo) string { return graph.FileKind(fi) }
 
 // checkOutputFile checks, before a command does any work, that it can
 // write the file out: out is new or a regular file, its folder exists and

@@ -44,6 +44,7 @@ var allowed = map[string][]string{
 	"testmodels":                 {"graph", "kernels"},
 	"golden":                     {},
 	"internal/tools/testsummary": {},
+	"internal/tools/opschema":    {},
 	"internal/depgraph":          {},
 }
 

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package graph
+
+const openNonblock = 0
