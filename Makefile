@@ -8,6 +8,7 @@ ORT_VER   := 1.30.0
 ORT_DIR   := $(CURDIR)/.cache/ort
 ORT_LIB   := $(ORT_DIR)/node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1
 DEMO_MODEL := testmodels/models/rope_llama/model.onnx
+DEMO_MODELS := testmodels/models
 FUZZTIME  ?= 10s
 
 .PHONY: all build check-tools test test-go test-race test-ort fuzz demo bench proto lint ort testmodels conformance-data clean
@@ -63,9 +64,12 @@ DEMO_REWRITTEN := bin/demo-rewritten.onnx
 DEMO_EXTENDED := bin/demo-extended.onnx
 DEMO_CODEGEN := bin/demo-codegen
 
-## demo: the audit of the bundled model (a table, and an HTML report with plots), then inspect, run and verify it; rewrite it and verify the rewrite
+## demo: the audit of the bundled model (a table, and an HTML report with plots) and of the folder of bundled models (its summary),
+## then inspect, run and verify the model; rewrite it and verify the rewrite; extend it; generate its code
 demo: build
 	./$(BIN) audit $(DEMO_MODEL)
+	@echo
+	./$(BIN) audit $(DEMO_MODELS) --summary
 	@echo
 	./$(BIN) audit $(DEMO_MODEL) --format html -o $(DEMO_HTML)
 	@echo "the HTML report of the audit, with plots: $(CURDIR)/$(DEMO_HTML)"

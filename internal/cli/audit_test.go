@@ -98,6 +98,12 @@ func TestAuditPolicies(t *testing.T) {
 	}
 }
 
+// TestAuditBadModelExits2: of two models given, one cannot be read: the
+// other is still audited and reported (the list in the -o file holds its
+// report and the unreadable one's entry), one line on stderr names the
+// bad file, exit 2; standard output holds the error object of --json.
+// One model alone that cannot be read is an error as for every command:
+// nothing written.
 func TestAuditBadModelExits2(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.onnx")
@@ -107,11 +113,25 @@ func TestAuditBadModelExits2(t *testing.T) {
 	if code != 2 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, "bad.onnx") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, errOut)
 	}
-	// With -o the report goes to the file; the error object of --json to
-	// standard output.
 	checkErrorJSON(t, compileSchema(t, "error.schema.json", ErrorSchema), []string{"audit"}, code, stdout, errOut)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []map[string]any
+	if err := json.Unmarshal(b, &entries); err != nil || len(entries) != 2 {
+		t.Fatalf("want a list of 2 entries: %v\n%s", err, b)
+	}
+	if entries[0]["schemes"] == nil || entries[1]["model"] != bad || entries[1]["error"] == nil {
+		t.Errorf("entries: %s", b)
+	}
+	os.Remove(out)
+	code, _, errOut = runCLI(t, "audit", bad, "--json", "-o", out)
+	if code != 2 || !strings.Contains(errOut, "bad.onnx") {
+		t.Fatalf("one bad model: exit %d, stderr %q", code, errOut)
+	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
-		t.Error("a failed audit wrote its output file")
+		t.Error("the failed audit of one model wrote its output file")
 	}
 }
 

@@ -206,7 +206,12 @@ func badInputCases(t *testing.T, b *badInputs) []badCase {
 		{b.random, "random.onnx"},
 		{b.escape, "leaves the model's folder"},
 	} {
-		add(m.want, "audit", m.path)
+		if m.path == b.folder {
+			// audit takes folders: this one holds no model.
+			add("holds no .onnx file", "audit", m.path)
+		} else {
+			add(m.want, "audit", m.path)
+		}
 		add(m.want, "inspect", m.path)
 		add(m.want, "convert", m.path, "-o", o("x.onnx"))
 		add(m.want, "rewrite", m.path, "-o", o("x.onnx"))
@@ -267,7 +272,10 @@ func badInputCases(t *testing.T, b *badInputs) []badCase {
 		{[]string{"audit", g, "--require", "rotary"}, "rotary"},
 		{[]string{"audit", g, "--forbid", "alibi,magic"}, "magic"},
 		{[]string{"audit", g, "--max-positions-at-least", "-1"}, "--max-positions-at-least"},
-		{[]string{"audit", g, "--parallel", "-2"}, "--parallel"},
+		{[]string{"audit", g, "--jobs", "-2"}, "--jobs"},
+		{[]string{"audit", g, "--format", "json", "--summary"}, "--summary"},
+		{[]string{"audit", filepath.Join(b.dir, "*.nomatch")}, "matches no file"},
+		{[]string{"audit", g, filepath.Join(b.dir, "[")}, "syntax error in pattern"},
 		{[]string{"audit", g, g, "--name", "x"}, "--name"},
 		{[]string{"convert", g, "-o", o("x.onnx"), "--threshold", "-1"}, "--threshold"},
 		{[]string{"convert", g, "-o", o("x.onnx"), "--external-data", "--inline"}, "--inline"},

@@ -85,10 +85,10 @@ func TestPanicInAuditWorkerExits3(t *testing.T) {
 		return root
 	}
 	checkPanicExits3(t, withHook, "onnxpe: internal error: audit: panic: assignment to entry in nil map\n",
-		[]string{"audit", corpusModel("rope_llama"), bad, "--parallel", "2"},
-		[]string{"audit", bad, corpusModel("rope_llama"), "--parallel", "1", "--json"})
+		[]string{"audit", corpusModel("rope_llama"), bad, "--jobs", "2"},
+		[]string{"audit", bad, corpusModel("rope_llama"), "--jobs", "1", "--json"})
 	// What the command gets back.
-	_, err := auditModels(&auditOptions{IO: &IOStreams{ErrOut: io.Discard}, Models: []string{bad}, workerHook: hook})
+	_, err := auditModels(&auditOptions{IO: &IOStreams{ErrOut: io.Discard}, workerHook: hook}, []auditFile{{path: bad}})
 	if !errors.Is(err, kernels.ErrInternal) {
 		t.Errorf("auditModels: %v, want an error wrapping kernels.ErrInternal", err)
 	}
@@ -136,7 +136,7 @@ func TestJSONOnEveryOutcome(t *testing.T) {
 	reportSchema := compileSchema(t, "report.schema.json", passes.ReportSchema)
 	verifySchema := compileSchema(t, "verify.schema.json", verify.ReportSchema)
 	precisionSchema := compileSchema(t, "precision.schema.json", verify.PrecisionSchema)
-	commandSchemas := compileDefs(t, "reports.schema.json", ReportsSchema, "inspect", "convert", "run", "codegen", "rewrite", "extend", "version")
+	commandSchemas := compileDefs(t, "reports.schema.json", ReportsSchema, "inspect", "convert", "run", "codegen", "rewrite", "extend", "version", "audit_error")
 	errorSchema := compileSchema(t, "error.schema.json", ErrorSchema)
 	dir := t.TempDir()
 	o := func(name string) string { return filepath.Join(dir, name) }
@@ -155,8 +155,15 @@ func TestJSONOnEveryOutcome(t *testing.T) {
 		}
 		t.Fatal("no wpe.weight")
 	})
+	// A folder of two models, one of them unreadable.
+	zoo := o("zoo")
+	os.MkdirAll(zoo, 0o755)
+	if b, err := os.ReadFile(g); err == nil {
+		os.WriteFile(filepath.Join(zoo, "a.onnx"), b, 0o644)
+		os.WriteFile(filepath.Join(zoo, "b.onnx"), b[:100], 0o644)
+	}
 	const (
-		report  = "report"    // passes/report.schema.json: one report, or an array of them
+		report  = "report"    // passes/report.schema.json: one report, or an array of them (reports.schema.json#/$defs/audit_error for unreadable models)
 		verRep  = "verify"    // verify/report.schema.json (rewrite: its "verify" object)
 		precRep = "precision" // verify/precision.schema.json
 		errObj  = "error"     // error.schema.json
@@ -171,6 +178,7 @@ func TestJSONOnEveryOutcome(t *testing.T) {
 		{[]string{"audit", g, "--format", "json"}, 0, report},
 		{[]string{"audit", g, corpusModel("nope_causal"), "--json"}, 0, report},
 		{[]string{"audit", g, "--json", "--forbid", "rope"}, 1, report},
+		{[]string{"audit", zoo, "--json"}, 2, report},
 		{[]string{"inspect", g, "--json"}, 0, anyJSON},
 		{[]string{"convert", g, "-o", o("c.onnx"), "--json"}, 0, anyJSON},
 		{[]string{"convert", g, "-o", o("x.onnx"), "--external-data", "--json"}, 0, anyJSON},
@@ -243,6 +251,12 @@ func TestJSONOnEveryOutcome(t *testing.T) {
 				reports = a
 			}
 			for _, r := range reports {
+				if m, ok := r.(map[string]any); ok && m["error"] != nil {
+					if err := commandSchemas["audit_error"].Validate(r); err != nil {
+						t.Errorf("%v: the entry does not follow reports.schema.json#/$defs/audit_error: %v", c.args, err)
+					}
+					continue
+				}
 				if err := reportSchema.Validate(r); err != nil {
 					t.Errorf("%v: the report does not follow passes/report.schema.json: %v", c.args, err)
 				}

@@ -44,6 +44,12 @@ func readmeCommands(t *testing.T, path string) (cmds []readmeCommand, lines []st
 			text = strings.TrimSuffix(text, `\`) + " " + strings.TrimSpace(lines[i])
 		}
 		c.args = strings.Fields(text)[1:]
+		for i, a := range c.args {
+			// A quoted pattern: the shell gives it to onnxpe as it is.
+			if len(a) > 2 && strings.HasPrefix(a, "'") && strings.HasSuffix(a, "'") {
+				c.args[i] = strings.Trim(a, "'")
+			}
+		}
 		if strings.HasPrefix(l, "    $ ") {
 			for i+1 < len(lines) && strings.HasPrefix(lines[i+1], "    ") && !strings.HasPrefix(lines[i+1], "    $ ") {
 				i++

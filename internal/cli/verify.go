@@ -397,6 +397,9 @@ type progress struct {
 	tickHook func()
 	// every is the time between ticks (a second).
 	every time.Duration
+	// sinceStart shows the time since the start (audit's line), not the
+	// time of the step.
+	sinceStart bool
 }
 
 func newProgress(ios *IOStreams) *progress {
@@ -474,7 +477,10 @@ func (p *progress) draw() {
 		line = p.label + ": " + p.phase + ": " + strings.TrimSpace(count+" "+p.last.Step)
 	}
 	took := ""
-	if p.stop != nil {
+	switch {
+	case p.sinceStart:
+		took = " (" + time.Since(p.start).Round(time.Second).String() + ")"
+	case p.stop != nil:
 		took = " (" + time.Since(p.stepAt).Round(time.Second).String() + ")"
 	}
 	if r := []rune(line); len(r)+len(took) > 78 {

@@ -30,6 +30,61 @@ import (
 type Options struct {
 	// Generator names the program in the page's footer ("onnxpe v1.2.3").
 	Generator string
+	// Summary, when set, is shown under the table of the models of a
+	// page of several (how many models use each scheme, the params that
+	// differ across them).
+	Summary *Summary
+}
+
+// Summary is what an audit of several models says over all of them.
+type Summary struct {
+	// Models is how many models were given, Failed how many of them
+	// could not be audited.
+	Models, Failed int
+	// Schemes count the models (and findings) of each scheme, most
+	// models first.
+	Schemes []SchemeCount
+	// Differ are the params that take different values in the models
+	// that have a scheme, per scheme and param.
+	Differ []ParamValues
+}
+
+// SchemeCount is how many models have a scheme, in how many findings.
+type SchemeCount struct {
+	Scheme           string
+	Models, Findings int
+}
+
+// ParamValues are the values a param of a scheme takes across models.
+type ParamValues struct {
+	Scheme, Param string
+	// Values, most models first; "(absent)" for findings without the
+	// param.
+	Values []ValueCount
+}
+
+// ValueCount is a param's value (JSON) and how many models have it.
+type ValueCount struct {
+	Value  string
+	Models int
+}
+
+// A Section is the part of the page about one model, drawn from its
+// report when it is made: the report's Evidence is not needed after, so
+// a command auditing many models can let each model go once its section
+// is made.
+type Section struct{ view *modelView }
+
+// NewSection draws the section of report r, the index-th model of the
+// page.
+func NewSection(index int, r *passes.Report) *Section {
+	return &Section{view: modelSection(&idGen{prefix: fmt.Sprintf("m%d-", index)}, index, r)}
+}
+
+// FailedSection is the section of the index-th model of the page, which
+// could not be audited: message says why.
+func FailedSection(index int, model, message string) *Section {
+	return &Section{view: &modelView{Anchor: fmt.Sprintf("model-%d", index), Model: model, Failed: message}}
 }
 
 //go:embed report.css
@@ -49,11 +104,15 @@ type pageView struct {
 	Models    []*modelView
 	JSON      template.JS
 	Generator string
+	Summary   *Summary
 }
 
 type modelView struct {
-	Anchor   string
-	Model    string
+	Anchor string
+	Model  string
+	// Failed says why the model could not be audited (nothing else is
+	// set then).
+	Failed   string
 	Schemes  []chip
 	NLayers  int
 	Layers   string // "0-1: rope; 3: nope"
@@ -100,24 +159,36 @@ func Write(w io.Writer, reports []*passes.Report, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("htmlreport: %w", err)
 	}
-	v := &pageView{CSS: template.CSS(css), Multi: len(reports) > 1, JSON: template.JS(js), Generator: opts.Generator}
+	sections := make([]*Section, len(reports))
+	for i, r := range reports {
+		sections[i] = NewSection(i, r)
+	}
+	return WriteSections(w, sections, js, opts)
+}
+
+// WriteSections writes the page of the sections, in their order, with
+// js, the JSON report of the models, embedded as it is.
+func WriteSections(w io.Writer, sections []*Section, js []byte, opts Options) error {
+	v := &pageView{CSS: template.CSS(css), Multi: len(sections) > 1, JSON: template.JS(js), Generator: opts.Generator}
+	if v.Multi {
+		v.Summary = opts.Summary
+	}
 	if v.Generator == "" {
 		v.Generator = "onnxpe"
 	}
-	ids := &idGen{}
-	for i, r := range reports {
-		v.Models = append(v.Models, modelSection(ids, i, r))
+	for _, s := range sections {
+		v.Models = append(v.Models, s.view)
 	}
-	if len(reports) == 1 {
-		v.Title = "onnxpe audit: " + reports[0].Model
+	if len(sections) == 1 {
+		v.Title = "onnxpe audit: " + sections[0].view.Model
 	} else {
-		v.Title = fmt.Sprintf("onnxpe audit: %d models", len(reports))
+		v.Title = fmt.Sprintf("onnxpe audit: %d models", len(sections))
 	}
 	var buf bytes.Buffer
 	if err := page.Execute(&buf, v); err != nil {
 		return fmt.Errorf("htmlreport: %w", err)
 	}
-	_, err = w.Write(buf.Bytes())
+	_, err := w.Write(buf.Bytes())
 	return err
 }
 

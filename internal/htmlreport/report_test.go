@@ -422,3 +422,43 @@ func TestLayerStrings(t *testing.T) {
 		t.Errorf("jsonText = %s", got)
 	}
 }
+
+// TestSectionsOfManyModels: a page made of sections drawn apart (as the
+// audit's workers draw them) has unique element ids, a row and a section
+// for a model that could not be audited, and the summary's scheme counts
+// and params that differ.
+func TestSectionsOfManyModels(t *testing.T) {
+	r := auditCorpus(t, "rope_llama")
+	sections := []*Section{NewSection(0, r), FailedSection(1, "zoo/corrupt.onnx", "not an ONNX model: proto: cannot parse"), NewSection(2, r)}
+	sum := &Summary{Models: 3, Failed: 1, Schemes: []SchemeCount{{"rope", 2, 2}},
+		Differ: []ParamValues{{"rope", "base", []ValueCount{{"10000", 1}, {"500000", 1}}}}}
+	var buf bytes.Buffer
+	if err := WriteSections(&buf, sections, []byte("[]"), Options{Summary: sum}); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	ids := map[string]int{}
+	for _, m := range regexp.MustCompile(` id="([^"]+)"`).FindAllStringSubmatch(page, -1) {
+		ids[m[1]]++
+	}
+	for id, n := range ids {
+		if n > 1 {
+			t.Errorf("id %q appears %d times", id, n)
+		}
+	}
+	if len(ids) < 10 {
+		t.Errorf("only %d ids in the page", len(ids))
+	}
+	for _, want := range []string{
+		`<tr class="failed"><td><a href="#model-1"><code>zoo/corrupt.onnx</code></a></td><td colspan="3">could not be audited</td></tr>`,
+		`<section class="model" id="model-1"`,
+		`Could not be audited: not an ONNX model: proto: cannot parse</p>`,
+		`<p class="counts">3 models: 1 could not be audited.</p>`,
+		`<tr><td>rope</td><td class="num">2</td><td class="num">2</td></tr>`,
+		`<td><code>base</code></td><td><code>10000</code> (1), <code>500000</code> (1)</td>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page has no %s", want)
+		}
+	}
+}

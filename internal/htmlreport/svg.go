@@ -22,11 +22,16 @@ type svg struct {
 }
 
 // idGen hands out ids unique within a page (titles, gradients).
-type idGen struct{ n int }
+// idGen numbers the ids of a page's elements; prefix (the model's) keeps
+// the ids of sections drawn apart distinct.
+type idGen struct {
+	prefix string
+	n      int
+}
 
 func (g *idGen) next(prefix string) string {
 	g.n++
-	return fmt.Sprintf("%s%d", prefix, g.n)
+	return fmt.Sprintf("%s%s%d", g.prefix, prefix, g.n)
 }
 
 func newSVG(ids *idGen, w, h float64, title, desc string) *svg {
