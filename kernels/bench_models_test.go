@@ -21,7 +21,11 @@ var threadSettings = []struct {
 }{{"threads1", 1}, {"threadsAll", 0}}
 
 func benchRun(b *testing.B, m *graph.Model, in map[string]*kernels.Tensor, threads int) {
-	s, err := kernels.NewSession(m, kernels.Options{Threads: threads})
+	benchRunOpts(b, m, in, kernels.Options{Threads: threads})
+}
+
+func benchRunOpts(b *testing.B, m *graph.Model, in map[string]*kernels.Tensor, o kernels.Options) {
+	s, err := kernels.NewSession(m, o)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -43,10 +43,20 @@ type RunStats struct {
 	// Steps is the number of nodes run, nested subgraph and function
 	// steps included.
 	Steps int
+	// BlockwiseAttention is the number of decomposed attention chains
+	// the run computed blockwise, without their [..., S, T] scores (see
+	// Session.FusedAttention).
+	BlockwiseAttention int
 }
 
 // LastRunStats returns the memory figures of the last successful Run.
 func (s *Session) LastRunStats() RunStats { return s.stats }
+
+// FusedAttention is the number of decomposed attention chains (MatMul,
+// scale, bias or mask, Softmax, MatMul) the session runs as one blockwise
+// step when their tensors allow (RunStats.BlockwiseAttention counts those
+// a run did).
+func (s *Session) FusedAttention() int { return s.fusedChains }
 
 // storageKey identifies the backing array of a tensor's elements by the
 // address one past its end: every view of a tensor (which shares its
@@ -126,6 +136,8 @@ type tracker struct {
 	// pending are the storage records whose planned references all
 	// ended during the current step (see planDrop).
 	pending []*storage
+	// blockwise counts the attention chains run blockwise.
+	blockwise int
 }
 
 func newTracker(pool *bufPool, consts map[uintptr]bool) *tracker {
@@ -140,7 +152,7 @@ func (tr *tracker) reset() {
 	tr.all = tr.all[:0]
 	tr.orphans = tr.orphans[:0]
 	tr.used = 0
-	tr.step, tr.liveBytes, tr.peak, tr.inBytes = 0, 0, 0, 0
+	tr.step, tr.liveBytes, tr.peak, tr.inBytes, tr.blockwise = 0, 0, 0, 0, 0
 	tr.pending = tr.pending[:0]
 }
 

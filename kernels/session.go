@@ -1,7 +1,9 @@
 package kernels
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -37,6 +39,9 @@ type Options struct {
 	// (a loop that would run more is an error): 0 means
 	// DefaultMaxLoopIterations (2^24).
 	MaxLoopIterations int64
+	// unfused runs decomposed attention chains as written instead of
+	// blockwise (tests compare the two).
+	unfused bool
 	// poison makes alloc fill the buffers it hands out with garbage
 	// (tests: a kernel must write every element of its outputs).
 	poison bool
@@ -74,6 +79,12 @@ type Session struct {
 	// compiling holds the model-local functions being compiled (a
 	// function that calls itself is refused).
 	compiling map[*graph.Function]bool
+	// fusedChains counts the decomposed attention chains the plans run
+	// as one step (see attention_fused.go); attnWorkers keep the
+	// blockwise steps' scratch from step to step and run to run (the
+	// steps of a session never overlap).
+	fusedChains int
+	attnWorkers []*attnFusedWorker
 }
 
 // plan is a graph compiled for execution: its steps in topological order,
@@ -120,7 +131,10 @@ type step struct {
 	fn    *plan                  // body of a model-local function
 	// packed is the constant B operand of a matrix product, packed once.
 	packed *packedWeight
-	in     []ref
+	// attn is set for the step that runs a decomposed attention chain
+	// blockwise.
+	attn *attnChain
+	in   []ref
 	// spec is the op's input spec (hasSpec: it has one), for the check
 	// that sequences and optionals reach only the inputs that take them.
 	spec    string
@@ -422,11 +436,26 @@ func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets
 		}
 		p.steps = append(p.steps, st)
 	}
+	outVals := g.Outputs
+	if g == s.model.Graph && parent == nil && refs == nil {
+		outVals = s.outs
+	}
+	outputs := map[*graph.Value]bool{}
+	for _, o := range outVals {
+		outputs[o] = true
+	}
+	// Values returned (the graph's outputs, or Options.Outputs) stay
+	// computed: no attention chain is fused through them.
+	keep := maps.Clone(outputs)
+	for _, o := range g.Outputs {
+		keep[o] = true
+	}
+	s.fuseAttention(p, keep)
 	// Last uses: a value defined in g is dropped after the last step that
 	// reads it, directly or from inside a subgraph.
 	last := map[*graph.Value]int{}
 	for i, st := range p.steps {
-		for _, v := range st.node.Inputs() {
+		for _, v := range st.reads() {
 			if v != nil {
 				last[v] = i
 			}
@@ -442,13 +471,7 @@ func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets
 			}
 		}
 	}
-	outputs := map[*graph.Value]bool{}
-	outVals := g.Outputs
-	if g == s.model.Graph && parent == nil && refs == nil {
-		outVals = s.outs
-	}
 	for _, o := range outVals {
-		outputs[o] = true
 		p.outRefs = append(p.outRefs, p.resolve(o))
 	}
 	for i, st := range p.steps {
@@ -470,6 +493,7 @@ func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets
 			p.steps[i].free = append(p.steps[i].free, sl)
 		}
 	}
+	finishFused(p)
 	for _, t := range p.consts {
 		if k, cb, _ := storageKey(t); k != 0 && !s.constKeys[k] {
 			s.constKeys[k] = true
@@ -715,7 +739,7 @@ func (s *Session) Run(inputs map[string]*Tensor) (map[string]*Tensor, error) {
 	}
 	s.pool.trim(2 * tr.peak)
 	s.stats = RunStats{PeakLiveBytes: tr.peak, RequiredBytes: tr.required(), ConstBytes: s.constBytes,
-		InputBytes: tr.inBytes, PackedBytes: s.packed, PoolBytes: s.pool.bytes, Steps: tr.step}
+		InputBytes: tr.inBytes, PackedBytes: s.packed, PoolBytes: s.pool.bytes, Steps: tr.step, BlockwiseAttention: tr.blockwise}
 	return out, nil
 }
 
@@ -771,91 +795,122 @@ func checkInput(v *graph.Value, t *Tensor, shapes bool) error {
 
 // exec runs p's steps in e (whose inputs are bound).
 func (s *Session) exec(p *plan, e *env) error {
-	tr := s.tr
 	for _, st := range p.steps {
-		n := st.node
-		// A step never runs inside itself, so its input slice and Call
-		// are reused from run to run (kernels keep neither).
-		ins := st.ins
-		frozen := true
-		for i := range st.in {
-			r := &st.in[i]
-			t := e.read(r)
-			if t == nil {
-				if r.slot == refAbsent {
-					ins[i] = nil
-					continue
-				}
-				return fmt.Errorf("node %q (%s): input %q has no value", n.Name, opName(n), r.v.Name)
-			}
-			frozen = frozen && t.frozen
-			ins[i] = t
+		if err := s.execStep(st, e); err != nil {
+			return err
 		}
-		if tr != nil {
-			tr.step++
-		}
-		var outs []*Tensor
-		switch m := &st.memo; {
-		case m.kind == memoPure && frozen || m.kind == memoShape && ins[0] != nil && !ins[0].notTensor():
-			if m.outs != nil && m.hit(ins) {
-				outs = m.outs
-				break
-			}
-			// Compute untracked (fresh storage, never pooled) and keep.
-			c := &st.call
-			*c = Call{Node: n, Opset: st.opset, attrs: st.attrs, opts: &s.opts, sess: s, step: st, env: e}
-			var err error
-			if outs, err = s.callKernel(c, st, ins); err != nil {
-				return err
-			}
-			if !m.keep(ins, outs) {
-				// Too large to cache: release it like any output, but
-				// an input the kernel returned (Identity, a Cast to the
-				// same type) stays frozen.
-				m.kind = memoNone
-				for _, t := range outs {
-					if t != nil && !slices.Contains(ins, t) {
-						t.frozen = false
-					}
-				}
-			}
-		default:
-			c := &st.call
-			*c = Call{Node: n, Opset: st.opset, attrs: st.attrs, opts: &s.opts, sess: s, step: st, env: e, tr: tr, allocs: c.allocs[:0]}
-			var err error
-			if outs, err = s.callKernel(c, st, ins); err != nil {
-				return err
-			}
-		}
-		for i, sl := range st.outs {
-			if sl < 0 || i >= len(outs) {
+	}
+	return nil
+}
+
+// execStep runs one step in e. A fused attention step whose kernel
+// declines the run's tensors runs its chain's original steps instead.
+func (s *Session) execStep(st *step, e *env) error {
+	tr := s.tr
+	n := st.node
+	// A step never runs inside itself, so its input slice and Call
+	// are reused from run to run (kernels keep neither).
+	ins := st.ins
+	frozen := true
+	for i := range st.in {
+		r := &st.in[i]
+		t := e.read(r)
+		if t == nil {
+			if r.slot == refAbsent {
+				ins[i] = nil
 				continue
 			}
-			t := outs[i]
-			if t == nil {
-				return fmt.Errorf("node %q (%s): output %d was not computed", n.Name, opName(n), i)
+			if st.attn != nil {
+				clear(ins)
+				return s.execChain(st, e)
 			}
-			e.vals[sl] = t
-			if tr != nil && !t.frozen {
-				tr.hold(t, &st.call)
-			}
+			return fmt.Errorf("node %q (%s): input %q has no value", n.Name, opName(n), r.v.Name)
 		}
-		for _, sl := range st.free {
-			if tr != nil {
-				if t := e.vals[sl]; t != nil && !t.frozen {
-					tr.planDrop(t)
-					tr.release(t)
+		frozen = frozen && t.frozen
+		ins[i] = t
+	}
+	if tr != nil {
+		tr.step++
+	}
+	var outs []*Tensor
+	switch m := &st.memo; {
+	case m.kind == memoPure && frozen || m.kind == memoShape && ins[0] != nil && !ins[0].notTensor():
+		if m.outs != nil && m.hit(ins) {
+			outs = m.outs
+			break
+		}
+		// Compute untracked (fresh storage, never pooled) and keep.
+		c := &st.call
+		*c = Call{Node: n, Opset: st.opset, attrs: st.attrs, opts: &s.opts, sess: s, step: st, env: e}
+		var err error
+		if outs, err = s.callKernel(c, st, ins); err != nil {
+			return err
+		}
+		if !m.keep(ins, outs) {
+			// Too large to cache: release it like any output, but
+			// an input the kernel returned (Identity, a Cast to the
+			// same type) stays frozen.
+			m.kind = memoNone
+			for _, t := range outs {
+				if t != nil && !slices.Contains(ins, t) {
+					t.frozen = false
 				}
 			}
-			e.vals[sl] = nil
 		}
-		if tr != nil {
-			if st.call.tr != nil {
-				st.call.dropTemps()
+	default:
+		c := &st.call
+		*c = Call{Node: n, Opset: st.opset, attrs: st.attrs, opts: &s.opts, sess: s, step: st, env: e, tr: tr, allocs: c.allocs[:0]}
+		var err error
+		if outs, err = s.callKernel(c, st, ins); err != nil {
+			if st.attn != nil && errors.Is(err, errUnfusable) {
+				if tr != nil {
+					tr.step--
+				}
+				clear(ins)
+				return s.execChain(st, e)
 			}
-			tr.endStep()
+			return err
 		}
-		clear(ins)
+	}
+	for i, sl := range st.outs {
+		if sl < 0 || i >= len(outs) {
+			continue
+		}
+		t := outs[i]
+		if t == nil {
+			return fmt.Errorf("node %q (%s): output %d was not computed", n.Name, opName(n), i)
+		}
+		e.vals[sl] = t
+		if tr != nil && !t.frozen {
+			tr.hold(t, &st.call)
+		}
+	}
+	for _, sl := range st.free {
+		if tr != nil {
+			if t := e.vals[sl]; t != nil && !t.frozen {
+				tr.planDrop(t)
+				tr.release(t)
+			}
+		}
+		e.vals[sl] = nil
+	}
+	if tr != nil {
+		if st.call.tr != nil {
+			st.call.dropTemps()
+		}
+		tr.endStep()
+	}
+	clear(ins)
+	return nil
+}
+
+// execChain runs the original steps of a fused attention step (the last
+// of them frees what the fused step would).
+func (s *Session) execChain(st *step, e *env) error {
+	for _, cs := range st.attn.steps {
+		if err := s.execStep(cs, e); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -59,17 +59,27 @@ func reshape(c *Call, in []*Tensor) ([]*Tensor, error) {
 	} else {
 		spec = intsInput(in, 1)
 	}
-	allowZero := c.Int("allowzero", 0) == 1
+	shape, err := reshapeShape(x.Shape, spec, c.Int("allowzero", 0) == 1)
+	if err != nil {
+		return nil, err
+	}
+	return []*Tensor{view(x, shape)}, nil
+}
+
+// reshapeShape is the shape Reshape gives a tensor of shape from by spec
+// (0 copies a dimension unless allowZero, -1 is inferred).
+func reshapeShape(from []int, spec []int64, allowZero bool) ([]int, error) {
 	shape := make([]int, len(spec))
 	infer := -1
 	known := 1
+	n := shapeSize(from)
 	for i, d := range spec {
 		switch {
 		case d == 0 && !allowZero:
-			if i >= len(x.Shape) {
+			if i >= len(from) {
 				return nil, fmt.Errorf("shape %v: 0 at %d copies a dimension the input lacks", spec, i)
 			}
-			shape[i] = x.Shape[i]
+			shape[i] = from[i]
 		case d == -1:
 			if infer >= 0 {
 				return nil, fmt.Errorf("shape %v has two -1", spec)
@@ -84,15 +94,22 @@ func reshape(c *Call, in []*Tensor) ([]*Tensor, error) {
 		known *= shape[i]
 	}
 	if infer >= 0 {
-		if known == 0 || x.Len()%known != 0 {
-			return nil, fmt.Errorf("cannot reshape %v to %v", x.Shape, spec)
+		if known == 0 || n%known != 0 {
+			return nil, fmt.Errorf("cannot reshape %v to %v", from, spec)
 		}
-		shape[infer] = x.Len() / known
+		shape[infer] = n / known
 	}
-	if shapeSize(shape) != x.Len() {
-		return nil, fmt.Errorf("cannot reshape %v to %v", x.Shape, spec)
+	if shapeSize(shape) != n {
+		return nil, fmt.Errorf("cannot reshape %v to %v", from, spec)
 	}
-	return []*Tensor{view(x, shape)}, nil
+	return shape, nil
+}
+
+// reshapeTo is reshapeShape for callers that only need to know whether
+// the reshape is valid.
+func reshapeTo(from []int, spec []int64, allowZero bool) ([]int, bool) {
+	s, err := reshapeShape(from, spec, allowZero)
+	return s, err == nil
 }
 
 func flatten(c *Call, in []*Tensor) ([]*Tensor, error) {

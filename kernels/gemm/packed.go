@@ -23,6 +23,13 @@ func (pb *PackedB) N() int { return pb.n }
 // transB), for SgemmPacked. It allocates k*n (rounded up to the panel
 // width) float32s.
 func PackB(transB bool, k, n int, b []float32, ldb int) *PackedB {
+	return PackBInto(nil, transB, k, n, b, ldb)
+}
+
+// PackBInto is PackB into the storage of reuse when it is large enough
+// (reuse is then changed and returned; nil allocates), for scratch that
+// packs one operand after another.
+func PackBInto(reuse *PackedB, transB bool, k, n int, b []float32, ldb int) *PackedB {
 	if k < 0 || n < 0 {
 		panic(fmt.Sprintf("gemm: negative dimension k=%d n=%d", k, n))
 	}
@@ -30,7 +37,11 @@ func PackB(transB bool, k, n int, b []float32, ldb int) *PackedB {
 	ar := active
 	nr := ar.nr
 	npad := roundUp(n, nr)
-	pb := &PackedB{ar: ar, k: k, n: n, kc: ar.kc, data: make([]float32, k*npad)}
+	pb := reuse
+	if pb == nil || cap(pb.data) < k*npad {
+		pb = &PackedB{data: make([]float32, k*npad)}
+	}
+	*pb = PackedB{ar: ar, k: k, n: n, kc: ar.kc, data: pb.data[:k*npad]}
 	for pc := 0; pc < k; pc += pb.kc {
 		kcur := min(pb.kc, k-pc)
 		blk := pb.data[pc*npad : pc*npad+kcur*npad]
