@@ -221,6 +221,8 @@ func badInputCases(t *testing.T, b *badInputs) []badCase {
 		add(m.want, "verify", m.path, b.good)
 		add(m.want, "verify", b.good, m.path)
 		add(m.want, "verify", "--precision", m.path)
+		add(m.want, "diff", m.path, b.good)
+		add(m.want, "diff", b.good, m.path)
 	}
 	// Outputs that cannot be written: no folder, a folder instead of a
 	// file (and a file instead of a folder), a folder that takes no files,

@@ -87,6 +87,7 @@ func TestHelpExamplesRun(t *testing.T) {
 		"llama31.onnx": corpusModel("rope_llama3"), "gpt2.onnx": corpusModel("learned_gpt2"),
 		"marian.onnx": corpusModel("sinusoidal_marian"), "model_fp16.onnx": corpusModel("rope_llama_fp16"),
 		"models/llama.onnx": llama, "models/gpt2.onnx": corpusModel("learned_gpt2"),
+		"model_8k.onnx": corpusModel("rope_linear"),
 	} {
 		place(name, src)
 	}
@@ -111,6 +112,8 @@ func TestHelpExamplesRun(t *testing.T) {
 		{"rewrite", llama, "-o", filepath.Join(w, "fused.onnx")},
 		{"rewrite", llama, "-o", filepath.Join(w, "fused_ms.onnx")},
 		{"convert", llama, "-o", filepath.Join(w, "split.onnx"), "--external-data"},
+		{"audit", llama, "--json", "-o", filepath.Join(w, "audit-v1.json")},
+		{"audit", corpusModel("rope_linear"), "--json", "-o", filepath.Join(w, "audit-v2.json")},
 	} {
 		if code, _, errOut := runCLI(t, args...); code != 0 {
 			t.Fatalf("%v: exit %d %s", args, code, errOut)
@@ -172,7 +175,7 @@ func TestHelpExamplesRun(t *testing.T) {
 			}
 			code, _, errOut := runCLI(t, expanded...)
 			ran++
-			check := code == ExitCheckFailed && (args[0] == "verify" || args[0] == "audit")
+			check := code == ExitCheckFailed && (args[0] == "verify" || args[0] == "audit" || args[0] == "diff")
 			if code != 0 && !check {
 				t.Errorf("example %q: exit %d: %s", ex, code, errOut)
 			}

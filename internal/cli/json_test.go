@@ -136,7 +136,7 @@ func TestJSONOnEveryOutcome(t *testing.T) {
 	reportSchema := compileSchema(t, "report.schema.json", passes.ReportSchema)
 	verifySchema := compileSchema(t, "verify.schema.json", verify.ReportSchema)
 	precisionSchema := compileSchema(t, "precision.schema.json", verify.PrecisionSchema)
-	commandSchemas := compileDefs(t, "reports.schema.json", ReportsSchema, "inspect", "convert", "run", "codegen", "rewrite", "extend", "version", "audit_error")
+	commandSchemas := compileDefs(t, "reports.schema.json", ReportsSchema, "inspect", "convert", "run", "codegen", "rewrite", "extend", "version", "audit_error", "diff")
 	errorSchema := compileSchema(t, "error.schema.json", ErrorSchema)
 	dir := t.TempDir()
 	o := func(name string) string { return filepath.Join(dir, name) }
@@ -196,6 +196,8 @@ func TestJSONOnEveryOutcome(t *testing.T) {
 		{[]string{"verify", "--precision", corpusModel("sinusoidal_interleaved_computed"), "--json", "--as", "float16"}, 0, precRep},
 		{[]string{"run", g, "--inputs", data, "--json"}, 0, anyJSON},
 		{[]string{"version", "--json"}, 0, anyJSON},
+		{[]string{"diff", g, g, "--json"}, 0, anyJSON},
+		{[]string{"diff", g, corpusModel("rope_llama3"), "--json"}, 1, anyJSON},
 	}
 	covered := map[string]bool{}
 	for _, c := range cases {
@@ -226,7 +228,7 @@ func TestJSONOnEveryOutcome(t *testing.T) {
 		} else if c.kind != report {
 			t.Errorf("%v: stdout is not a JSON object: %s", c.args, out)
 		}
-		if s := commandSchemas[c.args[0]]; s != nil && code == 0 {
+		if s := commandSchemas[c.args[0]]; s != nil {
 			if err := s.Validate(v); err != nil {
 				t.Errorf("%v: the report does not follow reports.schema.json#/$defs/%s: %v", c.args, c.args[0], err)
 			}

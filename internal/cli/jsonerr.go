@@ -20,7 +20,7 @@ import (
 var ErrorSchema []byte
 
 // ReportsSchema is the JSON Schema of what inspect, convert, run,
-// codegen, rewrite, extend and version print with --json, one definition
+// codegen, rewrite, extend, diff and version print with --json, one definition
 // per command under $defs (reports.schema.json).
 //
 //go:embed reports.schema.json

@@ -46,6 +46,9 @@ integrated positions; and none at all (NoPE).
            constants continued; checked before writing
   codegen  the model's exact encoding as standalone Go or C source, with
            tests whose golden vectors onnxpe computed on the model
+  diff     what differs between the audits of two models (or two saved
+           reports): the scheme of each layer, findings, every param; a
+           CI check that a rewrite or an extension changed what it should
   verify   whether two models compute the same outputs on inputs that
            exercise positions (large positions, KV caches, padding), in
            onnxpe's kernels and ONNX Runtime; --precision audits cos/sin
@@ -61,6 +64,7 @@ integrated positions; and none at all (NoPE).
   onnxpe extend llama.onnx -o llama_8k.onnx --to 8192 --method yarn --original-max-positions 2048
   onnxpe codegen model.onnx --lang go --package pe -o pe
   onnxpe verify model.onnx model_pe.onnx
+  onnxpe diff model.onnx model_8k.onnx
   onnxpe inspect model.onnx --json
   onnxpe convert big.onnx -o small.onnx --external-data
   onnxpe run model.onnx --inputs test_data_set_0`,
@@ -85,6 +89,7 @@ integrated positions; and none at all (NoPE).
 		NewCmdExtend(ios),
 		NewCmdRun(ios),
 		NewCmdVerify(ios),
+		NewCmdDiff(ios),
 		NewCmdVersion(ios),
 	)
 	// `completion` with a shell it does not know exits 2 (cobra prints
