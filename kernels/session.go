@@ -85,6 +85,10 @@ type Session struct {
 	// steps of a session never overlap).
 	fusedChains int
 	attnWorkers []*attnFusedWorker
+	// producer maps the main plan's computed values to their steps (for
+	// Eval); keepAll makes steps keep the values they would free.
+	producer map[*graph.Value]int
+	keepAll  bool
 }
 
 // plan is a graph compiled for execution: its steps in topological order,
@@ -743,6 +747,104 @@ func (s *Session) Run(inputs map[string]*Tensor) (map[string]*Tensor, error) {
 	return out, nil
 }
 
+// ErrNotComputed is wrapped by Eval's error for a name the session does
+// not compute as a value of its own: no value of the main graph, or one
+// inside a fused attention step.
+var ErrNotComputed = errors.New("the session does not compute this value")
+
+// Eval computes the named values of the main graph (graph inputs,
+// initializers, node outputs) from inputs, running only the steps they
+// depend on with the session's compiled steps and constants: probes of
+// intermediate values need no second session. The tensors returned are
+// the caller's.
+func (s *Session) Eval(inputs map[string]*Tensor, names []string) (map[string]*Tensor, error) {
+	g := s.model.Graph
+	p := s.main
+	if s.producer == nil {
+		s.producer = map[*graph.Value]int{}
+		for i, st := range p.steps {
+			for k, sl := range st.outs {
+				if sl >= 0 {
+					s.producer[st.node.Output(k)] = i
+				}
+			}
+		}
+	}
+	need := make([]bool, len(p.steps))
+	var todo []int
+	mark := func(v *graph.Value) {
+		if i, ok := s.producer[v]; ok && !need[i] {
+			need[i] = true
+			todo = append(todo, i)
+		}
+	}
+	refs := make([]ref, len(names))
+	for k, name := range names {
+		v := g.Lookup(name)
+		if v == nil || name == "" {
+			return nil, fmt.Errorf("kernels: Eval: the main graph has no value %q: %w", name, ErrNotComputed)
+		}
+		refs[k] = p.resolve(v)
+		_, produced := s.producer[v]
+		if refs[k].k == nil && !produced && !p.isInput[v] {
+			return nil, fmt.Errorf("kernels: Eval: value %q: %w (it is inside a fused attention step)", name, ErrNotComputed)
+		}
+		mark(v)
+	}
+	for len(todo) > 0 {
+		st := p.steps[todo[len(todo)-1]]
+		todo = todo[:len(todo)-1]
+		for _, v := range st.reads() {
+			mark(v)
+		}
+		for _, sg := range st.node.Subgraphs() {
+			for _, v := range outerReads(sg) {
+				mark(v)
+			}
+		}
+	}
+	e := newEnv(p, nil)
+	for i, v := range g.Inputs {
+		t := inputs[v.Name]
+		if t == nil {
+			e.vals[p.inSlots[i]] = p.inDefs[i]
+			continue
+		}
+		if err := checkInput(v, t, !s.opts.IgnoreDeclaredShapes); err != nil {
+			return nil, err
+		}
+		e.vals[p.inSlots[i]] = t
+	}
+	for name := range inputs {
+		if !hasInput(g, name) {
+			return nil, fmt.Errorf("the model has no input %q", name)
+		}
+	}
+	// Untracked (fresh storage, never pooled), and nothing freed: the
+	// values asked for may be last read by a step that runs.
+	s.tr, s.keepAll = nil, true
+	defer func() { s.keepAll = false }()
+	for i, st := range p.steps {
+		if need[i] {
+			if err := s.execStep(st, e); err != nil {
+				return nil, err
+			}
+		}
+	}
+	out := make(map[string]*Tensor, len(names))
+	for k, name := range names {
+		t := e.read(&refs[k])
+		if t == nil {
+			return nil, fmt.Errorf("kernels: Eval: value %q was not computed (an input left out?)", name)
+		}
+		if s.shared(t) {
+			t = t.Clone()
+		}
+		out[name] = t
+	}
+	return out, nil
+}
+
 // shared reports whether t is, or is a view of, storage the session keeps
 // from run to run.
 func (s *Session) shared(t *Tensor) bool {
@@ -886,6 +988,9 @@ func (s *Session) execStep(st *step, e *env) error {
 		}
 	}
 	for _, sl := range st.free {
+		if s.keepAll {
+			break
+		}
 		if tr != nil {
 			if t := e.vals[sl]; t != nil && !t.frozen {
 				tr.planDrop(t)

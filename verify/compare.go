@@ -340,7 +340,7 @@ func (c *comparison) buildSets() error {
 		return &ModelError{Model: "A", Path: o.PathA, Runtime: RuntimeGo, Err: err}
 	}
 	c.goA = r
-	p := &planner{a: an, opts: o, cached: map[string]map[string]*kernels.Tensor{}}
+	p := &planner{a: an, opts: o, cached: map[string]map[string]*kernels.Tensor{}, eval: r.s.Eval}
 	p.run = func(s SetSpec) (map[string]*kernels.Tensor, error) {
 		if err := c.ctx.Err(); err != nil {
 			return nil, err

@@ -78,9 +78,15 @@ func TestCorpusEqualToItsCopies(t *testing.T) {
 				{"itself", e.ModelPath()}, {"ort_basic", filepath.Join(dir, "ort_basic.onnx")},
 				{"ort_extended", filepath.Join(dir, "ort_extended.onnx")}, {"external data", ext},
 			} {
+				made := verify.SessionsMade()
 				r, err := verify.Compare(ctx, a, loadModel(t, b.path), verify.Options{Seed: 1, PathA: e.ModelPath(), PathB: b.path})
 				if err != nil {
 					t.Fatalf("against %s: %v", b.name, err)
+				}
+				// One session per model: the analysis' probes evaluate
+				// their tables with A's session.
+				if n := verify.SessionsMade() - made; n != 2 {
+					t.Errorf("against %s: %d sessions made, want 2 (one per model)", b.name, n)
 				}
 				if !r.Equal {
 					t.Errorf("against %s: %s", b.name, r.Summary)

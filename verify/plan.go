@@ -37,9 +37,12 @@ type Hints struct {
 // planner builds the sweep of input sets for model A, running A to probe
 // what it accepts.
 type planner struct {
-	a      *Analysis
-	opts   *Options
-	run    func(s SetSpec) (map[string]*kernels.Tensor, error)
+	a    *Analysis
+	opts *Options
+	run  func(s SetSpec) (map[string]*kernels.Tensor, error)
+	// eval computes named values of A from inputs with A's session
+	// (kernels.Session.Eval); nil: the probes open a session of their own.
+	eval   func(in map[string]*kernels.Tensor, names []string) (map[string]*kernels.Tensor, error)
 	cached map[string]map[string]*kernels.Tensor // A's outputs by set key
 }
 
@@ -54,7 +57,7 @@ func Analyze(m *graph.Model, hints Hints, threads int) (*Analysis, error) {
 		return nil, err
 	}
 	defer r.close()
-	p := &planner{a: a, opts: &Options{Hints: hints, Threads: threads}, cached: map[string]map[string]*kernels.Tensor{}}
+	p := &planner{a: a, opts: &Options{Hints: hints, Threads: threads}, cached: map[string]map[string]*kernels.Tensor{}, eval: r.s.Eval}
 	p.run = func(s SetSpec) (map[string]*kernels.Tensor, error) {
 		set, err := a.synthesize(s, 1)
 		if err != nil {
@@ -300,17 +303,35 @@ func (p *planner) probeTables() error {
 	if a.FixedSeq > 0 {
 		lens = [2]int{a.FixedSeq, a.FixedSeq}
 	}
+	// The probes evaluate the values they read with A's session (only
+	// the steps those values need); a session of their own, which
+	// returns them as outputs, only when A's cannot (a value inside a
+	// fused attention step).
+	eval := p.eval
 	var probe *goRunner
-	if len(names) > 0 {
+	openProbe := func() error {
 		var err error
 		probe, err = newGoRunner(a.model, p.opts.Threads, names)
 		if err != nil {
 			return &ModelError{Model: "A", Runtime: RuntimeGo, Err: err}
 		}
-		defer probe.close()
+		eval = func(in map[string]*kernels.Tensor, _ []string) (map[string]*kernels.Tensor, error) {
+			return probe.run(in, nil)
+		}
+		return nil
+	}
+	defer func() {
+		if probe != nil {
+			probe.close()
+		}
+	}()
+	if len(names) > 0 && eval == nil {
+		if err := openProbe(); err != nil {
+			return err
+		}
 	}
 	for k, n := range lens {
-		if probe == nil {
+		if len(names) == 0 {
 			break
 		}
 		if k == 1 && (lens[1] == lens[0] || !a.hasSeq()) {
@@ -327,7 +348,13 @@ func (p *planner) probeTables() error {
 		if err != nil {
 			return err
 		}
-		out, err := probe.run(set.inputs, nil)
+		out, err := eval(set.inputs, names)
+		if errors.Is(err, kernels.ErrNotComputed) && probe == nil {
+			if err := openProbe(); err != nil {
+				return err
+			}
+			out, err = eval(set.inputs, names)
+		}
 		if err != nil {
 			return &ModelError{Model: "A", Runtime: RuntimeGo, Set: spec.Name, Err: err}
 		}

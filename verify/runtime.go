@@ -3,6 +3,7 @@ package verify
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
@@ -35,7 +36,12 @@ type runner interface {
 
 type goRunner struct{ s *kernels.Session }
 
+// goSessions counts the sessions verify made (its tests check that a
+// comparison makes one per model).
+var goSessions atomic.Int64
+
 func newGoRunner(m *graph.Model, threads int, outputs []string) (*goRunner, error) {
+	goSessions.Add(1)
 	s, err := kernels.NewSession(m, kernels.Options{Threads: threads, Outputs: outputs})
 	if err != nil {
 		return nil, err
