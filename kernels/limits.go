@@ -22,6 +22,14 @@ func (c *Call) maxTensorBytes() int64 {
 	if c != nil && c.opts != nil && c.opts.MaxTensorBytes > 0 {
 		lim = c.opts.MaxTensorBytes
 	}
+	// No tensor is larger than the memory budget.
+	b := processBudget
+	if c != nil && c.opts != nil && c.opts.Budget != nil {
+		b = c.opts.Budget
+	}
+	if bl := b.Limit(); bl > 0 {
+		lim = min(lim, bl)
+	}
 	return min(lim, graph.MaxTensorBytes)
 }
 

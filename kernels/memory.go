@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"unsafe"
@@ -115,8 +116,9 @@ type storage struct {
 	// plan (-1 while one lives): RequiredBytes uses [born, pend].
 	prefs, pend int
 	buf         *Tensor
-	pooled      bool // handed out by the pool: returned to it when freed
-	escaped     bool // seen outside the env that made it: never pooled
+	pooled      bool  // handed out by the pool: returned to it when freed
+	escaped     bool  // seen outside the env that made it: never pooled
+	resv        int64 // bytes of the memory budget reserved for it
 }
 
 // tracker follows the storage of one run.
@@ -138,6 +140,50 @@ type tracker struct {
 	pending []*storage
 	// blockwise counts the attention chains run blockwise.
 	blockwise int
+	// budget is the memory budget the run's storage is reserved in;
+	// resv is what the run holds of it (all given back when Run returns).
+	budget *Budget
+	resv   int64
+}
+
+// take reserves n bytes of the budget for the run.
+func (tr *tracker) take(n int64) error {
+	if tr.budget == nil || n <= 0 {
+		return nil
+	}
+	if err := tr.budget.Reserve(n); err != nil {
+		return err
+	}
+	tr.resv += n
+	return nil
+}
+
+// force reserves n bytes whatever the limit (the slack of a pooled
+// buffer, reserved before at its asked size).
+func (tr *tracker) force(n int64) {
+	if tr.budget == nil || n <= 0 {
+		return
+	}
+	tr.budget.used.Add(n)
+	tr.resv += n
+}
+
+// give returns n bytes of the run's reservation.
+func (tr *tracker) give(n int64) {
+	if tr.budget == nil || n <= 0 {
+		return
+	}
+	tr.budget.Release(n)
+	tr.resv -= n
+}
+
+// giveAll returns the run's whole reservation: when Run returns, what it
+// hands back is the caller's, and the rest is garbage or the pool's.
+func (tr *tracker) giveAll() {
+	if tr.budget != nil && tr.resv > 0 {
+		tr.budget.Release(tr.resv)
+	}
+	tr.resv = 0
 }
 
 func newTracker(pool *bufPool, consts map[uintptr]bool) *tracker {
@@ -184,8 +230,10 @@ func (tr *tracker) input(t *Tensor) {
 }
 
 // hold records that a value of an env now refers to t, which the kernel
-// of call c returned.
-func (tr *tracker) hold(t *Tensor, c *Call) {
+// of call c returned. Storage the kernel allocated with alloc is reserved
+// in the budget already; other new storage (made without alloc) is
+// reserved here, and an error says when that goes over the budget.
+func (tr *tracker) hold(t *Tensor, c *Call) error {
 	if t != nil && t.seq != nil {
 		// A sequence refers to its tensors without the tracker seeing
 		// it: their storage is never recycled.
@@ -201,24 +249,24 @@ func (tr *tracker) hold(t *Tensor, c *Call) {
 				}
 			}
 		}
-		return
+		return nil
 	}
 	k, cb, lb := storageKey(t)
 	if k == 0 || tr.external(k) {
-		return
+		return nil
 	}
 	if st := tr.live[k]; st != nil {
 		st.refs++
 		st.prefs++
 		st.need = max(st.need, lb)
-		return
+		return nil
 	}
 	st := tr.record()
 	*st = storage{key: k, capBytes: cb, need: lb, refs: 1, born: tr.step, last: -1, prefs: 1, pend: -1}
 	if c != nil {
 		for i, b := range c.allocs {
 			if bk, _, _ := storageKey(b); bk == k {
-				st.pooled, st.buf = true, b
+				st.pooled, st.buf, st.resv = true, b, cb
 				c.allocs = slices.Delete(c.allocs, i, i+1)
 				break
 			}
@@ -228,6 +276,13 @@ func (tr *tracker) hold(t *Tensor, c *Call) {
 	tr.all = append(tr.all, st)
 	tr.liveBytes += st.capBytes
 	tr.peak = max(tr.peak, tr.liveBytes)
+	if !st.pooled {
+		if err := tr.take(cb); err != nil {
+			return fmt.Errorf("its output of %v: %w", t.Shape, err)
+		}
+		st.resv = cb
+	}
+	return nil
 }
 
 // planDrop records that the plan drops a value holding t's storage at
@@ -270,6 +325,8 @@ func (tr *tracker) retire(st *storage) {
 	delete(tr.live, st.key)
 	st.last = tr.step
 	tr.liveBytes -= st.capBytes
+	tr.give(st.resv)
+	st.resv = 0
 }
 
 // leave drops the reference of a subgraph or function output that its env
@@ -487,7 +544,26 @@ func (c *Call) allocDirty(dt graph.DataType, shape []int) (t *Tensor, dirty bool
 	if c == nil || c.tr == nil {
 		t = New(dt, shape...)
 	} else {
-		t, dirty = c.tr.pool.get(dt, shape)
+		// The live total: the storage is reserved in the budget before
+		// it is allocated, and adjusted to what it is (a pooled buffer
+		// may be up to 1/poolSlack larger).
+		tr := c.tr
+		need := int64(shapeSize(shape)) * int64(max(dt.Bits(), 8)/8)
+		err := tr.take(need)
+		if err != nil && tr.pool.bytes > 0 {
+			// Free buffers are not live: drop them and try again.
+			tr.pool.trim(0)
+			err = tr.take(need)
+		}
+		if err != nil {
+			panic(allocError{fmt.Errorf("a tensor %v of %v: %w", shape, dt, err)})
+		}
+		t, dirty = tr.pool.get(dt, shape)
+		if _, cb, _ := storageKey(t); cb > need {
+			tr.force(cb - need)
+		} else if cb < need {
+			tr.give(need - cb)
+		}
 		c.allocs = append(c.allocs, t)
 	}
 	if c != nil && c.opts != nil && c.opts.poison {
@@ -601,6 +677,8 @@ func poison(t *Tensor) {
 // temporaries and outputs the node leaves unnamed) to the pool.
 func (c *Call) dropTemps() {
 	for _, t := range c.allocs {
+		_, cb, _ := storageKey(t)
+		c.tr.give(cb)
 		c.tr.pool.put(t)
 	}
 	c.allocs = c.allocs[:0]

@@ -35,6 +35,12 @@ type Options struct {
 	// DefaultMaxTensorBytes (16 GiB); it is never above
 	// graph.MaxTensorBytes.
 	MaxTensorBytes int64
+	// Budget is the memory budget of the session's runs: the storage of
+	// every tensor a kernel allocates is reserved in it first, and a node
+	// whose tensors would go over it fails (wrapping ErrOverBudget and
+	// ErrTooLarge). nil means ProcessBudget(). A single tensor is also
+	// never larger than the budget's limit.
+	Budget *Budget
 	// MaxLoopIterations bounds the iterations of one run of a Loop node
 	// (a loop that would run more is an error): 0 means
 	// DefaultMaxLoopIterations (2^24).
@@ -692,6 +698,14 @@ func topoOrder(g *graph.Graph) ([]*graph.Node, error) {
 	return order, nil
 }
 
+// budget is the session's memory budget.
+func (s *Session) budget() *Budget {
+	if s.opts.Budget != nil {
+		return s.opts.Budget
+	}
+	return processBudget
+}
+
 // Run computes the model's outputs from inputs keyed by graph input name.
 // Graph inputs that are also initializers may be left out.
 func (s *Session) Run(inputs map[string]*Tensor) (map[string]*Tensor, error) {
@@ -703,8 +717,12 @@ func (s *Session) Run(inputs map[string]*Tensor) (map[string]*Tensor, error) {
 		tr = newTracker(&s.pool, s.constKeys)
 	}
 	tr.reset()
+	tr.budget = s.budget()
 	s.spare, s.tr = nil, tr
-	defer func() { s.tr, s.spare = nil, tr }()
+	defer func() {
+		tr.giveAll()
+		s.tr, s.spare = nil, tr
+	}()
 	for i, v := range g.Inputs {
 		t, ok := inputs[v.Name]
 		if !ok || t == nil {
@@ -984,7 +1002,9 @@ func (s *Session) execStep(st *step, e *env) error {
 		}
 		e.vals[sl] = t
 		if tr != nil && !t.frozen {
-			tr.hold(t, &st.call)
+			if err := tr.hold(t, &st.call); err != nil {
+				return &NodeError{Node: n.Name, Op: opName(n), Opset: st.opset, Inputs: shapesOf(ins), Err: err}
+			}
 		}
 	}
 	for _, sl := range st.free {

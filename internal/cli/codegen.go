@@ -171,6 +171,13 @@ func codegenRun(opts *codegenOptions) error {
 		return fmt.Errorf("%s: %w", opts.Model, err)
 	}
 	co.Model, co.SHA256 = filepath.Base(opts.Model), sum
+	if co.MaxPositions > 0 {
+		// The golden vectors at --max-positions N, against the memory
+		// budget, before the executor computes them.
+		if err := checkPositionsMemory("--max-positions", rep, int64(co.MaxPositions), true); err != nil {
+			return err
+		}
+	}
 	res, err := codegen.Generate(rep, ctx, co)
 	switch {
 	case errors.Is(err, codegen.ErrOptions):

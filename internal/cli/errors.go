@@ -17,8 +17,9 @@ const (
 const exitCodesHelp = `Exit codes:
   0  success
   1  a check failed (verify found a difference, a policy was violated)
-  2  usage error, or an input that cannot be read (missing, truncated,
-     corrupt or unsafe file); nothing was written
+  2  usage error, an input that cannot be read (missing, truncated,
+     corrupt or unsafe file, not a regular file), or a size over the
+     memory budget (--memory-limit); nothing was written
   3  internal error (a bug: please report it)
 ` + exitInterruptedHelp
 

@@ -220,6 +220,13 @@ func extendRun(opts *extendOptions) (err error) {
 		return err
 	}
 	prog.setPhase("auditing and planning")
+	// What --to N implies, against the memory budget, before planning
+	// computes N rows of tables and the checks run N positions.
+	if rep, _, err := passes.AuditModel(m, opts.In, passes.Options{}); err == nil {
+		if err := checkExtendMemory(m, rep, int64(opts.Ext.To)); err != nil {
+			return err
+		}
+	}
 	x, err := passes.ExtendModel(m, opts.Ext)
 	if err != nil {
 		if errors.Is(err, passes.ErrExtend) || errors.Is(err, passes.ErrRewrite) || errors.Is(err, passes.ErrModel) {
@@ -232,6 +239,9 @@ func extendRun(opts *extendOptions) (err error) {
 		prog.done()
 		rep.Summary = "plan only (--dry-run): nothing checked, nothing written"
 		return printExtend(opts, rep)
+	}
+	if err := checkRunAtMemory(m, int64(opts.Ext.To)); err != nil {
+		return err
 	}
 	if opts.tamper != nil {
 		opts.tamper(x.M)

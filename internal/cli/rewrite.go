@@ -213,6 +213,15 @@ func rewriteRun(opts *rewriteOptions) error {
 	if err != nil {
 		return err
 	}
+	if opts.MaxPositions > 0 {
+		// The tables of --max-positions N, against the memory budget,
+		// before the rewrite computes them.
+		if rep, _, err := passes.AuditModel(m, opts.In, passes.Options{}); err == nil {
+			if err := checkPositionsMemory("--max-positions", rep, int64(opts.MaxPositions), false); err != nil {
+				return err
+			}
+		}
+	}
 	rw, _, err := passes.RewriteModel(m, passes.Options{Rewrite: ro}, ps...)
 	if err != nil {
 		if errors.Is(err, passes.ErrRewrite) || errors.Is(err, passes.ErrModel) {

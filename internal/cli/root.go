@@ -199,7 +199,11 @@ func runRoot(ctx context.Context, guard *writeGuard, ios *IOStreams, args []stri
 	cios := *ios
 	cios.Out = out
 	root := newRoot(&cios)
-	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { out.parsed(cmd) }
+	addMemoryFlag(root)
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		out.parsed(cmd)
+		return applyMemoryLimit(cmd)
+	}
 	guard.onStop(func(code int, msg string) { out.fail(root, args, code, msg) })
 	root.SetArgs(args)
 	err := execute(ctx, root, ios.ErrOut)

@@ -243,6 +243,9 @@ func verifyRun(opts *verifyOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := checkSweepMemory(a, opts.Seqs, opts.Batches); err != nil {
+		return err
+	}
 	vo.Hints = hintsFor(opts, a)
 	prog := newProgress(opts.IO)
 	vo.Progress = prog.update
