@@ -1,12 +1,13 @@
 package verify
 
 import (
-	"encoding/xml"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/onnxpe/onnxpe/internal/junit"
 )
 
 // summarize is the one-line verdict of a report.
@@ -176,55 +177,18 @@ func (r *Report) WriteTable(w io.Writer) error {
 	return err
 }
 
-// JUnit XML (the schema Jenkins, GitLab and GitHub test reporters read).
-type junitSuites struct {
-	XMLName xml.Name     `xml:"testsuites"`
-	Name    string       `xml:"name,attr"`
-	Tests   int          `xml:"tests,attr"`
-	Fails   int          `xml:"failures,attr"`
-	Errors  int          `xml:"errors,attr"`
-	Time    string       `xml:"time,attr"`
-	Suites  []junitSuite `xml:"testsuite"`
-}
-
-type junitSuite struct {
-	Name   string      `xml:"name,attr"`
-	Tests  int         `xml:"tests,attr"`
-	Fails  int         `xml:"failures,attr"`
-	Errors int         `xml:"errors,attr"`
-	Skips  int         `xml:"skipped,attr"`
-	Time   string      `xml:"time,attr"`
-	Cases  []junitCase `xml:"testcase"`
-}
-
-type junitCase struct {
-	Name      string        `xml:"name,attr"`
-	Classname string        `xml:"classname,attr"`
-	Time      string        `xml:"time,attr"`
-	Failure   *junitMessage `xml:"failure,omitempty"`
-	Error     *junitMessage `xml:"error,omitempty"`
-	Skipped   *junitMessage `xml:"skipped,omitempty"`
-	SystemOut string        `xml:"system-out,omitempty"`
-}
-
-type junitMessage struct {
-	Message string `xml:"message,attr"`
-	Type    string `xml:"type,attr,omitempty"`
-	Text    string `xml:",chardata"`
-}
-
 // WriteJUnit writes the report as JUnit XML: one test suite, one test
 // case per input set (and runtime pairing), failed when an output
 // differs, in error when a model could not run the set; skipped sets are
 // skipped test cases.
 func (r *Report) WriteJUnit(w io.Writer) error {
-	suite := junitSuite{Name: "onnxpe verify " + r.A + " vs " + r.B, Time: fmt.Sprintf("%.3f", r.Seconds)}
+	suite := junit.Suite{Name: "onnxpe verify " + r.A + " vs " + r.B, Time: fmt.Sprintf("%.3f", r.Seconds)}
 	multi := map[string]bool{}
 	for _, s := range r.Sets {
 		multi[s.Pairing] = true
 	}
 	for _, s := range r.Sets {
-		c := junitCase{Name: s.Name, Classname: "onnxpe.verify", Time: fmt.Sprintf("%.3f", s.Seconds)}
+		c := junit.Case{Name: s.Name, Classname: "onnxpe.verify", Time: fmt.Sprintf("%.3f", s.Seconds)}
 		if len(multi) > 1 {
 			c.Name += " [" + s.Pairing + "]"
 		}
@@ -238,7 +202,7 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 		c.SystemOut = out.String()
 		switch {
 		case s.Error != "":
-			c.Error = &junitMessage{Message: s.Error, Type: "run"}
+			c.Error = &junit.Message{Message: s.Error, Type: "run"}
 			suite.Errors++
 		case !s.Equal:
 			var msgs []string
@@ -247,25 +211,15 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 					msgs = append(msgs, "output "+o.Name+": "+describeMismatch(o))
 				}
 			}
-			c.Failure = &junitMessage{Message: strings.Join(msgs, "; "), Type: "mismatch", Text: strings.Join(msgs, "\n")}
+			c.Failure = &junit.Message{Message: strings.Join(msgs, "; "), Type: "mismatch", Text: strings.Join(msgs, "\n")}
 			suite.Fails++
 		}
 		suite.Cases = append(suite.Cases, c)
 	}
 	for _, s := range r.Skipped {
-		suite.Cases = append(suite.Cases, junitCase{Name: s.Name, Classname: "onnxpe.verify", Time: "0", Skipped: &junitMessage{Message: s.Reason}})
+		suite.Cases = append(suite.Cases, junit.Case{Name: s.Name, Classname: "onnxpe.verify", Time: "0", Skipped: &junit.Message{Message: s.Reason}})
 		suite.Skips++
 	}
 	suite.Tests = len(suite.Cases)
-	doc := junitSuites{Name: "onnxpe verify", Tests: suite.Tests, Fails: suite.Fails, Errors: suite.Errors, Time: suite.Time, Suites: []junitSuite{suite}}
-	if _, err := io.WriteString(w, xml.Header); err != nil {
-		return err
-	}
-	enc := xml.NewEncoder(w)
-	enc.Indent("", "  ")
-	if err := enc.Encode(doc); err != nil {
-		return err
-	}
-	_, err := io.WriteString(w, "\n")
-	return err
+	return junit.Write(w, &junit.Suites{Name: "onnxpe verify", Tests: suite.Tests, Fails: suite.Fails, Errors: suite.Errors, Time: suite.Time, Suites: []junit.Suite{suite}})
 }

@@ -44,7 +44,9 @@ type auditOptions struct {
 	// SummaryOnly prints only the summary over the models (table and
 	// markdown).
 	SummaryOnly bool
-	ctx         context.Context
+	// SARIF and JUnit are the files of --sarif and --junit ("": none).
+	SARIF, JUnit string
+	ctx          context.Context
 	// workerHook (tests) runs on the worker goroutine before each model
 	// is audited; loadedHook (tests) is given each model once loaded.
 	workerHook func(path string)
@@ -118,7 +120,15 @@ states, and the scheme of every layer.
 
 Policies for CI: --require and --forbid a scheme, and
 --max-positions-at-least N (a learned table or stored cache shorter than N
-fails). A violated policy prints the reason and exits 1.
+fails). A violated policy prints the reason and exits 1. Beside the
+report, --sarif FILE writes a SARIF 2.1.0 log (what GitHub code scanning
+and CI dashboards read): one result per policy violation and per finding
+of scheme unknown (its notes the message), located at the model's file
+(a path relative to the working folder, %SRCROOT%); a model that could
+not be audited is a notification of the run. --junit FILE writes JUnit
+XML: one test case per model and policy (one per model without a
+policy), failed when the model breaks it, in error when the model could
+not be audited.
 
 ` + auditExitCodes,
 		Example: `  onnxpe audit model.onnx
@@ -128,6 +138,7 @@ fails). A violated policy prints the reason and exits 1.
   onnxpe audit models/*.onnx --format markdown -o audit.md
   onnxpe audit model.onnx --format html -o audit.html
   onnxpe audit models/ --require rope --max-positions-at-least 4096
+  onnxpe audit models/ --forbid alibi --sarif audit.sarif --junit audit.xml
   onnxpe audit model.onnx --trace`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -150,6 +161,8 @@ fails). A violated policy prints the reason and exits 1.
 	f.IntVar(&opts.Jobs, "parallel", 0, "models audited at once")
 	_ = f.MarkDeprecated("parallel", "use --jobs")
 	f.BoolVar(&opts.SummaryOnly, "summary", false, "print only the summary over the models (table and markdown)")
+	f.StringVar(&opts.SARIF, "sarif", "", "also write a SARIF 2.1.0 log to `FILE`: a result per policy violation and per finding of scheme unknown")
+	f.StringVar(&opts.JUnit, "junit", "", "also write JUnit XML to `FILE`: a test case per model and policy")
 	return cmd
 }
 
@@ -235,14 +248,24 @@ func auditRun(opts *auditOptions) error {
 	if opts.Name != "" && many {
 		return badInput("audit: --name applies to one model file, not %d arguments or a folder or pattern", len(opts.Models))
 	}
-	if opts.Output != "" {
-		paths := make([]string, len(files))
-		for i, f := range files {
-			paths[i] = f.path
+	paths := make([]string, len(files))
+	for i, f := range files {
+		paths[i] = f.path
+	}
+	outs := map[string]string{}
+	for _, o := range []struct{ flag, path string }{{"-o", opts.Output}, {"--sarif", opts.SARIF}, {"--junit", opts.JUnit}} {
+		if o.path == "" {
+			continue
 		}
-		if err := checkOutputFile("-o", opts.Output, paths...); err != nil {
+		if err := checkOutputFile(o.flag, o.path, paths...); err != nil {
 			return err
 		}
+		for flag, p := range outs {
+			if p == o.path || sameFile(p, o.path) {
+				return badInput("%s %s is also %s: give each output its own file", o.flag, o.path, flag)
+			}
+		}
+		outs[o.flag] = o.path
 	}
 	results, err := auditModels(opts, files)
 	if err != nil {
@@ -284,13 +307,22 @@ func auditRun(opts *auditOptions) error {
 	} else if _, err := opts.IO.Out.Write(buf.Bytes()); err != nil {
 		return err
 	}
-	return auditOutcome(results, policyViolations(opts, results))
+	violations := policyViolations(opts, results)
+	outcome := auditOutcome(results, violations)
+	if err := writeCIFiles(opts, results, violations, exitCode(outcome)); err != nil {
+		return err
+	}
+	return outcome
 }
 
 // auditOutcome is the audit's error, by the exit code it gives: an
 // internal error on a model (3), a model that could not be read (2), a
 // policy that failed (1). Its one line says what failed, model by model.
-func auditOutcome(results []*auditResult, violations []string) error {
+func auditOutcome(results []*auditResult, violated []violation) error {
+	violations := make([]string, len(violated))
+	for i, v := range violated {
+		violations[i] = v.Message
+	}
 	var internal, unread []string
 	var firstInternal error
 	for _, r := range results {
@@ -509,34 +541,86 @@ func auditOne(opts *auditOptions, f auditFile, index int) (res *auditResult) {
 	return res
 }
 
-// policyViolations lists the policies the audited models break.
-func policyViolations(opts *auditOptions, results []*auditResult) []string {
-	var out []string
+// policy is one of the policies the command line sets: require or forbid
+// a scheme, or a least number of positions.
+type policy struct {
+	// Flag is the flag (require, forbid, max-positions-at-least) and Arg
+	// its value (the scheme, the number).
+	Flag, Arg string
+	scheme    string
+	minPos    int
+}
+
+func (p policy) String() string { return p.Flag + " " + p.Arg }
+
+// policies are the policies of the options, in the order of the flags.
+func (opts *auditOptions) policies() []policy {
+	var ps []policy
+	for _, s := range opts.Require {
+		ps = append(ps, policy{Flag: "require", Arg: s, scheme: s})
+	}
+	for _, s := range opts.Forbid {
+		ps = append(ps, policy{Flag: "forbid", Arg: s, scheme: s})
+	}
+	if opts.MinPos > 0 {
+		ps = append(ps, policy{Flag: "max-positions-at-least", Arg: fmt.Sprint(opts.MinPos), minPos: opts.MinPos})
+	}
+	return ps
+}
+
+// violation is a policy a model breaks; Finding is the finding that
+// breaks it (nil for a required scheme the model lacks).
+type violation struct {
+	Policy  policy
+	Model   string // the report's model field
+	Path    string // the file
+	Finding *passes.Finding
+	Message string
+}
+
+// check lists how the report r of the file path breaks p.
+func (p policy) check(path string, r *passes.Report) []violation {
+	var out []violation
+	switch p.Flag {
+	case "require":
+		if !slices.Contains(r.Schemes, p.scheme) {
+			out = append(out, violation{p, r.Model, path, nil, fmt.Sprintf("%s: required scheme %s not found (found %s)", r.Model, p.scheme, strings.Join(r.Schemes, ", "))})
+		}
+	case "forbid":
+		if slices.Contains(r.Schemes, p.scheme) {
+			var found *passes.Finding
+			for _, f := range r.Findings {
+				if f.Scheme == p.scheme {
+					found = f
+					break
+				}
+			}
+			out = append(out, violation{p, r.Model, path, found, fmt.Sprintf("%s: forbidden scheme %s found", r.Model, p.scheme)})
+		}
+	case "max-positions-at-least":
+		for _, f := range r.Findings {
+			if f.Params == nil {
+				continue
+			}
+			mp, ok := f.Params.Map()["max_positions"].(int)
+			if ok && mp < p.minPos {
+				out = append(out, violation{p, r.Model, path, f, fmt.Sprintf("%s: %s in layers %v holds %d positions, fewer than %d", r.Model, f.Scheme, f.Layers, mp, p.minPos)})
+			}
+		}
+	}
+	return out
+}
+
+// policyViolations lists the policies the audited models break, model by
+// model.
+func policyViolations(opts *auditOptions, results []*auditResult) []violation {
+	var out []violation
 	for _, res := range results {
-		r := res.report
-		if r == nil {
+		if res.report == nil {
 			continue
 		}
-		for _, s := range opts.Require {
-			if !slices.Contains(r.Schemes, s) {
-				out = append(out, fmt.Sprintf("%s: required scheme %s not found (found %s)", r.Model, s, strings.Join(r.Schemes, ", ")))
-			}
-		}
-		for _, s := range opts.Forbid {
-			if slices.Contains(r.Schemes, s) {
-				out = append(out, fmt.Sprintf("%s: forbidden scheme %s found", r.Model, s))
-			}
-		}
-		if opts.MinPos > 0 {
-			for _, f := range r.Findings {
-				if f.Params == nil {
-					continue
-				}
-				mp, ok := f.Params.Map()["max_positions"].(int)
-				if ok && mp < opts.MinPos {
-					out = append(out, fmt.Sprintf("%s: %s in layers %v holds %d positions, fewer than %d", r.Model, f.Scheme, f.Layers, mp, opts.MinPos))
-				}
-			}
+		for _, p := range opts.policies() {
+			out = append(out, p.check(res.path, res.report)...)
 		}
 	}
 	return out

@@ -232,6 +232,8 @@ func badInputCases(t *testing.T, b *badInputs) []badCase {
 		args   func(out string) []string
 	}{
 		{false, func(out string) []string { return []string{"audit", b.good, "-o", out} }},
+		{false, func(out string) []string { return []string{"audit", b.good, "--sarif", out} }},
+		{false, func(out string) []string { return []string{"audit", b.good, "--junit", out} }},
 		{false, func(out string) []string { return []string{"convert", b.good, "-o", out} }},
 		{false, func(out string) []string { return []string{"rewrite", b.good, "-o", out} }},
 		{false, func(out string) []string {
@@ -275,6 +277,7 @@ func badInputCases(t *testing.T, b *badInputs) []badCase {
 		{[]string{"audit", g, "--forbid", "alibi,magic"}, "magic"},
 		{[]string{"audit", g, "--max-positions-at-least", "-1"}, "--max-positions-at-least"},
 		{[]string{"audit", g, "--jobs", "-2"}, "--jobs"},
+		{[]string{"audit", g, "-o", o("a.out"), "--sarif", o("a.out")}, "give each output its own file"},
 		{[]string{"audit", g, "--format", "json", "--summary"}, "--summary"},
 		{[]string{"audit", filepath.Join(b.dir, "*.nomatch")}, "matches no file"},
 		{[]string{"audit", g, filepath.Join(b.dir, "[")}, "syntax error in pattern"},

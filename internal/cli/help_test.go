@@ -121,7 +121,7 @@ func TestHelpExamplesRun(t *testing.T) {
 	}
 	t.Chdir(w)
 
-	outputs := []string{"-o", "--output", "--junit", "--outputs"}
+	outputs := []string{"-o", "--output", "--junit", "--outputs", "--sarif"}
 	ran, skipped := 0, 0
 	root := NewRootCmd(&IOStreams{Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}})
 	for _, c := range append([]*cobra.Command{root}, root.Commands()...) {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"encoding/xml"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -119,4 +120,84 @@ func TestREADMECommandsRun(t *testing.T) {
 		}
 	}
 	t.Logf("%d README commands ran", len(cmds))
+}
+
+// TestREADMEWorkflowRuns runs the README's GitHub Actions workflow (its
+// "In CI" section) as far as onnxpe goes: it installs this module's
+// command, and every onnxpe command of its steps runs as written in a
+// repository whose models/ folder holds bundled models and passes its
+// policy (exit 0); the files the upload steps take exist, the SARIF log
+// valid against the SARIF 2.1.0 schema and the JUnit files parsing.
+func TestREADMEWorkflowRuns(t *testing.T) {
+	schema := sarifSchema(t)
+	root := filepath.Dir(testmodels.Dir())
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## In CI\n")
+	_, yaml, ok2 := strings.Cut(section, "```yaml\n")
+	yaml, _, ok3 := strings.Cut(yaml, "\n```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("the README has no In CI section with a yaml block")
+	}
+	gomod, _ := os.ReadFile(filepath.Join(root, "go.mod"))
+	module := regexp.MustCompile(`(?m)^module (\S+)`).FindSubmatch(gomod)
+	if module == nil || !strings.Contains(yaml, "run: go install "+string(module[1])+"/cmd/onnxpe@") {
+		t.Error("the workflow does not install this module's command")
+	}
+	var cmds [][]string
+	var uploads []string
+	for _, l := range strings.Split(yaml, "\n") {
+		l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "run: "))
+		switch {
+		case strings.HasPrefix(l, "onnxpe ") || strings.HasPrefix(l, "mkdir -p "):
+			cmds = append(cmds, strings.Fields(l))
+		case strings.HasPrefix(l, "sarif_file: ") || strings.HasPrefix(l, "path: "):
+			_, v, _ := strings.Cut(l, ": ")
+			uploads = append(uploads, v)
+		}
+	}
+	if len(cmds) < 4 || len(uploads) != 2 {
+		t.Fatalf("the workflow's commands %v, uploads %v", cmds, uploads)
+	}
+	t.Chdir(t.TempDir())
+	for dst, src := range map[string]string{"models/llama.onnx": corpusModel("rope_llama"), "models/qwen2.onnx": corpusModel("rope_qwen2"),
+		"models/scaled/linear.onnx": corpusModel("rope_linear")} {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.MkdirAll(filepath.Dir(dst), 0o755)
+		os.WriteFile(dst, data, 0o644)
+	}
+	for _, c := range cmds {
+		if c[0] == "mkdir" {
+			os.MkdirAll(c[2], 0o755)
+			continue
+		}
+		if code, _, errOut := runCLI(t, c[1:]...); code != 0 {
+			t.Errorf("%s: exit %d: %s", strings.Join(c, " "), code, errOut)
+		}
+	}
+	for _, u := range uploads {
+		ms, _ := filepath.Glob(u)
+		if len(ms) == 0 {
+			t.Errorf("the workflow uploads %s, which its steps did not write", u)
+		}
+		for _, m := range ms {
+			data, _ := os.ReadFile(m)
+			switch {
+			case strings.HasSuffix(m, ".sarif"):
+				if got := sarifResults(validSARIF(t, schema, data)); len(got) != 0 {
+					t.Errorf("%s: the policy fails: %v", m, got)
+				}
+			case strings.HasSuffix(m, ".xml"):
+				var doc junitDoc
+				if err := xml.Unmarshal(data, &doc); err != nil || doc.Tests == 0 || doc.Fails+doc.Errors != 0 {
+					t.Errorf("%s: %v, %d cases, %d failed: %s", m, err, doc.Tests, doc.Fails+doc.Errors, data)
+				}
+			}
+		}
+	}
 }
