@@ -10,14 +10,14 @@ var softmaxPattern = Check(
 	Op("Div",
 		All(Capture("e"), Op("Exp", Or(Op("Sub", Capture("x"), Op("ReduceMax", Ref("x")).As("max")), Capture("x")))),
 		Op("ReduceSum", Ref("e")).As("sum")),
-	func(w *Work, vals map[string]*graph.Value, nodes map[string]*graph.Node) string {
-		r := w.Shape(vals["x"]).Rank()
-		sum, ok := reduceAxis(w, nodes["sum"], r)
+	func(env Env, vals map[string]*graph.Value, nodes map[string]*graph.Node) string {
+		r := env.Rank(vals["x"])
+		sum, ok := reduceAxis(env, nodes["sum"], r)
 		if !ok {
 			return "the sum is not over one axis with keepdims"
 		}
 		if mx := nodes["max"]; mx != nil {
-			if a, ok := reduceAxis(w, mx, r); !ok || a != sum {
+			if a, ok := reduceAxis(env, mx, r); !ok || a != sum {
 				return "the max and the sum reduce different axes"
 			}
 		}
@@ -25,11 +25,11 @@ var softmaxPattern = Check(
 	})
 
 // reduceAxis is the single axis a keepdims reduction reduces.
-func reduceAxis(w *Work, n *graph.Node, rank int) (int, bool) {
+func reduceAxis(env Env, n *graph.Node, rank int) (int, bool) {
 	if n.AttrInt("keepdims", 1) == 0 || rank < 0 {
 		return 0, false
 	}
-	axes, ok := w.Axes(n, 1)
+	axes, ok := env.Axes(n, 1)
 	if !ok || len(axes) != 1 {
 		return 0, false
 	}
@@ -49,7 +49,7 @@ func (w *Work) canonicalise(g0 *graph.Graph) {
 			if n.OpType != "Div" || !isONNX(n) || n.Output(0).IsGraphOutput() {
 				continue
 			}
-			m, _ := w.MatchValue(softmaxPattern, n.Output(0))
+			m, _ := MatchValue(w, softmaxPattern, n.Output(0))
 			if m == nil {
 				continue
 			}

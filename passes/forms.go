@@ -17,8 +17,8 @@ func half(x string) Pattern {
 // RotateHalf is rotate_half(x) = cat(-x2, x1) (GPT-NeoX, Llama).
 var RotateHalf = Check(
 	Op("Concat", Thru(Op("Neg", half("x")).As("neg")), half("x")).As("concat"),
-	func(w *Work, vals map[string]*graph.Value, nodes map[string]*graph.Node) string {
-		if a := nodes["concat"].AttrInt("axis", 0); a != -1 && int(a) != w.Shape(vals["x"]).Rank()-1 {
+	func(env Env, vals map[string]*graph.Value, nodes map[string]*graph.Node) string {
+		if a := nodes["concat"].AttrInt("axis", 0); a != -1 && int(a) != env.Rank(vals["x"])-1 {
 			return "rotate_half concatenates along another axis than the last"
 		}
 		return ""
@@ -64,7 +64,7 @@ func (w *Work) rotationForm(s *side) (string, []*graph.Node) {
 			if len(n.Outputs()) == 0 {
 				continue
 			}
-			if m, _ := w.MatchValue(f.p, n.Output(0)); m != nil {
+			if m, _ := MatchValue(w, f.p, n.Output(0)); m != nil {
 				return f.name, m.Nodes
 			}
 		}
@@ -79,7 +79,7 @@ func (w *Work) distanceIn(nodes []*graph.Node) *graph.Value {
 		if n.OpType != "Sub" || len(n.Outputs()) == 0 {
 			continue
 		}
-		if m, _ := w.MatchValue(Distance, n.Output(0)); m != nil && w.Shape(n.Output(0)).Rank() >= 2 {
+		if m, _ := MatchValue(w, Distance, n.Output(0)); m != nil && w.Shape(n.Output(0)).Rank() >= 2 {
 			return n.Output(0)
 		}
 	}

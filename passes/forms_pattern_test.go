@@ -71,7 +71,7 @@ func TestRotationForms(t *testing.T) {
 	}
 	for _, n := range w.M.Graph.Nodes() {
 		if n.OpType == "MatMul" {
-			if m, why := w.MatchValue(passes.RotateHalf, n.Output(0)); m != nil || why == "" {
+			if m, why := passes.MatchValue(w, passes.RotateHalf, n.Output(0)); m != nil || why == "" {
 				t.Errorf("rotate_half matched a MatMul (%v) or gave no reason", m)
 			}
 			break

@@ -22,6 +22,19 @@ type Pattern interface {
 	match(m *matcher, v *graph.Value) bool
 }
 
+// Env is what matching needs of the graph a pattern is matched in: the
+// names its failure reasons give values, and what checks read of shapes
+// (the working copy implements it).
+type Env interface {
+	// ValueName names v in failure reasons.
+	ValueName(v *graph.Value) string
+	// Rank is v's rank, -1 when unknown.
+	Rank(v *graph.Value) int
+	// Axes are the axes an op reads from its attribute or from input i
+	// (the forms of different opsets).
+	Axes(n *graph.Node, input int) ([]int64, bool)
+}
+
 // Match is a successful match: the captured values and nodes, and every
 // node the pattern matched (in the order matched).
 type Match struct {
@@ -31,7 +44,7 @@ type Match struct {
 }
 
 type matcher struct {
-	w      *Work
+	env    Env
 	vals   map[string]*graph.Value
 	nodes  map[string]*graph.Node
 	seen   []*graph.Node
@@ -80,8 +93,8 @@ func cloneN(x map[string]*graph.Node) map[string]*graph.Node {
 
 // MatchValue matches p against v; on failure it returns the reason of the
 // attempt that got furthest.
-func (w *Work) MatchValue(p Pattern, v *graph.Value) (*Match, string) {
-	m := &matcher{w: w, vals: map[string]*graph.Value{}, nodes: map[string]*graph.Node{}, best: -1}
+func MatchValue(env Env, p Pattern, v *graph.Value) (*Match, string) {
+	m := &matcher{env: env, vals: map[string]*graph.Value{}, nodes: map[string]*graph.Node{}, best: -1}
 	if p.match(m, v) {
 		return &Match{Values: m.vals, NodesBy: m.nodes, Nodes: slices.Clone(m.seen)}, ""
 	}
@@ -117,10 +130,10 @@ func (p *opPat) match(m *matcher, v *graph.Value) bool {
 	}
 	n := v.Producer()
 	if n == nil {
-		return m.fail(fmt.Sprintf("%s is not computed by %v", m.w.name(v), p.ops))
+		return m.fail(fmt.Sprintf("%s is not computed by %v", m.env.ValueName(v), p.ops))
 	}
-	if !slices.Contains(p.ops, n.OpType) || !isONNX(n) && n.Domain != "com.microsoft" {
-		return m.fail(fmt.Sprintf("%s is computed by %s, not %v", m.w.name(v), n.OpType, p.ops))
+	if !slices.Contains(p.ops, n.OpType) || !isONNXDomain(n) && n.Domain != "com.microsoft" {
+		return m.fail(fmt.Sprintf("%s is computed by %s, not %v", m.env.ValueName(v), n.OpType, p.ops))
 	}
 	if len(n.Inputs()) < len(p.ins) {
 		return m.fail(fmt.Sprintf("%s has %d inputs", n.OpType, len(n.Inputs())))
@@ -157,6 +170,9 @@ func (p *opPat) match(m *matcher, v *graph.Value) bool {
 	return false
 }
 
+// isONNXDomain reports whether n is an op of the default domain.
+func isONNXDomain(n *graph.Node) bool { return n.Domain == "" || n.Domain == "ai.onnx" }
+
 func seq(n int) []int {
 	s := make([]int, n)
 	for i := range s {
@@ -182,7 +198,7 @@ func (p capPat) match(m *matcher, v *graph.Value) bool {
 	}
 	if old, ok := m.vals[p.name]; ok {
 		if old != v {
-			return m.fail(fmt.Sprintf("%s: %s is not %s", p.name, m.w.name(v), m.w.name(old)))
+			return m.fail(fmt.Sprintf("%s: %s is not %s", p.name, m.env.ValueName(v), m.env.ValueName(old)))
 		}
 		return true
 	}
@@ -224,7 +240,7 @@ func (p thruPat) match(m *matcher, v *graph.Value) bool {
 			return false
 		}
 		n := v.Producer()
-		if (n.OpType != "Cast" && n.OpType != "Identity") || !isONNX(n) {
+		if (n.OpType != "Cast" && n.OpType != "Identity") || !isONNXDomain(n) {
 			return false
 		}
 		m.seen = append(m.seen, n)
@@ -236,11 +252,11 @@ func (p thruPat) match(m *matcher, v *graph.Value) bool {
 // checkPat matches p, then runs a check on the match so far.
 type checkPat struct {
 	p     Pattern
-	check func(w *Work, vals map[string]*graph.Value, nodes map[string]*graph.Node) string
+	check func(env Env, vals map[string]*graph.Value, nodes map[string]*graph.Node) string
 }
 
 // Check matches p and then check, which returns "" or why it fails.
-func Check(p Pattern, check func(w *Work, vals map[string]*graph.Value, nodes map[string]*graph.Node) string) Pattern {
+func Check(p Pattern, check func(env Env, vals map[string]*graph.Value, nodes map[string]*graph.Node) string) Pattern {
 	return checkPat{p, check}
 }
 
@@ -248,7 +264,7 @@ func (p checkPat) match(m *matcher, v *graph.Value) bool {
 	if !p.p.match(m, v) {
 		return false
 	}
-	if why := p.check(m.w, m.vals, m.nodes); why != "" {
+	if why := p.check(m.env, m.vals, m.nodes); why != "" {
 		m.depth++
 		defer func() { m.depth-- }()
 		return m.fail(why)

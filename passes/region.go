@@ -207,6 +207,12 @@ func (w *Work) name(v *graph.Value) string {
 	return v.Name
 }
 
+// ValueName is the original model's name of v (pattern.Env).
+func (w *Work) ValueName(v *graph.Value) string { return w.name(v) }
+
+// Rank is the inferred rank of v, -1 when unknown (pattern.Env).
+func (w *Work) Rank(v *graph.Value) int { return w.Shape(v).Rank() }
+
 // actInputs lists the indexes of n's inputs that carry content.
 func (w *Work) actInputs(n *graph.Node) []int {
 	var out []int
