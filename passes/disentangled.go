@@ -598,3 +598,8 @@ func invert(a [][]float64) ([][]float64, bool) {
 	}
 	return out, true
 }
+
+// MergeEvidence takes the blocks of another finding's evidence.
+func (ev *DisentangledEvidence) MergeEvidence(from any, _ func([]string) []string) {
+	ev.Blocks = append(ev.Blocks, from.(*DisentangledEvidence).Blocks...)
+}

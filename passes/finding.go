@@ -386,23 +386,21 @@ func (w *Work) mergeFinding(out []*Finding, f *Finding, alike func(g, f *Finding
 }
 
 // merge adds f's layers and nodes to g, and the per-block evidence of the
-// schemes that keep one (RoPE, Shaw, relative sinusoids, DeBERTa).
+// schemes that keep one (EvidenceMerger).
 func (w *Work) merge(g, f *Finding) {
 	g.Layers = sortedUnique(append(g.Layers, f.Layers...))
 	g.Nodes = w.sortOrig(append(g.Nodes, f.Nodes...))
-	switch ge := g.Evidence.(type) {
-	case *RoPEEvidence:
-		if fe, ok := f.Evidence.(*RoPEEvidence); ok {
-			ge.Blocks = append(ge.Blocks, fe.Blocks...)
-			ge.CosSinNodes = w.sortOrig(append(ge.CosSinNodes, fe.CosSinNodes...))
-		}
-	case *ShawEvidence:
-		ge.Blocks = append(ge.Blocks, f.Evidence.(*ShawEvidence).Blocks...)
-	case *RelSinEvidence:
-		ge.Blocks = append(ge.Blocks, f.Evidence.(*RelSinEvidence).Blocks...)
-	case *DisentangledEvidence:
-		ge.Blocks = append(ge.Blocks, f.Evidence.(*DisentangledEvidence).Blocks...)
+	if ge, ok := g.Evidence.(EvidenceMerger); ok && f.Evidence != nil {
+		ge.MergeEvidence(f.Evidence, w.sortOrig)
 	}
+}
+
+// EvidenceMerger is evidence that keeps a record per block (RoPE, Shaw,
+// relative sinusoids, DeBERTa): when two findings of one scheme and
+// params are merged into one, the first's evidence takes the second's
+// records. order sorts node names as the original model orders them.
+type EvidenceMerger interface {
+	MergeEvidence(from any, order func(names []string) []string)
 }
 
 // sortedUnique sorts and dedups.

@@ -490,3 +490,8 @@ func (w *Work) relSinExact(angles, table *graph.Value, ev *RelSinEvidence) (*Ang
 	}
 	return a, pairs, ""
 }
+
+// MergeEvidence takes the blocks of another finding's evidence.
+func (ev *RelSinEvidence) MergeEvidence(from any, _ func([]string) []string) {
+	ev.Blocks = append(ev.Blocks, from.(*RelSinEvidence).Blocks...)
+}

@@ -425,3 +425,12 @@ func fusedIn(nodes []*graph.Node) *graph.Node {
 	}
 	return nil
 }
+
+// MergeEvidence takes the blocks and cos/sin nodes of another finding's
+// evidence.
+func (ev *RoPEEvidence) MergeEvidence(from any, order func([]string) []string) {
+	if fe, ok := from.(*RoPEEvidence); ok {
+		ev.Blocks = append(ev.Blocks, fe.Blocks...)
+		ev.CosSinNodes = order(append(ev.CosSinNodes, fe.CosSinNodes...))
+	}
+}

@@ -164,3 +164,8 @@ func (w *Work) shawAt(b *Block, term *graph.Node) (*Finding, *graph.Value, strin
 	f.Nodes = w.origNames(nodes)
 	return f, table, ""
 }
+
+// MergeEvidence takes the blocks of another finding's evidence.
+func (ev *ShawEvidence) MergeEvidence(from any, _ func([]string) []string) {
+	ev.Blocks = append(ev.Blocks, from.(*ShawEvidence).Blocks...)
+}
