@@ -43,23 +43,62 @@ type TableEvidence struct {
 	ExactWhy string
 }
 
-// Absolute finds absolute position encodings added to the embeddings.
+// Encoding is a value added to the token embeddings that changes with the
+// position, as the absolute detectors share it: where it is added, its
+// rows at probe positions, the stored table it reads and the sinusoid its
+// rows lie on. The sinusoidal and the learned detector each claim the
+// encodings of their scheme.
+type Encoding struct {
+	// X is the value added (the position table of a fused op); Dim its
+	// width.
+	X   *graph.Value
+	Dim int
+	// Rows are X's rows at consecutive probe positions; Probe the probe
+	// that evaluated them.
+	Rows  [][]float64
+	Probe *Probe
+	// Varies reports whether the rows differ (equal rows read by an index
+	// that follows the position are kept, with a note).
+	Varies bool
+	// Table is the stored table the rows are read from (nil when they are
+	// computed), TableRows its positions and TableAxis the axis holding
+	// them.
+	Table                *graph.Value
+	TableRows, TableAxis int
+	// Layers are the blocks it reaches; Nodes the original nodes carrying
+	// it; Notes what a finding of it says.
+	Layers []int
+	Nodes  []string
+	Notes  []string
+	// Evidence is the finding's evidence (the claiming detector adds what
+	// its scheme measures).
+	Evidence *TableEvidence
+	// Sin is the sinusoid the rows lie on (nil when they lie on none, or
+	// were not read).
+	Sin *sinFit
+	// Fused reports an EmbedLayerNormalization's position table: Offset is
+	// the row of its first position, Unread (when set) why its values
+	// could not be read (the finding is then learned, with that note).
+	Fused  bool
+	Offset int
+	Unread string
+}
+
+// Absolute finds the position-dependent values added to the embeddings.
 var Absolute = &Pass{
 	Name: "absolute",
-	Doc: `Find absolute position encodings: sinusoidal and learned tables added to the embeddings.
+	Doc: `Find absolute position encodings: values added to the embeddings that change with the position.
 
 A candidate is a value that does not depend on the tokens' content (or a
 constant with a row per position) added to an activation, outside the
 score paths of the attention blocks. It is evaluated on probe positions:
 rows that do not change with the position are not an encoding (token-type
-embeddings). Rows that lie on sin/cos circles whose angles grow linearly
-with the position are sinusoidal: the layout (interleaved or
-[sin|cos]) from which columns pair up, the base and the denominator
-(d/2 or d/2-1) from the frequencies, the offset from the first row's
-phase. Anything else is a learned table. A stored table in the value's
-cone gives max_positions (its rows) and, for sinusoidal tables,
-computed=false and a zeroed padding row. The encoding reaches the blocks
-downstream of the addition.`,
+embeddings). The rows are fitted by sin/cos circles whose angles grow
+linearly with the position (the sinusoidal detector claims those; the
+learned detector the others). A stored table in the value's cone gives
+its number of positions. EmbedLayerNormalization's position-embedding
+input is such a table too, read at the op's position_ids. The encoding
+reaches the blocks downstream of the addition.`,
 	Requires: []*Pass{Normalize, Blocks},
 	Run:      runAbsolute,
 }
@@ -73,7 +112,7 @@ func runAbsolute(c *Context) (any, error) {
 			onScores[n] = true
 		}
 	}
-	var out []*Finding
+	var out []*Encoding
 	for _, g := range w.detectGraphs() {
 		for n := range g.All() {
 			if n.OpType != "Add" || !isONNX(n) || onScores[n] {
@@ -84,17 +123,48 @@ func runAbsolute(c *Context) (any, error) {
 				continue
 			}
 			act, x := n.Input(acts[0]), n.Input(1-acts[0])
-			f := w.absoluteAt(c, n, act, x, blocks)
-			if f == nil {
+			if e := w.absoluteAt(c, n, act, x, blocks); e != nil {
+				out = append(out, e)
+			}
+		}
+	}
+	for _, g := range w.detectGraphs() {
+		for n := range g.All() {
+			if n.OpType != "EmbedLayerNormalization" || n.Domain != "com.microsoft" {
 				continue
 			}
-			out = w.mergeFinding(out, f, nil)
+			if e := w.embedLayerNorm(c, n, blocks); e != nil {
+				out = append(out, e)
+			}
 		}
 	}
 	return out, nil
 }
 
-func (w *Work) absoluteAt(c *Context, add *graph.Node, act, x *graph.Value, blocks []*Block) *Finding {
+// claimAbsolute turns the encodings claim accepts into findings: those
+// added by a node first (merged when their params are the same), then
+// those of fused ops (merged when their notes are the same too).
+func claimAbsolute(c *Context, claim func(e *Encoding) *Finding) []*Finding {
+	w := c.Work()
+	var out, fused []*Finding
+	alike := func(g, f *Finding) bool { return g.Fused == f.Fused && slices.Equal(g.Notes, f.Notes) }
+	for _, e := range c.ResultOf[Absolute].([]*Encoding) {
+		f := claim(e)
+		switch {
+		case f == nil:
+		case e.Fused:
+			if f.Layers == nil {
+				f.Layers = []int{}
+			}
+			fused = w.mergeFinding(fused, f, alike)
+		default:
+			out = w.mergeFinding(out, f, nil)
+		}
+	}
+	return append(out, fused...)
+}
+
+func (w *Work) absoluteAt(c *Context, add *graph.Node, act, x *graph.Value, blocks []*Block) *Encoding {
 	at := w.OrigName(add)
 	sa, sx := w.Shape(act), w.Shape(x)
 	if sa.Rank() < 2 || sx.Rank() < 2 {
@@ -146,64 +216,35 @@ func (w *Work) absoluteAt(c *Context, add *graph.Node, act, x *graph.Value, bloc
 		}
 		notes = append(notes, "the table's rows are equal: it adds the same vector at every position")
 	}
+	e := &Encoding{X: x, Dim: int(d), Rows: rows, Probe: probe, Varies: varies, Notes: notes}
 	// The table: the added constant itself (rows on the next to last
 	// axis), or a stored table the cone reads at positions that holds d
 	// numbers per position, on whichever axis its positions are.
-	var tableV *graph.Value
-	var tableRows, tableAxis int
 	if w.IsConst(x) {
-		tableV, tableRows, tableAxis = x, len(rows), sx.Rank()-2
+		e.Table, e.TableRows, e.TableAxis = x, len(rows), sx.Rank()-2
 	} else if tv, ax, r := w.tableRead(cone); tv != nil && tv.Const != nil {
 		if v, ok := w.viewTable(tv, ax); ok && v.width() == int(d) {
-			tableV, tableRows, tableAxis = tv, r, ax
+			e.Table, e.TableRows, e.TableAxis = tv, r, ax
 		}
 	}
 	ev := &TableEvidence{Add: at, Value: w.OrigValue(x), Rows0: rows, Sample: w.sampleRows(x, rows)}
 	ev.Positions, ev.PositionsWhy = w.tablePositions(x)
-	if tableV != nil {
-		ev.Table, ev.Rows, ev.Axis = w.name(tableV), tableRows, tableAxis
+	if e.Table != nil {
+		ev.Table, ev.Rows, ev.Axis = w.name(e.Table), e.TableRows, e.TableAxis
 	}
-	f := &Finding{Layers: w.reachedBlocks(add.Output(0), blocks), Evidence: ev, Notes: notes}
-	f.Nodes = w.origNames(append([]*graph.Node{add}, cone...))
-	if sp, ok := w.fitSinusoidal(rows, int(d)); ok && varies {
-		ev.Omega, ev.Pairs = sp.omega, sp.pairs
-		if tableV == nil {
-			ev.Angles, ev.ExactWhy = w.sinusoidalExact(x, sp, ev.Sample)
-		}
-		f.Scheme = Sinusoidal
-		p := &SinusoidalParams{Layout: sp.layout, Dim: int(d), Computed: tableV == nil, FreqDenominator: sp.denom}
-		if !math.IsNaN(sp.base) {
-			p.Base = ptr(sp.base)
-		}
-		if sp.note != "" {
-			f.Notes = append(f.Notes, sp.note)
-		}
-		if tableV != nil {
-			p.MaxPositions = ptr(tableRows)
-			if off, ok := w.startOffset(probe, x, tableV, tableAxis, rows); ok {
-				p.PositionOffset = ptr(off)
-			}
-			if pad, ok := w.paddingRow(tableV, tableAxis); ok {
-				p.PaddingIdx = ptr(pad)
-			}
-		} else {
-			p.PositionOffset = ptr(sp.offset)
-		}
-		f.Params = p
-		return f
+	e.Evidence = ev
+	e.Layers = w.reachedBlocks(add.Output(0), blocks)
+	e.Nodes = w.origNames(append([]*graph.Node{add}, cone...))
+	if sp, ok := w.fitSinusoidal(rows, int(d)); ok {
+		e.Sin = &sp
 	}
-	f.Scheme = LearnedAbsolute
-	p := &LearnedParams{Dim: int(d)}
-	if tableV != nil {
-		p.MaxPositions = ptr(tableRows)
-		if off, ok := w.startOffset(probe, x, tableV, tableAxis, rows); ok {
-			p.PositionOffset = ptr(off)
-		}
-	} else {
-		f.Notes = append(f.Notes, "max_positions: the added rows are computed, not read from a stored table")
-	}
-	f.Params = p
-	return f
+	return e
+}
+
+// offset is the table row read at the encoding's first position, when
+// its rows are read from a stored table.
+func (w *Work) offset(e *Encoding) (int, bool) {
+	return w.startOffset(e.Probe, e.X, e.Table, e.TableAxis, e.Rows)
 }
 
 // tableRows evaluates x and returns its rows per position (the next to

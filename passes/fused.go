@@ -54,9 +54,6 @@ func runFused(c *Context) (any, error) {
 	for _, f := range w.fusedRotary(c, blocks, sides) {
 		add(f)
 	}
-	for _, f := range w.fusedAbsolute(c, blocks) {
-		add(f)
-	}
 	for _, f := range w.fusedBias(c, blocks) {
 		add(f)
 	}

@@ -21,9 +21,9 @@ the kernels with the positions replaced), N being --max-positions or
 4096. It is sliced by the positions where they are consecutive (from a
 Range, or 0..S-1) and gathered where they are data (computed from a
 mask). A stored table gathered at 0, 1, 2, ... is sliced instead.`,
-	Requires: []*Pass{Normalize, Absolute, Edit},
+	Requires: []*Pass{Normalize, SinusoidalPass, Edit},
 	Run: func(c *Context) (any, error) {
-		return c.rewrite().absolutePass(c, "rewrite_sinusoidal", Sinusoidal)
+		return c.rewrite().absolutePass(c, "rewrite_sinusoidal", Sinusoidal, SinusoidalPass)
 	},
 }
 
@@ -42,18 +42,18 @@ data (computed from a mask, given as input) and tables added whole are
 left as they are, and so, with the reason, are positions computed from a
 Range otherwise and rows read by a one-hot MatMul (which gives zero rows
 past the table, where a Slice refuses the sequence).`,
-	Requires: []*Pass{Normalize, Absolute, Edit},
+	Requires: []*Pass{Normalize, LearnedPass, Edit},
 	Run: func(c *Context) (any, error) {
-		return c.rewrite().absolutePass(c, "rewrite_learned", LearnedAbsolute)
+		return c.rewrite().absolutePass(c, "rewrite_learned", LearnedAbsolute, LearnedPass)
 	},
 }
 
-func (r *Rewrite) absolutePass(c *Context, pass, scheme string) (*Change, error) {
+func (r *Rewrite) absolutePass(c *Context, pass, scheme string, detector *Pass) (*Change, error) {
 	w := c.Work()
 	ch := r.begin(pass, scheme)
 	defer r.end(ch)
-	for _, f := range c.ResultOf[Absolute].([]*Finding) {
-		if f.Scheme != scheme || f.Fused {
+	for _, f := range c.ResultOf[detector].([]*Finding) {
+		if f.Fused {
 			continue
 		}
 		done, kept, err := r.absolute(w, f)
