@@ -84,22 +84,48 @@ type T5Evidence struct {
 	LogRatioFrom string
 }
 
-// ScoreBias finds ALiBi and T5 bias added to the attention scores.
+// Bias is a value added to a block's scores that does not depend on the
+// tokens' content and does more than mask, evaluated on a probe as
+// [head, query, key], with what its values show: the slope per head of a
+// bias linear in the key position (ALiBi claims those), or that it is a
+// function of key - query (T5 claims those that gather a bucket table).
+type Bias struct {
+	Block *Block
+	Term  BiasTerm
+	// View is the evaluated bias; Cone the nodes computing it; Readers the
+	// blocks reading each bias value (T5 shares one); At where a near-miss
+	// is reported.
+	View    BiasView
+	Cone    []*graph.Node
+	Readers map[*graph.Value][]int
+	At      string
+	// Eps is the relative rounding of the bias's element type.
+	Eps float64
+	// Slopes (one per head) when the bias is linear in the key position,
+	// falling on both sides of the diagonal when Symmetric; Toeplitz when
+	// it is a function of key - query.
+	Slopes    []float64
+	Symmetric bool
+	Toeplitz  bool
+	// ScoreMod is the FlexAttention op whose score_mod graph adds the bias;
+	// Gate the GatedRelativePositionBias gating a bias computed in the
+	// graph. Both nil for a value added to the scores.
+	ScoreMod, Gate *graph.Node
+}
+
+// ScoreBias evaluates the position biases added to the attention scores.
 var ScoreBias = &Pass{
 	Name: "score_bias",
-	Doc: `Find position biases added to the attention scores: ALiBi and T5 buckets.
+	Doc: `Evaluate the biases added to the attention scores that do not depend on content.
 
 Each value added to a block's scores that does not depend on content is
 evaluated on probe positions as [head, query, key]. Entries of -inf or
 the type's minimum are masking and left out; a bias of zeros is only a
-mask. A bias linear in the key position with a slope per head is ALiBi
-(slopes read exactly from a constant of the cone when there is one;
-positions from the mask's cumulative sum, the key index, the offset from
-the last key, or the distance); one that depends only on key - query but
-not linearly is a relative bias, T5's when it gathers a [buckets, heads]
-table by a bucket index: evaluating the index over all relative
-positions gives the bucket map, from which the number of buckets,
-bidirectionality and max_distance are fitted.`,
+mask. The values say what the bias is a function of: linear in the key
+position with a slope per head (the alibi pass claims those), or of
+key - query (the t5 pass claims those that gather a bucket table). The
+bias FlexAttention's score_mod graph adds (evaluated on zero scores) and
+a bias a GatedRelativePositionBias gates are read the same way.`,
 	Requires: []*Pass{Normalize, Blocks},
 	Run:      runScoreBias,
 }
@@ -114,20 +140,57 @@ func runScoreBias(c *Context) (any, error) {
 			readers[bt.Value] = append(readers[bt.Value], b.Index)
 		}
 	}
-	var out []*Finding
+	var out []*Bias
 	// One probe for every bias: layers sharing a mask compute it once.
 	p := w.NewProbe(1, 16, 0)
 	for _, b := range blocks {
 		for _, bt := range b.Bias {
-			if f := w.biasFinding(c, p, b, bt, readers); f != nil {
-				out = w.mergeFinding(out, f, nil)
+			if bias := w.evalBias(c, p, b, bt, readers); bias != nil {
+				out = append(out, bias)
 			}
 		}
 	}
-	return out, nil
+	return append(out, w.fusedBiases(c, blocks)...), nil
 }
 
-func (w *Work) biasFinding(c *Context, p *Probe, b *Block, bt BiasTerm, readers map[*graph.Value][]int) *Finding {
+// claimBiases turns the biases claim accepts into findings: those added to
+// the scores first (merged when their params are the same), then those of
+// score_mod graphs and gates (merged when their notes are the same too),
+// then the findings of fused ops (fused, in their order).
+func claimBiases(c *Context, claim func(b *Bias) *Finding, fused []*Finding) []*Finding {
+	w := c.Work()
+	var out, flex, gated []*Finding
+	alike := func(g, f *Finding) bool { return g.Fused == f.Fused && slices.Equal(g.Notes, f.Notes) }
+	for _, b := range c.ResultOf[ScoreBias].([]*Bias) {
+		f := claim(b)
+		switch {
+		case f == nil:
+		case b.ScoreMod != nil:
+			f.Fused = true
+			f.Nodes = w.origNames([]*graph.Node{b.ScoreMod})
+			f.Notes = append(f.Notes, "the bias is added by the score_mod graph of "+opName(b.ScoreMod))
+			flex = append(flex, f)
+		case b.Gate != nil:
+			f.Notes = append(f.Notes, fmt.Sprintf("the bias is gated per token by the query (%s)", opName(b.Gate)))
+			f.Nodes = w.sortOrig(append(f.Nodes, w.origNames([]*graph.Node{b.Gate})...))
+			gated = append(gated, f)
+		default:
+			out = w.mergeFinding(out, f, nil)
+		}
+	}
+	// The findings of fused ops in the order the fused detector found
+	// them: the score_mod biases, the fused ops, then the gated biases.
+	var merged []*Finding
+	for _, f := range slices.Concat(flex, fused, gated) {
+		if f.Layers == nil {
+			f.Layers = []int{}
+		}
+		merged = w.mergeFinding(merged, f, alike)
+	}
+	return append(out, merged...)
+}
+
+func (w *Work) evalBias(c *Context, p *Probe, b *Block, bt BiasTerm, readers map[*graph.Value][]int) *Bias {
 	at := w.OrigName(bt.Add)
 	if bt.Add == nil {
 		at = w.OrigName(b.node()) // a bias input of a fused attention op
@@ -145,10 +208,9 @@ func (w *Work) biasFinding(c *Context, p *Probe, b *Block, bt BiasTerm, readers 
 }
 
 // readBias reads an evaluated bias t added to b's scores (heads, query and
-// key on its last three axes): ALiBi, T5 buckets, or neither (a near-miss
-// at at). cone are the nodes computing it. The fused detectors read the
-// bias of FlexAttention's score_mod with it.
-func (w *Work) readBias(c *Context, b *Block, bt BiasTerm, t *kernels.Tensor, cone []*graph.Node, readers map[*graph.Value][]int, at string) *Finding {
+// key on its last three axes): what its values are a function of, or
+// neither (a near-miss at at). cone are the nodes computing it.
+func (w *Work) readBias(c *Context, b *Block, bt BiasTerm, t *kernels.Tensor, cone []*graph.Node, readers map[*graph.Value][]int, at string) *Bias {
 	bv, ok := NewBiasView(t)
 	if !ok || bv.k < 3 {
 		return nil
@@ -171,19 +233,16 @@ func (w *Work) readBias(c *Context, b *Block, bt BiasTerm, t *kernels.Tensor, co
 	case graph.BFloat16:
 		eps = 1.0 / 128
 	}
+	bias := &Bias{Block: b, Term: bt, View: bv, Cone: cone, Readers: readers, At: at, Eps: eps}
 	if slopes, sym, ok := alibiSlopes(bv, heads, eps); ok {
-		return w.alibiFinding(b, bt, bv, slopes, sym, cone, eps)
+		bias.Slopes, bias.Symmetric = slopes, sym
+		return bias
 	}
-	if toeplitz(bv) {
-		if f, why := w.t5Finding(b, bt, cone, readers); f != nil {
-			return f
-		} else {
-			c.Miss("t5", at, why, 3)
-		}
+	if bias.Toeplitz = toeplitz(bv); !bias.Toeplitz {
+		c.Miss("score_bias", at, "the bias is neither linear in the key position (ALiBi) nor a function of key - query (relative)", 2)
 		return nil
 	}
-	c.Miss("score_bias", at, "the bias is neither linear in the key position (ALiBi) nor a function of key - query (relative)", 2)
-	return nil
+	return bias
 }
 
 // scoreHeads is the number of heads of a block's scores (the bias's own

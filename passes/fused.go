@@ -9,55 +9,35 @@ import (
 	"github.com/onnxpe/onnxpe/kernels"
 )
 
-// Fused finds the positional encodings that fused ops carry.
-var Fused = &Pass{
-	Name: "fused",
-	Doc: `Find positional encodings carried by fused ops, reported with fused: true.
-
-RotaryEmbedding (com.microsoft: input, position_ids, cos_cache,
-sin_cache; ONNX opset 23+: X, cos_cache, sin_cache, position_ids) on the
-query and key of a block, and the rotation inside GroupQueryAttention,
-SparseAttention and PagedAttention (do_rotary with cos/sin caches), and
-in Attention and the decoder-masked ops (do_rotary without caches): the
-layout, head and rotary sizes and head counts are read from the
-attributes and shapes as the op contracts define them (num_heads = 0 and
-rotary_embedding_dim = 0 mean "infer from the shapes"); the base and the
-scaling rule are fitted from the values of the cos/sin caches exactly as
-for unfused RoPE (caches the graph computes are evaluated at several
-lengths, so frequencies that depend on it read as dynamic NTK or
-LongRoPE), and are null with a note when the caches are graph
-inputs or absent external data. A rotation made by an op of an unknown
-domain is reported with what the graph proves (sizes, heads, the rows of
-the tables read at positions) and nulls with notes for the rest.
-EmbedLayerNormalization's position-embedding input is an absolute table
-(learned, or sinusoidal when its values are), reaching the blocks after
-it. RelativePositionBias (and GatedRelativePositionBias gating one) on a
-block's bias input is T5's bucketed bias, its parameters read from the
-attributes and the table's shape. The score_mod graph of FlexAttention is
-evaluated on zero scores and read as a bias (ALiBi, relative).`,
-	Requires: []*Pass{Normalize, Blocks, Sides},
-	Run:      runFused,
-}
-
-func runFused(c *Context) (any, error) {
+// fusedRoPE finds the rotations fused ops carry, reported with fused:
+// true: RotaryEmbedding (com.microsoft: input, position_ids, cos_cache,
+// sin_cache; ONNX opset 23+: X, cos_cache, sin_cache, position_ids) on the
+// query and key of a block, and the rotation inside GroupQueryAttention,
+// SparseAttention and PagedAttention (do_rotary with cos/sin caches), and
+// in Attention and the decoder-masked ops (do_rotary without caches): the
+// layout, head and rotary sizes and head counts are read from the
+// attributes and shapes as the op contracts define them (num_heads = 0 and
+// rotary_embedding_dim = 0 mean "infer from the shapes"); the base and the
+// scaling rule are fitted from the values of the cos/sin caches exactly as
+// for unfused RoPE (caches the graph computes are evaluated at several
+// lengths, so frequencies that depend on it read as dynamic NTK or
+// LongRoPE), and are null with a note when the caches are graph inputs or
+// absent external data. A rotation made by an op of an unknown domain is
+// reported with what the graph proves (sizes, heads, the rows of the
+// tables read at positions) and nulls with notes for the rest.
+func fusedRoPE(c *Context) []*Finding {
 	w := c.Work()
 	blocks := c.ResultOf[Blocks].([]*Block)
 	sides := c.ResultOf[Sides].(map[*Block]*BlockSides)
 	var out []*Finding
 	alike := func(g, f *Finding) bool { return g.Fused == f.Fused && slices.Equal(g.Notes, f.Notes) }
-	add := func(f *Finding) {
+	for _, f := range w.fusedRotary(c, blocks, sides) {
 		if f.Layers == nil {
 			f.Layers = []int{}
 		}
 		out = w.mergeFinding(out, f, alike)
 	}
-	for _, f := range w.fusedRotary(c, blocks, sides) {
-		add(f)
-	}
-	for _, f := range w.fusedBias(c, blocks) {
-		add(f)
-	}
-	return out, nil
+	return out
 }
 
 // ---------------------------------------------------------------------

@@ -39,67 +39,85 @@ func (w *Work) scaledScores(b *Block) bool {
 	return true // 1/sqrt(head size) by default
 }
 
-func (w *Work) fusedBias(c *Context, blocks []*Block) []*Finding {
-	var out []*Finding
-	rpbBlocks := map[*graph.Node][]*Block{}
-	var rpbs []*graph.Node
-	gatedBy := map[*graph.Node]*graph.Node{} // RelativePositionBias -> the gate reading it
-	type gated struct {
-		b    *Block
-		gate *graph.Node
-	}
-	var unfusedGates []gated
+// fusedBiases are the biases fused attention ops add without a bias term
+// of the graph: FlexAttention's score_mod, and a GatedRelativePositionBias
+// over a bias the graph computes.
+func (w *Work) fusedBiases(c *Context, blocks []*Block) []*Bias {
+	var flex, gates []*Bias
 	for _, b := range blocks {
 		seen := map[*graph.Node]bool{}
 		for _, v := range biasInputs(b) {
 			for _, n := range producersUpTo(v, 64) {
-				switch opKey(n) {
-				case "com.microsoft.RelativePositionBias":
-					if !seen[n] {
-						seen[n] = true
-						if rpbBlocks[n] == nil {
-							rpbs = append(rpbs, n)
-						}
-						rpbBlocks[n] = append(rpbBlocks[n], b)
-					}
-				case "com.microsoft.GatedRelativePositionBias":
-					if seen[n] {
-						continue
-					}
-					seen[n] = true
-					found := false
-					for _, m := range producersUpTo(n.Input(2), 64) {
-						if opKey(m) == "com.microsoft.RelativePositionBias" {
-							gatedBy[m] = n
-							found = true
-						}
-					}
-					if !found {
-						unfusedGates = append(unfusedGates, gated{b, n})
-					}
+				if opKey(n) != "com.microsoft.GatedRelativePositionBias" || seen[n] {
+					continue
+				}
+				seen[n] = true
+				if w.gatesFusedBias(n) {
+					continue
+				}
+				// A gate over a bias computed in the graph: read that bias
+				// as an unfused one.
+				rel := n.Input(2)
+				if bias := w.evalBias(c, w.NewProbe(1, 16, 0), b, BiasTerm{Value: rel}, map[*graph.Value][]int{rel: {b.Index}}); bias != nil {
+					bias.Gate = n
+					gates = append(gates, bias)
 				}
 			}
 		}
 		if b.Fused != nil && opKey(b.Fused) == "ai.onnx.preview.FlexAttention" {
-			if f := w.flexScoreMod(c, b); f != nil {
-				out = append(out, f)
+			if bias := w.flexScoreMod(c, b); bias != nil {
+				flex = append(flex, bias)
 			}
 		}
 	}
+	return append(flex, gates...)
+}
+
+// gatesFusedBias reports whether a GatedRelativePositionBias gates the
+// output of a RelativePositionBias.
+func (w *Work) gatesFusedBias(gate *graph.Node) bool {
+	for _, m := range producersUpTo(gate.Input(2), 64) {
+		if opKey(m) == "com.microsoft.RelativePositionBias" {
+			return true
+		}
+	}
+	return false
+}
+
+// relPosBiases reads the RelativePositionBias ops on the blocks' bias
+// inputs (T5's bucketed bias, fused), with the gates reading them.
+func (w *Work) relPosBiases(c *Context, blocks []*Block) []*Finding {
+	rpbBlocks := map[*graph.Node][]*Block{}
+	var rpbs []*graph.Node
+	gatedBy := map[*graph.Node]*graph.Node{} // RelativePositionBias -> the gate reading it
+	for _, b := range blocks {
+		seen := map[*graph.Node]bool{}
+		for _, v := range biasInputs(b) {
+			for _, n := range producersUpTo(v, 64) {
+				if seen[n] {
+					continue
+				}
+				switch opKey(n) {
+				case "com.microsoft.RelativePositionBias":
+					seen[n] = true
+					if rpbBlocks[n] == nil {
+						rpbs = append(rpbs, n)
+					}
+					rpbBlocks[n] = append(rpbBlocks[n], b)
+				case "com.microsoft.GatedRelativePositionBias":
+					seen[n] = true
+					for _, m := range producersUpTo(n.Input(2), 64) {
+						if opKey(m) == "com.microsoft.RelativePositionBias" {
+							gatedBy[m] = n
+						}
+					}
+				}
+			}
+		}
+	}
+	var out []*Finding
 	for _, n := range rpbs {
 		out = append(out, w.relPosBias(c, n, rpbBlocks[n], gatedBy[n]))
-	}
-	for _, g := range unfusedGates {
-		// A gate over a bias computed in the graph: read that bias as an
-		// unfused one.
-		rel := g.gate.Input(2)
-		f := w.biasFinding(c, w.NewProbe(1, 16, 0), g.b, BiasTerm{Value: rel}, map[*graph.Value][]int{rel: {g.b.Index}})
-		if f == nil {
-			continue
-		}
-		f.Notes = append(f.Notes, fmt.Sprintf("the bias is gated per token by the query (%s)", opName(g.gate)))
-		f.Nodes = w.sortOrig(append(f.Nodes, w.origNames([]*graph.Node{g.gate})...))
-		out = append(out, f)
 	}
 	return out
 }
@@ -173,7 +191,7 @@ func t5BucketOf(rel, nb, md int, bidir bool) int {
 // flexScoreMod reads the score_mod graph of FlexAttention as a bias: the
 // graph evaluated on zero scores gives the bias it adds, when it adds one
 // (the same graph on scores of one must give the bias plus one).
-func (w *Work) flexScoreMod(c *Context, b *Block) *Finding {
+func (w *Work) flexScoreMod(c *Context, b *Block) *Bias {
 	n := b.Fused
 	at := w.OrigName(n)
 	a := n.Attr("score_mod")
@@ -228,13 +246,9 @@ func (w *Work) flexScoreMod(c *Context, b *Block) *Finding {
 			return nil
 		}
 	}
-	bt := BiasTerm{Value: out}
-	f := w.readBias(c, b, bt, t0, g.Nodes(), map[*graph.Value][]int{out: {b.Index}}, at)
-	if f == nil {
-		return nil
+	bias := w.readBias(c, b, BiasTerm{Value: out}, t0, g.Nodes(), map[*graph.Value][]int{out: {b.Index}}, at)
+	if bias != nil {
+		bias.ScoreMod = n
 	}
-	f.Fused = true
-	f.Nodes = w.origNames([]*graph.Node{n})
-	f.Notes = append(f.Notes, "the bias is added by the score_mod graph of "+opName(n))
-	return f
+	return bias
 }

@@ -72,7 +72,7 @@ func rangeString(a, b int, dash string) string {
 
 // Detectors are the passes whose results are findings ([]*Finding). The
 // report collects them; adding a detector is adding it here.
-var Detectors = []*Pass{RoPE, SinusoidalPass, LearnedPass, ScoreBias, Shaw, Fused, RelativeSinusoidalPass, DisentangledPass, ComplexOrderPass, FloaterPass}
+var Detectors = []*Pass{RoPE, SinusoidalPass, LearnedPass, ALiBiPass, T5Pass, Shaw, RelativeSinusoidalPass, DisentangledPass, ComplexOrderPass, FloaterPass}
 
 // Audit assembles the report from the detectors' findings.
 var Audit = &Pass{

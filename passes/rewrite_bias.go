@@ -32,7 +32,7 @@ for symmetric biases), which differs from the model's by a constant per
 query row where the model counts positions otherwise: softmax does not
 see it. ONNX Runtime has no ALiBiBias: the fused model is for onnxpe's
 executor and generated code.`,
-	Requires: []*Pass{Normalize, Blocks, ScoreBias, Edit},
+	Requires: []*Pass{Normalize, Blocks, ALiBiPass, Edit},
 	Run:      runRewriteALiBi,
 }
 
@@ -42,8 +42,8 @@ func runRewriteALiBi(c *Context) (any, error) {
 	ch := r.begin("rewrite_alibi", ALiBi)
 	defer r.end(ch)
 	blocks := c.ResultOf[Blocks].([]*Block)
-	for _, f := range c.ResultOf[ScoreBias].([]*Finding) {
-		if f.Scheme != ALiBi || f.Fused {
+	for _, f := range c.ResultOf[ALiBiPass].([]*Finding) {
+		if f.Fused {
 			continue
 		}
 		terms := biasTerms(w, f, blocks)
@@ -379,14 +379,14 @@ it. A decoder with a KV cache is rewritten the same way: its key - query
 is [S, past + S] (queries after the cache). --t5-op com.microsoft emits
 com.microsoft RelativePositionBias instead (ONNX Runtime has it on CUDA
 only; after a cache it covers past + S queries, the last S kept).`,
-	Requires: []*Pass{Normalize, ScoreBias, Edit},
+	Requires: []*Pass{Normalize, T5Pass, Edit},
 	Run:      runRewriteT5,
 }
 
 func runRewriteT5(c *Context) (any, error) {
 	r := c.rewrite()
-	return r.findingsPass(c, "rewrite_t5", T5RelativeBias, ScoreBias,
-		func(f *Finding) bool { return f.Scheme == T5RelativeBias && !f.Fused },
+	return r.findingsPass(c, "rewrite_t5", T5RelativeBias, T5Pass,
+		func(f *Finding) bool { return !f.Fused },
 		func(w *Work, f *Finding, _ *Change) error { return r.t5(w, f) })
 }
 

@@ -70,7 +70,10 @@ fused.)`,
 	Run: func(c *Context) (any, error) {
 		r := c.rewrite()
 		return r.findingsPass(c, "rewrite_mrope", RoPEScheme, RoPE,
-			func(f *Finding) bool { p, ok := f.Params.(*RoPEParams); return ok && p.MultimodalSections != nil },
+			func(f *Finding) bool {
+				p, ok := f.Params.(*RoPEParams)
+				return ok && !f.Fused && p.MultimodalSections != nil
+			},
 			func(w *Work, f *Finding, _ *Change) error { return r.mrope(w, f) })
 	},
 }

@@ -144,9 +144,20 @@ give the frequency of every pair and the amplitude. The base and the
 scaling rule (none, linear, ntk, llama3, yarn, unknown) are fitted from
 the frequencies; a second probe at other positions shows whether they
 depend on the sequence length (dynamic NTK). Frequencies that come from
-graph inputs are reported as null.`,
+graph inputs are reported as null.
+
+Rotations fused ops carry are reported with fused: true, after the
+unfused ones: RotaryEmbedding of both domains on a block's q and k, and
+the do_rotary of the fused attention ops, their sizes read by the ops'
+contracts and their caches fitted as unfused cos/sin are.`,
 	Requires: []*Pass{Normalize, Blocks, Sides},
-	Run:      runRoPE,
+	Run: func(c *Context) (any, error) {
+		out, err := runRoPE(c)
+		if err != nil {
+			return nil, err
+		}
+		return append(out.([]*Finding), fusedRoPE(c)...), nil
+	},
 }
 
 type ropeMeasure struct {
