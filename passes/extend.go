@@ -132,13 +132,32 @@ type ExtendItem struct {
 	Notes  []string       `json:"notes,omitempty"`
 
 	// Expect are the params the audit of the extended model must report
-	// (RoPE rules): the scheme's params with the new rule.
-	Expect *RoPEParams `json:"-"`
-	// Rule is the RoPE rule applied (nil for other schemes).
-	Rule  *RoPERule `json:"-"`
-	f     *Finding
-	plan  *ropePlan
-	tplan *tablePlan
+	// (nil: not checked): the scheme's params with the new rule.
+	Expect Params `json:"-"`
+	// Rule is the rule applied when it has a published formula the
+	// extension is checked against (RoPE's scaling rules), else nil.
+	Rule ExtendRule `json:"-"`
+	// OldMaxFrom says where OldMax comes from.
+	OldMaxFrom string `json:"-"`
+	// Finding is the finding extended; Plan what its scheme's extension
+	// keeps between planning and applying.
+	Finding *Finding `json:"-"`
+	Plan    any      `json:"-"`
+}
+
+// ExtendRule is a rule an extension applies that has a published formula:
+// the extended model is checked against a reference built from it, and
+// the audit of the extended model must read it back.
+type ExtendRule interface {
+	// String names the rule and its parameters.
+	String() string
+	// Dynamic reports whether the rule changes with the length of each
+	// call; OriginalLength is the length it changes at.
+	Dynamic() bool
+	OriginalLength() int
+	// Equivalent reports whether params the audit reads describe the same
+	// encoding as the rule (settings the graph cannot tell apart).
+	Equivalent(got Params) bool
 }
 
 // ExtendEdit is one change of the model: where (a node, an initializer) and
@@ -170,7 +189,6 @@ type Extended struct {
 
 	ctx     *Context
 	r       *Rewrite
-	plans   []*ropePlan
 	changed []*graph.Value // constants replaced or enlarged
 	widened []widened      // the other constants read at positions, enlarged
 }
@@ -194,7 +212,7 @@ func ExtendModel(m *graph.Model, opts ExtendOptions) (*Extended, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	ctx, err := Run(m, Options{}, Audit, Edit)
+	ctx, err := Run(m, Options{AuditGraph: AuditModel}, Audit, Edit)
 	if err != nil {
 		return nil, err
 	}
@@ -261,38 +279,65 @@ func cmpOr(v, def float64) float64 {
 	return v
 }
 
+// extender is how one scheme is extended: the --method values it takes
+// (absent: what the refusal says when the model has no finding of the
+// scheme), the check of the request a model with the scheme refuses
+// before anything else (nil: none), the plan of one finding (the request
+// checked against it) and its application to the copy (nil: nothing to
+// change).
+type extender struct {
+	methods []string
+	absent  string
+	check   func(o ExtendOptions) error
+	plan    func(x *Extended, f *Finding) (*ExtendItem, error)
+	apply   func(x *Extended, it *ExtendItem) error
+}
+
+// extenders are the schemes' extensions; a scheme without one is
+// computed for any position.
+var extenders = map[string]extender{
+	RoPEScheme:         {methods: RoPEMethods, absent: "is a RoPE rule; the model has no RoPE", check: checkRoPEMethod, plan: (*Extended).planRoPE, apply: (*Extended).applyRoPE},
+	LearnedAbsolute:    {methods: []string{MethodHierarchical}, absent: "decomposes learned position tables; the model has none", plan: (*Extended).planLearned, apply: (*Extended).applyTable},
+	Sinusoidal:         {plan: (*Extended).planSinusoidal, apply: (*Extended).applyTable},
+	ALiBi:              {plan: (*Extended).planALiBi},
+	Floater:            {plan: (*Extended).planFloater},
+	T5RelativeBias:     {plan: planRelative},
+	RelativeClipped:    {plan: planRelative},
+	RelativeSinusoidal: {plan: planRelative},
+	Disentangled:       {plan: planRelative},
+}
+
+// extendOrder is the order in which schemes are planned.
+var extendOrder = []string{RoPEScheme, Sinusoidal, LearnedAbsolute, ALiBi, T5RelativeBias, RelativeClipped, RelativeSinusoidal, Disentangled, ComplexOrder, Floater}
+
 // extend plans and applies the extension of every finding.
 func (x *Extended) extend() error {
 	rep, o := x.Report, x.Opts
-	var ropeF, learned, other []*Finding
+	var fs []*Finding
 	for _, f := range x.Audit.Findings {
 		if f.Subgraph != "" {
 			return extendErr("the %s encoding of layers %v is inside %s (a generation op's graph): extend the decoder model it runs", f.Scheme, f.Layers, f.Subgraph)
 		}
-		switch f.Scheme {
-		case RoPEScheme:
-			ropeF = append(ropeF, f)
-		case LearnedAbsolute:
-			learned = append(learned, f)
-		case NoPE:
-		default:
-			other = append(other, f)
+		if f.Scheme != NoPE {
+			fs = append(fs, f)
 		}
 	}
-	rope := slices.Contains(RoPEMethods, o.Method)
-	switch {
-	case rope && len(ropeF) == 0:
-		return extendErr("--method %s is a RoPE rule; the model has no RoPE (schemes: %s)", o.Method, strings.Join(x.Audit.Schemes, ", "))
-	case !rope && len(ropeF) > 0:
-		if o.Method == "" {
-			return extendErr("the model uses RoPE: give --method (%s)", strings.Join(RoPEMethods, ", "))
+	for _, f := range fs {
+		if e := extenders[f.Scheme]; e.check != nil {
+			if err := e.check(o); err != nil {
+				return err
+			}
 		}
-		return extendErr("--method %s does not fit RoPE (methods: %s)", o.Method, strings.Join(RoPEMethods, ", "))
-	case o.Method == MethodHierarchical && len(learned) == 0:
-		return extendErr("--method hierarchical decomposes learned position tables; the model has none (schemes: %s)", strings.Join(x.Audit.Schemes, ", "))
-	case rope && len(learned) > 0:
-		return extendErr("the model has a learned position table besides RoPE: --method %s does not fit it", o.Method)
 	}
+	// A method of a scheme the model does not have.
+	for scheme, e := range extenders {
+		if slices.Contains(e.methods, o.Method) && !slices.ContainsFunc(fs, func(f *Finding) bool { return f.Scheme == scheme }) {
+			return extendErr("--method %s %s (schemes: %s)", o.Method, e.absent, strings.Join(x.Audit.Schemes, ", "))
+		}
+	}
+	slices.SortStableFunc(fs, func(a, b *Finding) int {
+		return slices.Index(extendOrder, a.Scheme) - slices.Index(extendOrder, b.Scheme)
+	})
 	// The largest length the model supports now: the smallest bound of
 	// its encodings.
 	bound := func(n int, from string) {
@@ -301,31 +346,27 @@ func (x *Extended) extend() error {
 		}
 	}
 	var items []*ExtendItem
-	for _, f := range ropeF {
-		it, err := x.planRoPE(f)
-		if err != nil {
-			return err
+	rules := false
+	for _, f := range fs {
+		plan := planComputed
+		if e, ok := extenders[f.Scheme]; ok {
+			plan = e.plan
 		}
-		items = append(items, it)
-		if it.OldMax != nil {
-			bound(*it.OldMax, fmt.Sprintf("the RoPE of layers %s (%s)", layerList(f.Layers), it.Params["old_max_from"]))
-		}
-		delete(it.Params, "old_max_from")
-	}
-	for _, f := range append(learned, other...) {
-		it, err := x.planTable(f)
+		it, err := plan(x, f)
 		if err != nil {
 			return err
 		}
 		if it == nil {
 			continue
 		}
+		it.Finding = f
 		items = append(items, it)
+		rules = rules || it.Rule != nil
 		if it.OldMax != nil {
-			bound(*it.OldMax, fmt.Sprintf("the %s table of layers %s", f.Scheme, layerList(f.Layers)))
+			bound(*it.OldMax, it.OldMaxFrom)
 		}
 	}
-	if o.OriginalMax > 0 && len(ropeF) == 0 {
+	if o.OriginalMax > 0 && !rules {
 		bound(o.OriginalMax, "--original-max-positions")
 	}
 	if rep.OldMax != nil && o.To <= *rep.OldMax {
@@ -336,15 +377,10 @@ func (x *Extended) extend() error {
 	}
 	rep.Items = items
 	for _, it := range items {
-		var err error
-		switch it.Scheme {
-		case RoPEScheme:
-			err = x.applyRoPE(it)
-		default:
-			err = x.applyTable(it)
-		}
-		if err != nil {
-			return err
+		if e := extenders[it.Scheme]; e.apply != nil {
+			if err := e.apply(x, it); err != nil {
+				return err
+			}
 		}
 	}
 	if rep.OldMax != nil {

@@ -54,15 +54,16 @@ func (x *Extended) Reference(seqLen int) (*graph.Model, error) {
 	r.work = w
 	ch := r.begin("reference", RoPEScheme)
 	for _, it := range x.RoPERules() {
-		if it.plan.amp0 != 1 || it.Expect == nil {
+		pl := it.Plan.(*ropePlan)
+		if pl.amp0 != 1 || it.Expect == nil {
 			return nil, fmt.Errorf("%w: the rule is composed with the model's own, which no published formula describes", ErrNoReference)
 		}
-		p := it.plan.p
+		p := pl.p
 		if p.Base == nil {
 			return nil, fmt.Errorf("%w: the audit could not fit the base of the RoPE of layers %s", ErrNoReference, layerList(it.Layers))
 		}
-		ev := it.plan.ev
-		inv, amp, err := ReferenceFrequencies(*it.Rule, ev, p, seqLen)
+		ev := pl.ev
+		inv, amp, err := ReferenceFrequencies(*pl.rule, ev, p, seqLen)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrNoReference, err)
 		}
@@ -108,7 +109,7 @@ func (x *Extended) Reference(seqLen int) (*graph.Model, error) {
 			if pos == nil {
 				pos = w.positionsInput(ev)
 			}
-			if err := r.ropeWith(w, it.f, ch, pos, caches); err != nil {
+			if err := r.ropeWith(w, it.Finding, ch, pos, caches); err != nil {
 				return nil, fmt.Errorf("%w: fusing the RoPE of layers %s with the reference caches: %v", ErrNoReference, layerList(it.Layers), err)
 			}
 			continue
@@ -176,9 +177,9 @@ func (x *Extended) Reference(seqLen int) (*graph.Model, error) {
 // cannot tell apart (llama3's original length when no frequency falls
 // between its bands, YaRN's when the ramp is a step) give the same
 // model.
-func (it *ExtendItem) Equivalent(got Params) bool {
+func (rule *RoPERule) Equivalent(got Params) bool {
 	p, ok := got.(*RoPEParams)
-	if it.Rule == nil || !ok || p.Scaling == nil || p.Base == nil || p.Factor == nil {
+	if !ok || p.Scaling == nil || p.Base == nil || p.Factor == nil {
 		return false
 	}
 	u := RoPERule{Method: *p.Scaling, Factor: *p.Factor, Low: deref(p.LowFreqFactor), High: deref(p.HighFreqFactor),
@@ -189,16 +190,16 @@ func (it *ExtendItem) Equivalent(got Params) bool {
 	switch {
 	case u.Method == "ntk" && p.Dynamic != nil && *p.Dynamic:
 		u.Method = MethodDynamicNTK
-	case u.Method != it.Rule.Method:
+	case u.Method != rule.Method:
 		return false
 	}
-	if u.Method != it.Rule.Method || p.RotaryDim != it.Rule.RotaryDim || *p.Base != it.Rule.Base {
+	if u.Method != rule.Method || p.RotaryDim != rule.RotaryDim || *p.Base != rule.Base {
 		return false
 	}
-	L := it.Rule.Orig
+	L := rule.Orig
 	for _, l := range []int{1, L, 2 * L, 4 * L} {
 		a, aa := ReferenceRoPE(u, *p.Base, p.RotaryDim, l)
-		b, ba := ReferenceRoPE(*it.Rule, it.Rule.Base, it.Rule.RotaryDim, l)
+		b, ba := ReferenceRoPE(*rule, rule.Base, rule.RotaryDim, l)
 		if math.Abs(aa-ba) > 1e-9*ba {
 			return false
 		}
@@ -226,10 +227,11 @@ func (x *Extended) inPlaceReference(r *Rewrite, it *ExtendItem, inv []float64, a
 	defer func() { x.r, x.changed = saved, changed }()
 	x.r, x.changed = r, nil
 	scratch := &ExtendItem{}
-	if err := x.ropeFrequencies(scratch, it.plan, it.Rule, inv); err != nil {
+	pl := it.Plan.(*ropePlan)
+	if err := x.ropeFrequencies(scratch, pl, pl.rule, inv); err != nil {
 		return err
 	}
-	return x.ropeAmplitude(scratch, it.plan, amp)
+	return x.ropeAmplitude(scratch, pl, amp)
 }
 
 // ReferenceFrequencies are the frequencies (pair order) and the cos/sin

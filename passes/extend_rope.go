@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/onnxpe/onnxpe/graph"
 )
@@ -16,8 +17,20 @@ const (
 	FormTable    = "table"
 )
 
+// checkRoPEMethod refuses a request that names no RoPE rule.
+func checkRoPEMethod(o ExtendOptions) error {
+	if !slices.Contains(RoPEMethods, o.Method) {
+		if o.Method == "" {
+			return extendErr("the model uses RoPE: give --method (%s)", strings.Join(RoPEMethods, ", "))
+		}
+		return extendErr("--method %s does not fit RoPE (methods: %s)", o.Method, strings.Join(RoPEMethods, ", "))
+	}
+	return nil
+}
+
 // ropePlan is what applyRoPE needs beyond the report item.
 type ropePlan struct {
+	rule  *RoPERule
 	ev    *RoPEEvidence
 	p     *RoPEParams
 	omega []float64 // the frequencies the rule applies to, pair order
@@ -33,7 +46,7 @@ func (x *Extended) planRoPE(f *Finding) (*ExtendItem, error) {
 	if !ok || !ok2 {
 		return nil, extendErr("the RoPE of layers %s has no evidence", layerList(f.Layers))
 	}
-	it := &ExtendItem{Scheme: RoPEScheme, Layers: f.Layers, Method: o.Method, f: f}
+	it := &ExtendItem{Scheme: RoPEScheme, Layers: f.Layers, Method: o.Method, Finding: f}
 	where := "the RoPE of layers " + layerList(f.Layers)
 	if p.Axes == 2 {
 		grid := "an image's patch grid (its size follows the image)"
@@ -159,15 +172,16 @@ func (x *Extended) planRoPE(f *Finding) (*ExtendItem, error) {
 	if u.Dynamic() && it.Form == FormFused && fusedOpName(ev) != "that rotates q and k" {
 		return nil, extendErr("--method dynamic-ntk does not fit %s: the caches of %s would be computed from its total_sequence_length for every call, which the audit cannot read back to check the rule (use a static rule)", where, fusedOpName(ev))
 	}
-	it.Rule = u
+	it.Rule, plan.rule = u, u
 	it.Params = u.Params()
-	it.Params["old_max_from"] = from
+	it.OldMaxFrom = fmt.Sprintf("the RoPE of layers %s (%s)", layerList(f.Layers), from)
 	if orig != oldMax {
 		it.note("the rule's original length is %d positions", orig)
 	}
-	it.Expect = expectParams(p, u, it.Form, o.To, o.ReplaceScaling == ComposeScaling)
-	x.plans = append(x.plans, plan)
-	it.plan = plan
+	if e := expectParams(p, u, it.Form, o.To, o.ReplaceScaling == ComposeScaling); e != nil {
+		it.Expect = e
+	}
+	it.Plan = plan
 	return it, nil
 }
 
@@ -240,7 +254,8 @@ func (x *Extended) applyRoPE(it *ExtendItem) error {
 	r := x.r
 	ch := r.begin("extend", RoPEScheme)
 	defer r.end(ch)
-	pl, u := it.plan, it.Rule
+	pl := it.Plan.(*ropePlan)
+	u := pl.rule
 	newAmp := u.Amplitude() * pl.amp0
 	if it.Form == FormComputed {
 		if err := x.ropeFrequencies(it, pl, u, nil); err != nil {
@@ -724,7 +739,7 @@ func (x *Extended) ropeTables(it *ExtendItem, pl *ropePlan, omega []float64, amp
 			return err
 		}
 		x.replaceConst(base, t)
-		it.edit(base.Name, "cos/sin table %v %v to %v, recomputed in float64 (%s)", tab.dt, tab.dims, dims, u2s(it.Rule))
+		it.edit(base.Name, "cos/sin table %v %v to %v, recomputed in float64 (%s)", tab.dt, tab.dims, dims, u2s(it.Plan.(*ropePlan).rule))
 	}
 	return nil
 }

@@ -41,6 +41,10 @@ type RoPERule struct {
 // Dynamic reports whether the frequencies depend on the length of a call.
 func (u *RoPERule) Dynamic() bool { return u.Method == MethodDynamicNTK }
 
+// OriginalLength is the length the rule was made for (the one a dynamic
+// rule changes at).
+func (u *RoPERule) OriginalLength() int { return u.Orig }
+
 // Amplitude is what the rule multiplies cos and sin by.
 func (u *RoPERule) Amplitude() float64 {
 	if u.Method == MethodYaRN {

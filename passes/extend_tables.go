@@ -9,116 +9,159 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 )
 
-// tablePlan is what applyTable needs for a learned or sinusoidal table.
+// tablePlan is what applyTable needs for a learned or sinusoidal table:
+// where it is, and how its scheme fills the new rows (vals holds the
+// stored rows, laid out by positions, and room for the new ones).
 type tablePlan struct {
 	ev     *TableEvidence
 	offset int // table row of position 0
 	n      int // positions the table holds
+	// transposed: the scheme extends tables stored transposed too.
+	transposed bool
+	fill       func(x *Extended, it *ExtendItem, tab *tableConst, vals []float64, rows int) error
 }
 
-// planTable checks the request against a finding other than RoPE and
-// says what its extension does: learned tables by hierarchical
-// decomposition, sinusoidal tables with their own formula; encodings
-// computed for any position (sinusoidal computed in the graph, T5
-// buckets, ALiBi from the mask, Shaw's clipping) need nothing.
-func (x *Extended) planTable(f *Finding) (*ExtendItem, error) {
+// planLearned plans the extension of a learned table: hierarchical
+// decomposition.
+func (x *Extended) planLearned(f *Finding) (*ExtendItem, error) {
 	o := x.Opts
-	it := &ExtendItem{Scheme: f.Scheme, Layers: f.Layers, Params: map[string]any{}, f: f}
-	where := fmt.Sprintf("the %s encoding of layers %s", f.Scheme, layerList(f.Layers))
-	switch p := f.Params.(type) {
-	case *LearnedParams:
-		ev, ok := f.Evidence.(*TableEvidence)
-		if !ok || ev.Table == "" || p.MaxPositions == nil {
-			return nil, extendErr("%s: no stored table found", where)
-		}
-		if o.Method != "" && o.Method != MethodHierarchical {
-			return nil, extendErr("--method %s does not fit %s (learned tables take --method hierarchical)", o.Method, where)
-		}
-		off := 0
-		if p.PositionOffset != nil {
-			off = *p.PositionOffset
-		}
-		n := *p.MaxPositions - off
-		if n < 2 {
-			return nil, extendErr("%s holds %d positions", where, n)
-		}
-		if o.To > n*n {
-			return nil, extendErr("--method hierarchical reaches at most n² = %d positions from a table of %d; --to %d is more", n*n, n, o.To)
-		}
-		alpha := o.Alpha
-		if alpha == 0 {
-			alpha = DefaultAlpha
-		}
-		it.Form, it.Method, it.OldMax = FormTable, MethodHierarchical, ptr(n)
-		it.Params = map[string]any{"method": MethodHierarchical, "alpha": alpha}
-		it.tplan = &tablePlan{ev: ev, offset: off, n: n}
-		if f.Fused {
-			it.Form = FormFused
-		}
-		return it, nil
-	case *SinusoidalParams:
-		if o.Method != "" {
-			return nil, extendErr("--method %s does not fit %s: sinusoidal tables are continued with their own formula (no --method)", o.Method, where)
-		}
-		if p.Computed || p.MaxPositions == nil {
-			it.Form, it.Method = FormComputed, "none"
-			it.note("computed in the graph for any position: nothing to enlarge")
-			return it, nil
-		}
-		ev, ok := f.Evidence.(*TableEvidence)
-		if !ok || ev.Table == "" {
-			return nil, extendErr("%s: no stored table found", where)
-		}
-		off := 0
-		if p.PositionOffset != nil {
-			off = *p.PositionOffset
-		}
-		n := *p.MaxPositions - off
-		it.Form, it.Method, it.OldMax = FormTable, MethodOwnFormula, ptr(n)
-		if f.Fused {
-			it.Form = FormFused
-		}
-		if p.Base != nil {
-			it.Params["base"] = *p.Base
-		}
-		it.Params["freq_denominator"] = p.FreqDenominator
-		it.Params["layout"] = p.Layout
-		it.tplan = &tablePlan{ev: ev, offset: off, n: n}
-		return it, nil
-	case *ALiBiParams:
-		if o.Method != "" {
-			return nil, extendErr("--method %s does not fit %s: ALiBi bias constants are continued with their own slopes (no --method)", o.Method, where)
-		}
-		it.Params["slopes"] = p.Slopes
-		if p.MaxPositions == nil {
-			it.Form, it.Method = FormComputed, "none"
-			it.note("computed from the positions of every call: nothing to enlarge")
-			return it, nil
-		}
-		it.Form, it.Method, it.OldMax = "constants", MethodOwnFormula, ptr(*p.MaxPositions)
-		it.note("the bias constants, linear in the key position with the model's slopes, are continued to %d keys", o.To)
-		return it, nil
-	case *FloaterParams:
-		if p.MaxPositions != nil {
-			return nil, extendErr("%s is the solution of an ODE integrated over %d positions (%s form): extend does not continue the integration", where, *p.MaxPositions, p.Form)
-		}
-	}
 	if o.Method != "" && o.Method != MethodHierarchical {
-		return nil, extendErr("--method %s does not fit %s", o.Method, where)
+		return nil, extendErr("the model has a learned position table besides RoPE: --method %s does not fit it", o.Method)
 	}
-	it.Form, it.Method = FormComputed, "none"
-	switch f.Scheme {
-	case T5RelativeBias, RelativeClipped, RelativeSinusoidal, Disentangled:
-		it.note("computed for any distance (relative distances are bucketed, clipped or computed): nothing to enlarge")
-	default:
-		it.note("computed from the position for any position: nothing to enlarge")
+	it, where := newTableItem(f)
+	p := f.Params.(*LearnedParams)
+	ev, ok := f.Evidence.(*TableEvidence)
+	if !ok || ev.Table == "" || p.MaxPositions == nil {
+		return nil, extendErr("%s: no stored table found", where)
+	}
+	off := 0
+	if p.PositionOffset != nil {
+		off = *p.PositionOffset
+	}
+	n := *p.MaxPositions - off
+	if n < 2 {
+		return nil, extendErr("%s holds %d positions", where, n)
+	}
+	if o.To > n*n {
+		return nil, extendErr("--method hierarchical reaches at most n² = %d positions from a table of %d; --to %d is more", n*n, n, o.To)
+	}
+	alpha := o.Alpha
+	if alpha == 0 {
+		alpha = DefaultAlpha
+	}
+	it.Form, it.Method, it.OldMax = FormTable, MethodHierarchical, ptr(n)
+	it.Params = map[string]any{"method": MethodHierarchical, "alpha": alpha}
+	it.Plan = &tablePlan{ev: ev, offset: off, n: n, transposed: true, fill: fillHierarchical}
+	if f.Fused {
+		it.Form = FormFused
 	}
 	return it, nil
 }
 
+// fillHierarchical fills the new rows of a learned table by hierarchical
+// decomposition.
+func fillHierarchical(x *Extended, it *ExtendItem, tab *tableConst, vals []float64, rows int) error {
+	tp := it.Plan.(*tablePlan)
+	hierarchical(vals, tab.vals, tp.offset, tp.n, x.Opts.To, tab.width, it.Params["alpha"].(float64))
+	it.note("position p >= %d gets alpha·u_i + (1-alpha)·u_j with i = p div %d, j = p mod %d and u_i = (row_i - alpha·row_0)/(1-alpha) (rows counted from position 0); the first %d rows are the trained table, bit for bit", tp.n, tp.n, tp.n, tp.n)
+	return nil
+}
+
+// planSinusoidal plans the extension of a stored sinusoidal table: its own
+// formula, continued (a computed one needs nothing).
+func (x *Extended) planSinusoidal(f *Finding) (*ExtendItem, error) {
+	it, where := newTableItem(f)
+	if x.Opts.Method != "" {
+		return nil, extendErr("--method %s does not fit %s: sinusoidal tables are continued with their own formula (no --method)", x.Opts.Method, where)
+	}
+	p := f.Params.(*SinusoidalParams)
+	if p.Computed || p.MaxPositions == nil {
+		it.Form, it.Method = FormComputed, "none"
+		it.note("computed in the graph for any position: nothing to enlarge")
+		return it, nil
+	}
+	ev, ok := f.Evidence.(*TableEvidence)
+	if !ok || ev.Table == "" {
+		return nil, extendErr("%s: no stored table found", where)
+	}
+	off := 0
+	if p.PositionOffset != nil {
+		off = *p.PositionOffset
+	}
+	n := *p.MaxPositions - off
+	it.Form, it.Method, it.OldMax = FormTable, MethodOwnFormula, ptr(n)
+	if f.Fused {
+		it.Form = FormFused
+	}
+	if p.Base != nil {
+		it.Params["base"] = *p.Base
+	}
+	it.Params["freq_denominator"] = p.FreqDenominator
+	it.Params["layout"] = p.Layout
+	it.Plan = &tablePlan{ev: ev, offset: off, n: n, fill: (*Extended).sinusoidRows}
+	return it, nil
+}
+
+// planALiBi plans the extension of ALiBi: bias constants fixed at export
+// are continued with the model's slopes (by widenBounded).
+func (x *Extended) planALiBi(f *Finding) (*ExtendItem, error) {
+	it, where := newTableItem(f)
+	if x.Opts.Method != "" {
+		return nil, extendErr("--method %s does not fit %s: ALiBi bias constants are continued with their own slopes (no --method)", x.Opts.Method, where)
+	}
+	p := f.Params.(*ALiBiParams)
+	it.Params["slopes"] = p.Slopes
+	if p.MaxPositions == nil {
+		it.Form, it.Method = FormComputed, "none"
+		it.note("computed from the positions of every call: nothing to enlarge")
+		return it, nil
+	}
+	it.Form, it.Method, it.OldMax = "constants", MethodOwnFormula, ptr(*p.MaxPositions)
+	it.note("the bias constants, linear in the key position with the model's slopes, are continued to %d keys", x.Opts.To)
+	return it, nil
+}
+
+// planFloater refuses FLOATER integrated over a fixed number of positions.
+func (x *Extended) planFloater(f *Finding) (*ExtendItem, error) {
+	if p := f.Params.(*FloaterParams); p.MaxPositions != nil {
+		_, where := newTableItem(f)
+		return nil, extendErr("%s is the solution of an ODE integrated over %d positions (%s form): extend does not continue the integration", where, *p.MaxPositions, p.Form)
+	}
+	return planComputed(x, f)
+}
+
+// planRelative is the plan of a relative scheme: computed for any
+// distance.
+func planRelative(x *Extended, f *Finding) (*ExtendItem, error) {
+	return planNothing(x, f, "computed for any distance (relative distances are bucketed, clipped or computed): nothing to enlarge")
+}
+
+// planComputed is the plan of an encoding computed for any position.
+func planComputed(x *Extended, f *Finding) (*ExtendItem, error) {
+	return planNothing(x, f, "computed from the position for any position: nothing to enlarge")
+}
+
+func planNothing(x *Extended, f *Finding, note string) (*ExtendItem, error) {
+	it, where := newTableItem(f)
+	if o := x.Opts; o.Method != "" && o.Method != MethodHierarchical {
+		return nil, extendErr("--method %s does not fit %s", o.Method, where)
+	}
+	it.Form, it.Method = FormComputed, "none"
+	it.note("%s", note)
+	return it, nil
+}
+
+// newTableItem starts the item of a finding other than RoPE, with where
+// refusals name it.
+func newTableItem(f *Finding) (*ExtendItem, string) {
+	it := &ExtendItem{Scheme: f.Scheme, Layers: f.Layers, Params: map[string]any{}, Finding: f,
+		OldMaxFrom: fmt.Sprintf("the %s table of layers %s", f.Scheme, layerList(f.Layers))}
+	return it, fmt.Sprintf("the %s encoding of layers %s", f.Scheme, layerList(f.Layers))
+}
+
 // applyTable enlarges a learned or sinusoidal table.
 func (x *Extended) applyTable(it *ExtendItem) error {
-	tp := it.tplan
+	tp, _ := it.Plan.(*tablePlan)
 	if tp == nil {
 		return nil
 	}
@@ -137,7 +180,7 @@ func (x *Extended) applyTable(it *ExtendItem) error {
 		// Stored transposed ([dim, positions], read on axis 1): the
 		// positions are the axis the reader indexes. Learned tables are
 		// extended by positions and written back in the model's layout.
-		if it.Method != MethodHierarchical {
+		if !tp.transposed {
 			return extendErr("the table %q %v keeps its positions on axis %d: extend continues sinusoidal tables whose positions are the axis before the last ([positions, dim]), not tables stored transposed", base.Name, tab.dims, ax)
 		}
 		if ax < 0 || ax >= len(tab.dims) || tab.dims[ax] < 2 {
@@ -153,15 +196,8 @@ func (x *Extended) applyTable(it *ExtendItem) error {
 	rows := tp.offset + N
 	vals := make([]float64, rows*tab.width)
 	copy(vals, tab.vals)
-	switch it.Method {
-	case MethodHierarchical:
-		a := it.Params["alpha"].(float64)
-		hierarchical(vals, tab.vals, tp.offset, tp.n, N, tab.width, a)
-		it.note("position p >= %d gets alpha·u_i + (1-alpha)·u_j with i = p div %d, j = p mod %d and u_i = (row_i - alpha·row_0)/(1-alpha) (rows counted from position 0); the first %d rows are the trained table, bit for bit", tp.n, tp.n, tp.n, tp.n)
-	case MethodOwnFormula:
-		if err := x.sinusoidRows(it, tab, vals, rows); err != nil {
-			return err
-		}
+	if err := tp.fill(x, it, tab, vals, rows); err != nil {
+		return err
 	}
 	if !finite(vals) {
 		return extendErr("the table %q: the extension gives non-finite values", base.Name)
@@ -371,8 +407,8 @@ func samePositions(old, t *graph.Tensor, axis int) error {
 // audit measured: column pairs (sin, cos) of frequency ω_k at angle
 // ω_k·(row - row0), checked on every stored row first.
 func (x *Extended) sinusoidRows(it *ExtendItem, tab *tableConst, vals []float64, rows int) error {
-	ev := it.tplan.ev
-	p := it.f.Params.(*SinusoidalParams)
+	ev := it.Plan.(*tablePlan).ev
+	p := it.Finding.Params.(*SinusoidalParams)
 	if len(ev.Pairs) == 0 || len(ev.Pairs) != len(ev.Omega) {
 		return extendErr("the sinusoidal table has no measured frequencies")
 	}
@@ -601,7 +637,7 @@ func (x *Extended) record(it *ExtendItem, e ExtendEdit) {
 func (x *Extended) itemReading(n *graph.Node) *ExtendItem {
 	name := nodeName(n)
 	for _, it := range x.Report.Items {
-		if it.f != nil && slices.Contains(it.f.Nodes, name) {
+		if it.Finding != nil && slices.Contains(it.Finding.Nodes, name) {
 			return it
 		}
 	}

@@ -44,16 +44,17 @@ model of its own (same opsets, functions and folder) and audited with the
 whole pipeline. Its findings keep the original names of its nodes and
 say which graph they live in; its blocks are numbered at the generation
 op's place in the topological order (encoder, first-step decoder,
-decoder), consistently with the blocks of the main graph.`,
+decoder), consistently with the blocks of the main graph. The graphs are
+audited by Options.AuditGraph (the audit's own driver); without it they
+are left out.`,
 	Requires: []*Pass{Normalize},
+	Run:      runGeneration,
 }
 
-// The run of Generation audits graphs with the whole pipeline, which
-// requires Generation: it is set at init to break the initialisation
-// cycle.
-func init() { Generation.Run = runGeneration }
-
 func runGeneration(c *Context) (any, error) {
+	if c.Options.AuditGraph == nil {
+		return []*SubAudit(nil), nil
+	}
 	w := c.Work()
 	var out []*SubAudit
 	var gens []*graph.Node
@@ -77,7 +78,7 @@ func runGeneration(c *Context) (any, error) {
 				c.Miss("generation", where, "the graph cannot be audited alone: "+err.Error(), 0)
 				continue
 			}
-			r, sc, err := AuditModel(sm, where, c.Options)
+			r, sc, err := c.Options.AuditGraph(sm, where, c.Options)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", where, err)
 			}

@@ -33,6 +33,10 @@ type Options struct {
 	MaxProbePositions int
 	// Rewrite configures the rewrite passes.
 	Rewrite RewriteOptions
+	// AuditGraph audits a graph that a generation op (BeamSearch and the
+	// like) runs as a model of its own, for the generation pass. The
+	// audit sets it to itself; without it those graphs are left out.
+	AuditGraph func(m *graph.Model, where string, opts Options) (*Report, *Context, error)
 }
 
 // Context is what a pass sees: the original model (never changed by a

@@ -205,6 +205,7 @@ func firstLayer(f *Finding) int {
 
 // AuditModel runs the audit of m; name is the report's model field.
 func AuditModel(m *graph.Model, name string, opts Options) (*Report, *Context, error) {
+	opts.AuditGraph = AuditModel
 	ctx, err := Run(m, opts, Audit)
 	if err != nil {
 		return nil, ctx, err

@@ -521,6 +521,7 @@ var RewriterNames = map[string]*Pass{"rope": RewriteRoPE, "sinusoidal": RewriteS
 // RewriteModel runs the given rewrite passes (and what they require) on m
 // and returns the rewritten copy; m is not changed.
 func RewriteModel(m *graph.Model, opts Options, ps ...*Pass) (*Rewrite, *Context, error) {
+	opts.AuditGraph = AuditModel
 	ctx, err := Run(m, opts, append([]*Pass{Edit}, ps...)...)
 	if err != nil {
 		return nil, ctx, err

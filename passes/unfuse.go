@@ -28,27 +28,45 @@ attention. ALiBiBias becomes slope·(j - (key_length-1)) (or
 		ch := r.begin("unfuse", "")
 		defer r.end(ch)
 		for _, n := range r.M.Graph.Nodes() {
-			var err error
-			switch {
-			case n.OpType == "RotaryEmbedding" && (n.Domain == DomainMicrosoft || n.Domain == "" || n.Domain == "ai.onnx"):
-				err = r.unfuseRotary(n)
-			case n.OpType == "GroupQueryAttention" && n.Domain == DomainMicrosoft && n.AttrInt("do_rotary", 0) == 1:
-				err = r.unfuseGQARotary(n)
-			case n.OpType == "ALiBiBias" && n.Domain == DomainOnnxpe:
-				err = r.unfuseALiBi(n)
-			default:
-				continue
-			}
-			if err != nil {
-				if errors.Is(err, ErrRewrite) {
-					ch.Skipped = append(ch.Skipped, fmt.Sprintf("%s (%s): %s", nodeName(n), n.OpType, reason(err)))
-					continue
+			for _, lower := range lowerers {
+				done, err := lower(r, n)
+				if err != nil {
+					if errors.Is(err, ErrRewrite) {
+						ch.Skipped = append(ch.Skipped, fmt.Sprintf("%s (%s): %s", nodeName(n), n.OpType, reason(err)))
+						break
+					}
+					return ch, err
 				}
-				return ch, err
+				if done {
+					break
+				}
 			}
 		}
 		return ch, nil
 	},
+}
+
+// lowerers lower the fused ops of each scheme: false when n is none of
+// theirs.
+var lowerers = []func(r *Rewrite, n *graph.Node) (bool, error){lowerRoPE, lowerALiBi}
+
+// lowerRoPE lowers RotaryEmbedding and GroupQueryAttention's do_rotary.
+func lowerRoPE(r *Rewrite, n *graph.Node) (bool, error) {
+	switch {
+	case n.OpType == "RotaryEmbedding" && (n.Domain == DomainMicrosoft || n.Domain == "" || n.Domain == "ai.onnx"):
+		return true, r.unfuseRotary(n)
+	case n.OpType == "GroupQueryAttention" && n.Domain == DomainMicrosoft && n.AttrInt("do_rotary", 0) == 1:
+		return true, r.unfuseGQARotary(n)
+	}
+	return false, nil
+}
+
+// lowerALiBi lowers onnxpe's ALiBiBias.
+func lowerALiBi(r *Rewrite, n *graph.Node) (bool, error) {
+	if n.OpType == "ALiBiBias" && n.Domain == DomainOnnxpe {
+		return true, r.unfuseALiBi(n)
+	}
+	return false, nil
 }
 
 // rotaryForm is what a fused rotary node says about its rotation.

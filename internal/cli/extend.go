@@ -372,7 +372,7 @@ func (c *extendChecker) reference() (*extendCheck, error) {
 	orig := 0
 	for _, it := range c.x.RoPERules() {
 		if it.Rule.Dynamic() {
-			dynamic, orig = true, it.Rule.Orig
+			dynamic, orig = true, it.Rule.OriginalLength()
 		}
 	}
 	var parts []string
@@ -546,7 +546,7 @@ func (c *extendChecker) audit() (*extendCheck, error) {
 		}
 		want := it.Expect.Map()
 		if diff := paramDiff(want, gm); diff != "" {
-			if !it.Equivalent(f.Params) {
+			if !it.Rule.Equivalent(f.Params) {
 				ch.Status, ch.Summary = checkFail, fmt.Sprintf("the audit of the extended model reports, for layers %s, %s", layerRange(it.Layers), diff)
 				return ch, nil
 			}
