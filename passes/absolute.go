@@ -182,12 +182,12 @@ func (w *Work) absoluteAt(c *Context, add *graph.Node, act, x *graph.Value, bloc
 	}
 	var rows [][]float64
 	var why string
-	var probe *Probe
+	var pr *Probe
 	for _, seq := range []int{16, 8, 4} {
 		p := w.NewProbe(1, seq, 0)
 		rows, why = w.tableRows(p, x)
 		if rows != nil {
-			probe = p
+			pr = p
 			break
 		}
 	}
@@ -195,7 +195,7 @@ func (w *Work) absoluteAt(c *Context, add *graph.Node, act, x *graph.Value, bloc
 		c.Miss("absolute", at, "the added value could not be evaluated: "+why, 1)
 		return nil
 	}
-	if probe.Synthetic(x) {
+	if pr.Synthetic(x) {
 		c.Miss("absolute", at, "the added value comes from parameters given as inputs", 1)
 		return nil
 	}
@@ -210,13 +210,13 @@ func (w *Work) absoluteAt(c *Context, add *graph.Node, act, x *graph.Value, bloc
 	if !varies {
 		// The same rows everywhere, but maybe read from a table by an index
 		// that follows the position (a table whose rows happen to be equal).
-		if !w.indexFollowsPosition(probe, cone) {
+		if !w.indexFollowsPosition(pr, cone) {
 			c.Miss("absolute", at, "the added value is the same at every position (not a position encoding)", 2)
 			return nil
 		}
 		notes = append(notes, "the table's rows are equal: it adds the same vector at every position")
 	}
-	e := &Encoding{X: x, Dim: int(d), Rows: rows, Probe: probe, Varies: varies, Notes: notes}
+	e := &Encoding{X: x, Dim: int(d), Rows: rows, Probe: pr, Varies: varies, Notes: notes}
 	// The table: the added constant itself (rows on the next to last
 	// axis), or a stored table the cone reads at positions that holds d
 	// numbers per position, on whichever axis its positions are.

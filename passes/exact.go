@@ -376,10 +376,10 @@ func (w *Work) exactAngles(outs []*graph.Value, omega []float64, out graph.DataT
 			fi = i
 		}
 	}
-	probe := w.NewProbe(1, 4, 0)
+	pr := w.NewProbe(1, 4, 0)
 	if fi >= 0 {
 		root := w.constRoot(prod.Input(fi))
-		t, err := probe.Value(prod.Input(fi))
+		t, err := pr.Value(prod.Input(fi))
 		if err != nil {
 			return nil, "the frequencies could not be evaluated: " + err.Error()
 		}

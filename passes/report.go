@@ -129,17 +129,17 @@ func runAudit(c *Context) (any, error) {
 			}
 		}
 	}
-	var nope []int
+	var unreached []int
 	for _, b := range blocks {
 		if _, ok := scheme[b.Index]; !ok {
-			nope = append(nope, b.Index)
+			unreached = append(unreached, b.Index)
 		}
 	}
-	if len(nope) > 0 || len(all) == 0 {
+	if len(unreached) > 0 || len(all) == 0 {
 		w := c.Work()
 		temps := c.ResultOf[Temperatures].(map[int]*Temperature)
 		var fs []*Finding
-		for _, l := range nope {
+		for _, l := range unreached {
 			scheme[l] = NoPE
 			p := &NoPEParams{Temperature: temps[l]}
 			var f *Finding

@@ -299,17 +299,17 @@ func TestAuditIsRobustToExportNoise(t *testing.T) {
 	wrapped, unwrapped := 0, []string{}
 	for i, mo := range models {
 		t.Run(mo.name, func(t *testing.T) {
-			audit := func(m *graph.Model) *passes.Report {
+			auditOf := func(m *graph.Model) *passes.Report {
 				r, _, err := passes.AuditModel(m, mo.name, passes.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}
 				return r
 			}
-			base := audit(mo.load())
+			base := auditOf(mo.load())
 			want := reportJSON(t, base, nil, false)
 			rm, names := renameAll(t, mo.load(), uint64(i))
-			if got := reportJSON(t, audit(rm), invert(names), false); got != want {
+			if got := reportJSON(t, auditOf(rm), invert(names), false); got != want {
 				t.Errorf("renamed model:\n got %s\nwant %s", got, want)
 			}
 			cm := toConstants(t, mo.load())
@@ -318,7 +318,7 @@ func TestAuditIsRobustToExportNoise(t *testing.T) {
 					t.Fatalf("initializer %s left after the conversion to Constant nodes", v.Name)
 				}
 			}
-			if got := reportJSON(t, audit(cm), nil, false); got != want {
+			if got := reportJSON(t, auditOf(cm), nil, false); got != want {
 				t.Errorf("initializers as Constant nodes:\n got %s\nwant %s", got, want)
 			}
 			wm, ok := wrapLayers(t, mo.name, mo.load())
@@ -330,7 +330,7 @@ func TestAuditIsRobustToExportNoise(t *testing.T) {
 			if len(wm.Functions) < 2 {
 				t.Fatalf("%d functions after wrapping the layers", len(wm.Functions))
 			}
-			if got, want := reportJSON(t, audit(wm), nil, true), reportJSON(t, audit(mo.load()), nil, true); got != want {
+			if got, want := reportJSON(t, auditOf(wm), nil, true), reportJSON(t, auditOf(mo.load()), nil, true); got != want {
 				t.Errorf("layers wrapped in functions:\n got %s\nwant %s", got, want)
 			}
 		})

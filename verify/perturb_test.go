@@ -204,15 +204,15 @@ func TestDefaultSweepCatchesPerturbations(t *testing.T) {
 	for _, c := range cases {
 		// Without hints (verify's own analysis), and with the audit's
 		// findings as hints (what the command does).
-		for _, audit := range []bool{false, true} {
+		for _, withAudit := range []bool{false, true} {
 			name := c.name
-			if audit {
+			if withAudit {
 				name += " with the audit's hints"
 			}
 			t.Run(name, func(t *testing.T) {
 				a, b := c.model(t)
 				var h verify.Hints
-				if audit {
+				if withAudit {
 					var err error
 					if h, err = verify.AuditHints(a); err != nil {
 						t.Fatal(err)
