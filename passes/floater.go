@@ -221,7 +221,7 @@ func (w *Work) floaterFinding(h floaterHit) (*Finding, string) {
 		}
 		nodes = append(nodes, w.foldedNodes(h.table)...)
 		for _, n := range []int{1, len(states) / 2} {
-			steps = append(steps, &stepView{yIn: states[n], yOut: states[n+1], val: w.Const, prod: w.FoldedFrom, out: w.foldedOut, opset: w.Opset})
+			steps = append(steps, &stepView{yIn: states[n], yOut: states[n+1], val: w.Const, prod: w.FoldedFrom, out: func(v *graph.Value) *graph.Value { return w.foldedOut(v) }, opset: w.Opset})
 		}
 	case w.loopOf(h.table) != nil:
 		params.Form = "loop"

@@ -371,7 +371,7 @@ does not apply. Cos and sin the model already stores are left.`,
 		r := c.rewrite()
 		return r.findingsPass(c, "rewrite_axial_rope", RoPEScheme, RoPE,
 			func(f *Finding) bool { p, ok := f.Params.(*RoPEParams); return ok && p.Axes == 2 && !f.Fused },
-			r.axial)
+			func(w *Work, f *Finding, ch *Change) error { return r.axial(w, f, ch) })
 	},
 }
 

@@ -16,7 +16,7 @@ learned, with a note.`,
 	Requires: []*Pass{Normalize, Absolute},
 	Run: func(c *Context) (any, error) {
 		w := c.Work()
-		return claimAbsolute(c, w.learnedFinding), nil
+		return claimAbsolute(c, func(e *Encoding) *Finding { return w.learnedFinding(e) }), nil
 	},
 }
 

@@ -21,7 +21,7 @@ sinusoidal when its values are.`,
 	Requires: []*Pass{Normalize, Absolute},
 	Run: func(c *Context) (any, error) {
 		w := c.Work()
-		return claimAbsolute(c, w.sinusoidalFinding), nil
+		return claimAbsolute(c, func(e *Encoding) *Finding { return w.sinusoidalFinding(e) }), nil
 	},
 }
 
