@@ -5,6 +5,8 @@ import (
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/absolute"
+	"github.com/onnxpe/onnxpe/passes/probe"
 )
 
 // absData is what the absolute templates read (sinusoidal and learned
@@ -46,7 +48,7 @@ type absGolden struct {
 }
 
 func emitAbsolute(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, _ := f.Evidence.(*passes.TableEvidence)
+	ev, _ := f.Evidence.(*absolute.TableEvidence)
 	if ev == nil || ev.Value == "" {
 		return nil, skip("no evidence of the encoding's values")
 	}
@@ -75,7 +77,7 @@ func emitAbsolute(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	var outType graph.DataType
 	switch {
 	case ev.Table != "":
-		t := g.ctx.Const(ev.Table)
+		t := probe.Const(g.ctx, ev.Table)
 		if t == nil {
 			return nil, skip("the stored table %q is not in the file", ev.Table)
 		}
@@ -145,7 +147,7 @@ func emitAbsolute(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	}
 	var rows [][]float64
 	got, err := longest(n, 4, func(n int) error {
-		r, err := g.extract(passes.ExtractSpec{Values: []string{ev.Value}, Seq: n})
+		r, err := g.extract(probe.ExtractSpec{Values: []string{ev.Value}, Seq: n})
 		if err != nil {
 			return err
 		}

@@ -5,7 +5,8 @@ import (
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
-	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/probe"
+	"github.com/onnxpe/onnxpe/passes/scheme/rope"
 )
 
 // rotationCase is one call of ApplyMRoPE or ApplyAxialRoPE in the generated
@@ -24,7 +25,7 @@ type rotationCase struct {
 // not written for it (they rotate float32 q in float32, as the cos and
 // sin they read are float32).
 func (g *gen) rotationArith(rot *rotation) (string, string) {
-	_, qType, err := g.ctx.BoundShape(rot.in, 4)
+	_, qType, err := probe.BoundShape(g.ctx, rot.in, 4)
 	if err != nil {
 		return "", fmt.Sprintf("the type of q is not known (%v)", err)
 	}
@@ -45,7 +46,7 @@ func (g *gen) rotationArith(rot *rotation) (string, string) {
 // dimensions outside the pairs are left as they are. It returns the
 // case, with the model's rotated x as Want, or the first difference as
 // the reason not to write the Apply function.
-func (g *gen) goldenRotation(rot *rotation, ev *passes.RoPEEvidence, headDim, seq int, cuts map[string]*kernels.Tensor, name string,
+func (g *gen) goldenRotation(rot *rotation, ev *rope.RoPEEvidence, headDim, seq int, cuts map[string]*kernels.Tensor, name string,
 	cosSin func(tok, k int) (c, s float64, rotated bool)) (*rotationCase, string, error) {
 	res, err := g.rotated(rot, ev, headDim, seq, goldenInput, cuts)
 	if err != nil {

@@ -6,6 +6,9 @@ import (
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/probe"
+	"github.com/onnxpe/onnxpe/passes/scheme/alibi"
+	"github.com/onnxpe/onnxpe/passes/scorebias"
 )
 
 // biasCase is one call of a bias function, dst [heads][Q][K], compared
@@ -21,7 +24,7 @@ type biasCase struct {
 // and keeps the rows of the last nq queries, as the call (nq, n) of a bias
 // function computes them.
 func (g *gen) biasGolden(value string, n, nq, heads int, name string) (*biasCase, error) {
-	r, err := g.extract(passes.ExtractSpec{Values: []string{value}, Seq: n})
+	r, err := g.extract(probe.ExtractSpec{Values: []string{value}, Seq: n})
 	if err != nil {
 		return nil, err
 	}
@@ -29,7 +32,7 @@ func (g *gen) biasGolden(value string, n, nq, heads int, name string) (*biasCase
 	if err != nil {
 		return nil, err
 	}
-	bv, _ := passes.NewBiasView(out[0]) // a scalar views as 0 x 0 x 0
+	bv, _ := scorebias.NewBiasView(out[0]) // a scalar views as 0 x 0 x 0
 	if bh, bq, bk := bv.Dims(); bk != n || bq != 1 && bq != n || bh != 1 && bh != heads {
 		return nil, fmt.Errorf("the bias has shape %v for %d positions and %d heads", out[0].Shape, n, heads)
 	}
@@ -38,7 +41,7 @@ func (g *gen) biasGolden(value string, n, nq, heads int, name string) (*biasCase
 		for i := n - nq; i < n; i++ {
 			for _, j := range c.Keys {
 				x := bv.At(h, i, j)
-				if passes.Masked(x) { // the model's mask: not compared
+				if scorebias.Masked(x) { // the model's mask: not compared
 					x = math.NaN()
 				}
 				c.Want.Vals = append(c.Want.Vals, x)
@@ -66,7 +69,7 @@ type alibiData struct {
 }
 
 func emitALiBi(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, _ := f.Evidence.(*passes.ALiBiEvidence)
+	ev, _ := f.Evidence.(*alibi.ALiBiEvidence)
 	p, _ := f.Params.(*passes.ALiBiParams)
 	if ev == nil || p == nil || ev.Bias == "" {
 		return nil, skip("no ALiBi evidence")
@@ -90,7 +93,7 @@ func emitALiBi(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	if p.MaxPositions != nil {
 		d.MaxPositions = *p.MaxPositions
 	}
-	_, dt, err := g.ctx.BoundShape(ev.Bias, 4)
+	_, dt, err := probe.BoundShape(g.ctx, ev.Bias, 4)
 	if err == nil && dt != graph.Float {
 		return nil, skip("the bias is %v", dt)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/onnxpe/onnxpe/codegen"
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/audit"
 	"github.com/onnxpe/onnxpe/testmodels"
 )
 
@@ -100,7 +101,7 @@ func generate(t *testing.T, m model) (goRes, cRes *codegen.Result, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, ctx, err := passes.AuditModel(g, m.name, passes.Options{})
+	rep, ctx, err := audit.AuditModel(g, m.name, passes.Options{})
 	if err != nil {
 		t.Fatalf("%s: audit: %v", m.name, err)
 	}
@@ -355,7 +356,7 @@ func TestTwoFindingsOfAScheme(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, ctx, err := passes.AuditModel(g, "rope_gptj", passes.Options{})
+	rep, ctx, err := audit.AuditModel(g, "rope_gptj", passes.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/probe"
+	"github.com/onnxpe/onnxpe/passes/scheme/complexorder"
 )
 
 // complexData is what the complexorder templates read: complex-order word
@@ -37,7 +39,7 @@ type complexCase struct {
 }
 
 func emitComplexOrder(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, p, err := findingOf[passes.ComplexOrderEvidence, passes.ComplexOrderParams](f, "no complex-order evidence")
+	ev, p, err := findingOf[complexorder.ComplexOrderEvidence, passes.ComplexOrderParams](f, "no complex-order evidence")
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +60,7 @@ func emitComplexOrder(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		return nil, skip("the positions are counted neither 0 .. n-1 nor n-1 .. 0")
 	}
 	read := func(name, goName, what string) (*table, error) {
-		t := g.ctx.Const(name)
+		t := probe.Const(g.ctx, name)
 		if t == nil || t.Rank() != 2 || t.Shape[1] != d.Dim {
 			return nil, skip("the %s table %q is not a constant [words, %d]", what, name, d.Dim)
 		}
@@ -119,8 +121,8 @@ func emitComplexOrder(g *gen, f *passes.Finding, suffix string) (*part, error) {
 
 // complexCase runs the model's own subgraph at a sequence of n words and
 // checks the templates' arithmetic against it.
-func (g *gen) complexCase(d *complexData, ev *passes.ComplexOrderEvidence, n int, suffix string, x int) (*complexCase, error) {
-	shape, dt, err := g.ctx.BoundShape(ev.TokenIDs, n)
+func (g *gen) complexCase(d *complexData, ev *complexorder.ComplexOrderEvidence, n int, suffix string, x int) (*complexCase, error) {
+	shape, dt, err := probe.BoundShape(g.ctx, ev.TokenIDs, n)
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: the word ids: %w", err)
 	}
@@ -156,7 +158,7 @@ func (g *gen) complexCase(d *complexData, ev *passes.ComplexOrderEvidence, n int
 		if err != nil {
 			return nil, fmt.Errorf("golden vectors: %w", err)
 		}
-		r, err := g.extract(passes.ExtractSpec{Values: []string{ev.Positions, ev.Phase, ev.Real, ev.Imag}, Seq: n, Cuts: map[string]*kernels.Tensor{ev.TokenIDs: it}})
+		r, err := g.extract(probe.ExtractSpec{Values: []string{ev.Positions, ev.Phase, ev.Real, ev.Imag}, Seq: n, Cuts: map[string]*kernels.Tensor{ev.TokenIDs: it}})
 		if err != nil {
 			return nil, fmt.Errorf("golden vectors: %w", err)
 		}

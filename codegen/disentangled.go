@@ -7,6 +7,9 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/probe"
+	"github.com/onnxpe/onnxpe/passes/scheme/disentangled"
+	"github.com/onnxpe/onnxpe/passes/scorebias"
 )
 
 // disData is what the disentangled templates read: DeBERTa's relative
@@ -39,7 +42,7 @@ type disData struct {
 }
 
 func emitDisentangled(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, p, err := findingOf[passes.DisentangledEvidence, passes.DisentangledParams](f, "no disentangled evidence")
+	ev, p, err := findingOf[disentangled.DisentangledEvidence, passes.DisentangledParams](f, "no disentangled evidence")
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +78,7 @@ func emitDisentangled(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	if d.P2C {
 		values = append(values, ev.P2CIndex)
 	}
-	r, err := g.extract(passes.ExtractSpec{Values: values, Seq: n})
+	r, err := g.extract(probe.ExtractSpec{Values: values, Seq: n})
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
@@ -85,7 +88,7 @@ func emitDisentangled(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	}
 	// by reads a [.., q, k] value at every relative position q - k.
 	by := func(t *kernels.Tensor, name string) (*table, error) {
-		bv, _ := passes.NewBiasView(t)
+		bv, _ := scorebias.NewBiasView(t)
 		if _, q, k := bv.Dims(); q != n || k != n {
 			return nil, fmt.Errorf("golden vectors: %s has shape %v for %d positions", name, t.Shape, n)
 		}
@@ -116,14 +119,14 @@ func emitDisentangled(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	}
 	// The whole matrix of a short sequence (its layout).
 	d.M = min(n, 16)
-	r, err = g.extract(passes.ExtractSpec{Values: []string{ev.RelativePositions}, Seq: d.M})
+	r, err = g.extract(probe.ExtractSpec{Values: []string{ev.RelativePositions}, Seq: d.M})
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
 	if out, err = r.run(nil); err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
-	bv, _ := passes.NewBiasView(out[0])
+	bv, _ := scorebias.NewBiasView(out[0])
 	if _, q, k := bv.Dims(); q != d.M || k != d.M {
 		return nil, fmt.Errorf("golden vectors: the relative positions have shape %v for %d positions", out[0].Shape, d.M)
 	}

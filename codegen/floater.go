@@ -7,6 +7,8 @@ import (
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/probe"
+	"github.com/onnxpe/onnxpe/passes/scheme/floater"
 )
 
 // floaterData is what the floater templates read: FLOATER's position
@@ -45,7 +47,7 @@ type floaterCase struct {
 }
 
 func emitFloater(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, p, err := findingOf[passes.FloaterEvidence, passes.FloaterParams](f, "no FLOATER evidence")
+	ev, p, err := findingOf[floater.FloaterEvidence, passes.FloaterParams](f, "no FLOATER evidence")
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +65,7 @@ func emitFloater(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	// the call's length).
 	var st []float64
 	for _, n := range []int{4, 9} {
-		r, err := g.extract(passes.ExtractSpec{Values: []string{ev.Table}, Seq: n})
+		r, err := g.extract(probe.ExtractSpec{Values: []string{ev.Table}, Seq: n})
 		if err != nil {
 			return nil, fmt.Errorf("the states: %w", err)
 		}
@@ -171,7 +173,7 @@ func emitFloater(g *gen, f *passes.Finding, suffix string) (*part, error) {
 // floaterBiases evaluates the biases values at n positions, each [n][Dim]
 // flattened.
 func (g *gen) floaterBiases(values []string, n int) ([][]float64, error) {
-	r, err := g.extract(passes.ExtractSpec{Values: values, Seq: n})
+	r, err := g.extract(probe.ExtractSpec{Values: values, Seq: n})
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/probe"
+	"github.com/onnxpe/onnxpe/passes/scheme/rope"
 )
 
 // mropeData is what the mrope templates read: multimodal RoPE (M-RoPE,
@@ -52,7 +54,7 @@ type mropeCase struct {
 	Cos, Sin  *table
 }
 
-func emitMRoPE(g *gen, f *passes.Finding, p *passes.RoPEParams, ev *passes.RoPEEvidence, suffix string) (*part, error) {
+func emitMRoPE(g *gen, f *passes.Finding, p *passes.RoPEParams, ev *rope.RoPEEvidence, suffix string) (*part, error) {
 	if ev.Streams == "" || len(ev.PairStream) != len(ev.Pairs) {
 		return nil, skip("multimodal RoPE: the audit did not name the positions input the streams are read from")
 	}
@@ -111,7 +113,7 @@ func emitMRoPE(g *gen, f *passes.Finding, p *passes.RoPEParams, ev *passes.RoPEE
 	d.Arith, d.ApplyWhy = g.rotationArith(rot)
 	for _, c := range [][]float64{mixed, pv} {
 		m := len(c) / d.Streams
-		_, pdt, err := g.ctx.BoundShape(ev.Streams, m)
+		_, pdt, err := probe.BoundShape(g.ctx, ev.Streams, m)
 		if err != nil {
 			return nil, fmt.Errorf("golden vectors: the positions input: %w", err)
 		}
@@ -242,7 +244,7 @@ func close32(got, want float64) bool {
 // rotated q holds the cos and sin applied to every token, [token][pair]
 // (head 0). The tokens are q's position axis (seq of them, or those of
 // an image bound for seq).
-func (g *gen) unitCosSin(rot *rotation, ev *passes.RoPEEvidence, headDim, seq int, cuts map[string]*kernels.Tensor) ([][]float64, [][]float64, error) {
+func (g *gen) unitCosSin(rot *rotation, ev *rope.RoPEEvidence, headDim, seq int, cuts map[string]*kernels.Tensor) ([][]float64, [][]float64, error) {
 	first := map[int]bool{}
 	for _, pr := range ev.Pairs {
 		first[pr[0]] = true
@@ -282,8 +284,8 @@ func (r *rotatedQ) at(tok, h, e int) float64 { return r.out[(tok*r.heads+h)*r.he
 // cuts. The
 // tokens are q's position axis (seq of them, or those of an image bound
 // for seq).
-func (g *gen) rotated(rot *rotation, ev *passes.RoPEEvidence, headDim, seq int, x func(i int) float64, cuts map[string]*kernels.Tensor) (*rotatedQ, error) {
-	shape, qType, err := g.ctx.BoundShape(rot.in, seq)
+func (g *gen) rotated(rot *rotation, ev *rope.RoPEEvidence, headDim, seq int, x func(i int) float64, cuts map[string]*kernels.Tensor) (*rotatedQ, error) {
+	shape, qType, err := probe.BoundShape(g.ctx, rot.in, seq)
 	if err != nil {
 		return nil, err
 	}
@@ -324,7 +326,7 @@ func (g *gen) rotated(rot *rotation, ev *passes.RoPEEvidence, headDim, seq int, 
 			all[k] = t
 		}
 	}
-	r, err := g.extract(passes.ExtractSpec{Values: []string{rot.out}, Seq: seq, Cuts: all})
+	r, err := g.extract(probe.ExtractSpec{Values: []string{rot.out}, Seq: seq, Cuts: all})
 	if err != nil {
 		return nil, err
 	}

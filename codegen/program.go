@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/onnxpe/onnxpe/graph"
-	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/probe"
 )
 
 // program is a passes.FreqProgram transcribed into Go and C statements:
@@ -19,9 +19,9 @@ type program struct {
 	Steps []string // one line per step, for the documentation
 }
 
-func newProgram(pg *passes.FreqProgram, pkg string) (*program, error) {
+func newProgram(pg *probe.FreqProgram, pkg string) (*program, error) {
 	pr := &program{K: len(pg.Index)}
-	arg := func(a passes.FreqArg, vec []bool, lang string, name string) string {
+	arg := func(a probe.FreqArg, vec []bool, lang string, name string) string {
 		if a.Step >= 0 {
 			if vec[a.Step] {
 				return fmt.Sprintf("v%d[i]", a.Step)

@@ -6,6 +6,8 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/probe"
+	"github.com/onnxpe/onnxpe/passes/scheme/relsin"
 )
 
 // relSinData is what the relsin templates read: the relative sinusoid of
@@ -49,7 +51,7 @@ type relSinTable struct {
 }
 
 func emitRelSin(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, p, err := findingOf[passes.RelSinEvidence, passes.RelSinParams](f, "no relative sinusoid evidence")
+	ev, p, err := findingOf[relsin.RelSinEvidence, passes.RelSinParams](f, "no relative sinusoid evidence")
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +96,7 @@ func emitRelSin(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		dist = append(dist, float64(x))
 	}
 	// The distances' element type, from the value the model computes.
-	r, err := g.extract(passes.ExtractSpec{Values: []string{ev.Distance}, Seq: 4})
+	r, err := g.extract(probe.ExtractSpec{Values: []string{ev.Distance}, Seq: 4})
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
@@ -106,7 +108,7 @@ func emitRelSin(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
-	r, err = g.extract(passes.ExtractSpec{Values: []string{ev.Table}, Seq: 4, Cuts: map[string]*kernels.Tensor{ev.Distance: cut}})
+	r, err = g.extract(probe.ExtractSpec{Values: []string{ev.Table}, Seq: 4, Cuts: map[string]*kernels.Tensor{ev.Distance: cut}})
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
@@ -129,7 +131,7 @@ func emitRelSin(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		lengths = append(lengths, n)
 	}
 	for _, l := range lengths {
-		r, err := g.extract(passes.ExtractSpec{Values: []string{ev.Table}, Seq: l})
+		r, err := g.extract(probe.ExtractSpec{Values: []string{ev.Table}, Seq: l})
 		if err != nil {
 			return nil, fmt.Errorf("golden vectors at %d positions: %w", l, err)
 		}

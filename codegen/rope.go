@@ -8,6 +8,9 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/probe"
+	"github.com/onnxpe/onnxpe/passes/scheme/rope"
+	"github.com/onnxpe/onnxpe/passes/work"
 )
 
 // ropeData is what the rope templates read.
@@ -74,7 +77,7 @@ type applyCase struct {
 }
 
 func emitRoPE(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, p, err := findingOf[passes.RoPEEvidence, passes.RoPEParams](f, "no RoPE evidence")
+	ev, p, err := findingOf[rope.RoPEEvidence, passes.RoPEParams](f, "no RoPE evidence")
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +106,7 @@ func emitRoPE(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	}
 	pt := &part{Tmpl: "rope", Data: d}
 	fn := func(name string) string { return name + suffix }
-	_, qType, err := g.ctx.BoundShape(rot.in, 4)
+	_, qType, err := probe.BoundShape(g.ctx, rot.in, 4)
 	if err != nil {
 		return nil, skip("the shape of q: %v", err)
 	}
@@ -202,7 +205,7 @@ type rotation struct {
 
 // rotationOf is the rotation of a block: its q side, or its k side, or the
 // keys a GroupQueryAttention with do_rotary rotates into present_key.
-func (g *gen) rotationOf(b passes.RoPEBlock) (*rotation, error) {
+func (g *gen) rotationOf(b rope.RoPEBlock) (*rotation, error) {
 	switch {
 	case b.Q.In != "" && b.Q.Out != "":
 		return &rotation{in: b.Q.In, out: b.Q.Out, nodes: b.Q.Nodes}, nil
@@ -220,7 +223,7 @@ func (g *gen) rotationOf(b passes.RoPEBlock) (*rotation, error) {
 	if op == nil || op.Domain != "com.microsoft" || op.OpType != "GroupQueryAttention" || len(op.Outputs()) < 2 || op.Output(1).Name == "" {
 		return nil, skip("the rotation inside %s: onnxpe reads the keys it rotates from GroupQueryAttention's present_key only", b.Op)
 	}
-	spec := passes.FusedSpecs["com.microsoft.GroupQueryAttention"]
+	spec := work.FusedSpecs["com.microsoft.GroupQueryAttention"]
 	name := func(i int) string {
 		if v := op.Input(i); v != nil {
 			return v.Name
@@ -239,7 +242,7 @@ func (g *gen) rotationOf(b passes.RoPEBlock) (*rotation, error) {
 			}
 			// No past (BoundShape binds the cache empty): the keys at
 			// positions 0..n-1 are all new.
-			shape, dt, err := g.ctx.BoundShape(v, n)
+			shape, dt, err := probe.BoundShape(g.ctx, v, n)
 			if err != nil {
 				return nil, err
 			}
@@ -267,7 +270,7 @@ func (g *gen) arithType(rot *rotation, qType string) string {
 		if !slices.Contains(rot.nodes, n.Name) || n.OpType != "Mul" && n.OpType != "Add" && n.OpType != "Sub" || len(n.Outputs()) == 0 {
 			return
 		}
-		if _, dt, err := g.ctx.BoundShape(n.Output(0).Name, 4); err == nil {
+		if _, dt, err := probe.BoundShape(g.ctx, n.Output(0).Name, 4); err == nil {
 			if t == "" || typeName(dt) == "float32" {
 				t = typeName(dt)
 			}
@@ -280,11 +283,11 @@ func (g *gen) arithType(rot *rotation, qType string) string {
 }
 
 // storedColumns reads the stored cos and sin columns, [rows][pairs].
-func (g *gen) storedColumns(st *passes.StoredCosSin) ([]float64, []float64, error) {
-	read := func(cols []passes.TableColumn) ([]float64, error) {
+func (g *gen) storedColumns(st *rope.StoredCosSin) ([]float64, []float64, error) {
+	read := func(cols []rope.TableColumn) ([]float64, error) {
 		out := make([]float64, st.Rows*len(cols))
 		for k, c := range cols {
-			t := g.ctx.Const(c.Table)
+			t := probe.Const(g.ctx, c.Table)
 			if t == nil {
 				return nil, fmt.Errorf("the stored table %q is not a constant", c.Table)
 			}
@@ -305,7 +308,7 @@ func (g *gen) storedColumns(st *passes.StoredCosSin) ([]float64, []float64, erro
 }
 
 // columnsFrom describes the tables columns come from.
-func columnsFrom(cols []passes.TableColumn) string {
+func columnsFrom(cols []rope.TableColumn) string {
 	var names []string
 	var idx []string
 	for _, c := range cols {
@@ -386,20 +389,20 @@ func newQLayout(shape []int, n, headDim, axis int) (*qLayout, error) {
 // ropeGolden computes the golden vectors by running the rotation of q as
 // the model computes it: with q one at the first dimension of every pair
 // (the rotated q holds cos and sin), and with pseudo-random q.
-func (g *gen) ropeGolden(d *ropeData, ev *passes.RoPEEvidence, rot *rotation, suffix string) error {
+func (g *gen) ropeGolden(d *ropeData, ev *rope.RoPEEvidence, rot *rotation, suffix string) error {
 	n := g.opts.MaxPositions
 	if d.MaxPositions > 0 {
 		n = d.MaxPositions
 	}
-	if a, _, err := g.ctx.BoundShape(rot.in, 5); err == nil {
-		if b, _, err := g.ctx.BoundShape(rot.in, 7); err == nil && slices.Equal(a, b) {
+	if a, _, err := probe.BoundShape(g.ctx, rot.in, 5); err == nil {
+		if b, _, err := probe.BoundShape(g.ctx, rot.in, 7); err == nil && slices.Equal(a, b) {
 			// Static shapes: the model takes its one sequence length.
 			if l, err := newQLayout(a, a[min(max(ev.Axis, 0), len(a)-2)], d.HeadDim, ev.Axis); err == nil {
 				n = min(n, a[l.pos])
 			}
 		}
 	}
-	var pos *passes.Positions
+	var pos *probe.Positions
 	if ev.Positions != nil && (ev.Positions.Value != "" || ev.Positions.Start != "") {
 		pos = ev.Positions
 	}
@@ -423,7 +426,7 @@ func (g *gen) ropeGolden(d *ropeData, ev *passes.RoPEEvidence, rot *rotation, su
 		out   []float64
 	}
 	run := func(n int, vals func(l *qLayout) []float64) (*result, error) {
-		shape, _, err := g.ctx.BoundShape(rot.in, n)
+		shape, _, err := probe.BoundShape(g.ctx, rot.in, n)
 		if err != nil {
 			return nil, err
 		}
@@ -445,7 +448,7 @@ func (g *gen) ropeGolden(d *ropeData, ev *passes.RoPEEvidence, rot *rotation, su
 				cuts[k] = v
 			}
 		}
-		r, err := g.extract(passes.ExtractSpec{Values: []string{rot.out}, Seq: n, Cuts: cuts, Positions: pos})
+		r, err := g.extract(probe.ExtractSpec{Values: []string{rot.out}, Seq: n, Cuts: cuts, Positions: pos})
 		if err != nil {
 			return nil, err
 		}
@@ -556,7 +559,7 @@ func (g *gen) ropeGolden(d *ropeData, ev *passes.RoPEEvidence, rot *rotation, su
 	if d.Form == "dynamic" {
 		an = min(n, 64)
 	}
-	shape, _, err := g.ctx.BoundShape(rot.in, an)
+	shape, _, err := probe.BoundShape(g.ctx, rot.in, an)
 	if err != nil {
 		return fmt.Errorf("golden vectors of the rotation: %w", err)
 	}
@@ -627,7 +630,7 @@ func (g *gen) ropeGolden(d *ropeData, ev *passes.RoPEEvidence, rot *rotation, su
 
 // nextSwitch is the first length above n (up to 2^17) at which the
 // program gives other frequencies than at n, or 0.
-func nextSwitch(pg *passes.FreqProgram, n int) int {
+func nextSwitch(pg *probe.FreqProgram, n int) int {
 	at := func(l int) []float64 {
 		f, err := pg.Eval(int64(l-1), int64(l))
 		if err != nil {
@@ -667,7 +670,7 @@ func nextSwitch(pg *passes.FreqProgram, n int) int {
 func goldenInput(i int) float64 { return float64((i*37+11)%129-64) / 64 }
 
 // ropeDoc is the documentation of the rope section.
-func ropeDoc(g *gen, f *passes.Finding, p *passes.RoPEParams, ev *passes.RoPEEvidence, d *ropeData) []string {
+func ropeDoc(g *gen, f *passes.Finding, p *passes.RoPEParams, ev *rope.RoPEEvidence, d *ropeData) []string {
 	var out []string
 	scaling := "none"
 	if p.Scaling != nil {

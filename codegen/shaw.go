@@ -6,6 +6,9 @@ import (
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/probe"
+	"github.com/onnxpe/onnxpe/passes/scheme/shaw"
+	"github.com/onnxpe/onnxpe/passes/scorebias"
 )
 
 // shawData is what the shaw templates read.
@@ -34,7 +37,7 @@ type shawCase struct {
 }
 
 func emitShaw(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, _ := f.Evidence.(*passes.ShawEvidence)
+	ev, _ := f.Evidence.(*shaw.ShawEvidence)
 	p, _ := f.Params.(*passes.ShawParams)
 	if ev == nil || p == nil || len(ev.Blocks) == 0 {
 		return nil, skip("no evidence of the relative tables")
@@ -44,13 +47,13 @@ func emitShaw(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		d.Sign = -1
 	}
 	blocks := slices.Clone(ev.Blocks)
-	slices.SortFunc(blocks, func(a, b passes.ShawBlock) int { return a.Layer - b.Layer })
+	slices.SortFunc(blocks, func(a, b shaw.ShawBlock) int { return a.Layer - b.Layer })
 	d.Keys = &table{Name: "shawKeys" + suffix, Type: "float32"}
 	if p.RelativeValues {
 		d.Values = &table{Name: "shawValues" + suffix, Type: "float32"}
 	}
 	read := func(name string, t *table) error {
-		c := g.ctx.Const(name)
+		c := probe.Const(g.ctx, name)
 		if c == nil || c.Rank() != 2 || c.Shape[0] != d.Rows || c.Shape[1] != d.Dim {
 			return skip("the relative table %q is not a stored [%d, %d] table", name, d.Rows, d.Dim)
 		}
@@ -97,7 +100,7 @@ func emitShaw(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		n = min(n, f)
 	}
 	d.N = n
-	r, err := g.extract(passes.ExtractSpec{Values: []string{b0.Index}, Seq: n})
+	r, err := g.extract(probe.ExtractSpec{Values: []string{b0.Index}, Seq: n})
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
@@ -105,7 +108,7 @@ func emitShaw(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
-	bv, _ := passes.NewBiasView(out[0])
+	bv, _ := scorebias.NewBiasView(out[0])
 	if _, q, k := bv.Dims(); q != n || k != n {
 		return nil, fmt.Errorf("golden vectors: the index has shape %v for %d positions", out[0].Shape, n)
 	}
@@ -160,7 +163,7 @@ func emitShaw(g *gen, f *passes.Finding, suffix string) (*part, error) {
 // shawCase evaluates gathered relative embeddings at n positions and keeps
 // the query rows rows.
 func (g *gen) shawCase(value string, n int, rows []int, dim int, name string) (*shawCase, error) {
-	r, err := g.extract(passes.ExtractSpec{Values: []string{value}, Seq: n})
+	r, err := g.extract(probe.ExtractSpec{Values: []string{value}, Seq: n})
 	if err != nil {
 		return nil, err
 	}

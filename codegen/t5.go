@@ -6,6 +6,9 @@ import (
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/probe"
+	"github.com/onnxpe/onnxpe/passes/scheme/t5"
+	"github.com/onnxpe/onnxpe/passes/scorebias"
 )
 
 // t5Data is what the t5 templates read.
@@ -26,7 +29,7 @@ type t5Data struct {
 }
 
 func emitT5(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, _ := f.Evidence.(*passes.T5Evidence)
+	ev, _ := f.Evidence.(*t5.T5Evidence)
 	p, _ := f.Params.(*passes.T5Params)
 	if ev == nil || p == nil || ev.Buckets == "" || ev.Table == "" {
 		return nil, skip("no T5 evidence of the bucket index (a fused RelativePositionBias computes it inside)")
@@ -52,7 +55,7 @@ func emitT5(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		d.LogRatio = float64(float32(math.Log(float64(d.MaxDistance) / float64(maxExact))))
 		d.LogRatioFrom = "log(max_distance / max_exact) in float32 (no constant of the graph holds it)"
 	}
-	t := g.ctx.Const(ev.Table)
+	t := probe.Const(g.ctx, ev.Table)
 	if t == nil || t.Rank() != 2 || t.Shape[0] != d.NumBuckets || t.Shape[1] != d.Heads {
 		return nil, skip("the bias table %q is not a stored [buckets, heads] table", ev.Table)
 	}
@@ -67,7 +70,7 @@ func emitT5(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	if f := g.fixedLen(ev.Buckets, 1); f > 0 {
 		n = min(n, f)
 	}
-	r, err := g.extract(passes.ExtractSpec{Values: []string{ev.Buckets}, Seq: n})
+	r, err := g.extract(probe.ExtractSpec{Values: []string{ev.Buckets}, Seq: n})
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
@@ -75,7 +78,7 @@ func emitT5(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
-	bv, _ := passes.NewBiasView(out[0])
+	bv, _ := scorebias.NewBiasView(out[0])
 	if _, q, k := bv.Dims(); q != n || k != n {
 		return nil, fmt.Errorf("golden vectors: the bucket index has shape %v for %d positions", out[0].Shape, n)
 	}

@@ -12,6 +12,9 @@ import (
 	"github.com/onnxpe/onnxpe/codegen"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/absolute"
+	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/probe"
 	"github.com/onnxpe/onnxpe/testmodels"
 )
 
@@ -42,14 +45,14 @@ func TestTransposedLearnedTableMatchesTheModel(t *testing.T) {
 	var pkgs []string
 	for _, c := range cases {
 		m, peName := testmodels.LearnedTransposed(c.rows, c.offset)
-		rep, ctx, err := passes.AuditModel(m, c.name, passes.Options{})
+		rep, ctx, err := audit.AuditModel(m, c.name, passes.Options{})
 		if err != nil {
 			t.Fatalf("%s: audit: %v", c.name, err)
 		}
-		var ev *passes.TableEvidence
+		var ev *absolute.TableEvidence
 		for _, f := range rep.Findings {
 			if f.Scheme == passes.LearnedAbsolute {
-				ev, _ = f.Evidence.(*passes.TableEvidence)
+				ev, _ = f.Evidence.(*absolute.TableEvidence)
 			}
 		}
 		if ev == nil || ev.Axis != 1 {
@@ -75,7 +78,7 @@ func TestTransposedLearnedTableMatchesTheModel(t *testing.T) {
 		}
 		// The stored table holds position p in column p+first: the
 		// model's values are not those of its rows read in order.
-		tab := ctx.Const(ev.Table)
+		tab := probe.Const(ctx, ev.Table)
 		if tab == nil {
 			t.Fatalf("%s: no table %q", c.name, ev.Table)
 		}

@@ -6,20 +6,20 @@ import (
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
-	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/probe"
 )
 
 // runner runs the model's own subgraph computing some values (extracted by
 // passes.Context.Extract) with the executor, possibly several times with
 // other values given at its cuts.
 type runner struct {
-	x    *passes.Extracted
+	x    *probe.Extracted
 	sess *kernels.Session
 }
 
 // extract makes the runner of spec.
-func (g *gen) extract(spec passes.ExtractSpec) (*runner, error) {
-	x, err := g.ctx.Extract(spec)
+func (g *gen) extract(spec probe.ExtractSpec) (*runner, error) {
+	x, err := probe.Extract(g.ctx, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -63,8 +63,8 @@ func (r *runner) run(given map[string]*kernels.Tensor) ([]*kernels.Tensor, error
 // the sequence length (static shapes): the size of value's axis
 // fromEnd-th from the end; 0 when the sizes follow the sequence.
 func (g *gen) fixedLen(value string, fromEnd int) int {
-	a, _, err1 := g.ctx.BoundShape(value, 5)
-	b, _, err2 := g.ctx.BoundShape(value, 7)
+	a, _, err1 := probe.BoundShape(g.ctx, value, 5)
+	b, _, err2 := probe.BoundShape(g.ctx, value, 7)
 	if err1 != nil || err2 != nil || !slices.Equal(a, b) || len(a) < fromEnd {
 		return 0
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/onnxpe/onnxpe/codegen"
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/audit"
 	"github.com/onnxpe/onnxpe/testmodels"
 )
 
@@ -50,7 +51,7 @@ func TestGoldenCodegen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, ctx, err := passes.AuditModel(m, name, passes.Options{})
+		rep, ctx, err := audit.AuditModel(m, name, passes.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,12 +12,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/internal/cli"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/testmodels"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files from `onnxpe audit --json`")
@@ -61,8 +60,8 @@ func cases(t *testing.T) []goldenCase {
 	return out
 }
 
-// audit runs `onnxpe audit --json --name NAME PATH`.
-func audit(t *testing.T, name, path string) []byte {
+// auditJSON runs `onnxpe audit --json --name NAME PATH`.
+func auditJSON(t *testing.T, name, path string) []byte {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	code := cli.Run(&cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, []string{"audit", "--json", "--name", name, path})
@@ -78,7 +77,7 @@ func TestGoldenReports(t *testing.T) {
 	for _, c := range cs {
 		t.Run(c.name, func(t *testing.T) {
 			want[c.name] = true
-			got := audit(t, c.name, c.path(t))
+			got := auditJSON(t, c.name, c.path(t))
 			path := filepath.Join("testdata", c.name+".json")
 			if *update {
 				if err := os.WriteFile(path, got, 0o644); err != nil {

@@ -133,7 +133,7 @@ func floats(v []float64) []num {
 	return out
 }
 
-func ptr[T any](v T) *T { return &v }
+func Ptr[T any](v T) *T { return &v }
 
 // RoPEParams are the params of rope.
 type RoPEParams struct {
@@ -354,45 +354,21 @@ func (p *NoPEParams) Map() map[string]any {
 }
 
 // sameParams reports whether two findings print the same params.
-func sameParams(a, b Params) bool {
+func SameParams(a, b Params) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return paramsKey(a) == paramsKey(b)
+	return ParamsKey(a) == ParamsKey(b)
 }
 
 // paramsKey is what p prints: two non-nil params are the same when their
 // keys are. Nil params have a key no JSON document has.
-func paramsKey(p Params) string {
+func ParamsKey(p Params) string {
 	if p == nil {
 		return "\x00nil"
 	}
 	x, _ := json.Marshal(p.Map())
 	return string(x)
-}
-
-// mergeFinding adds f to a detector's findings out: merged into the first
-// finding with f's scheme and params (and for which alike, when given,
-// holds), or appended. One scheme and parameter set is one finding over
-// every layer it reaches.
-func (w *Work) mergeFinding(out []*Finding, f *Finding, alike func(g, f *Finding) bool) []*Finding {
-	for _, g := range out {
-		if g.Scheme == f.Scheme && sameParams(g.Params, f.Params) && (alike == nil || alike(g, f)) {
-			w.merge(g, f)
-			return out
-		}
-	}
-	return append(out, f)
-}
-
-// merge adds f's layers and nodes to g, and the per-block evidence of the
-// schemes that keep one (EvidenceMerger).
-func (w *Work) merge(g, f *Finding) {
-	g.Layers = sortedUnique(append(g.Layers, f.Layers...))
-	g.Nodes = w.sortOrig(append(g.Nodes, f.Nodes...))
-	if ge, ok := g.Evidence.(EvidenceMerger); ok && f.Evidence != nil {
-		ge.MergeEvidence(f.Evidence, w.sortOrig)
-	}
 }
 
 // EvidenceMerger is evidence that keeps a record per block (RoPE, Shaw,
@@ -404,7 +380,7 @@ type EvidenceMerger interface {
 }
 
 // sortedUnique sorts and dedups.
-func sortedUnique[T int | string](s []T) []T {
+func SortedUnique[T int | string](s []T) []T {
 	s = slices.Clone(s)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return slices.Compact(s)

@@ -56,9 +56,6 @@ type Context struct {
 // Runs reports whether the pass named name is one of this run's.
 func (c *Context) Runs(name string) bool { return c.running[name] }
 
-// Work is the normalised working copy made by the Normalize pass.
-func (c *Context) Work() *Work { return c.ResultOf[Normalize].(*Work) }
-
 // Miss records a near-miss of rule at a place: why a candidate was not
 // matched. score orders near-misses of the same rule (higher got further);
 // the trace keeps the best one per rule and place kind.

@@ -110,6 +110,13 @@ func Dir() string {
 	return filepath.Dir(file)
 }
 
+// RealModelsDir is the absolute path of the real models other people's
+// tools made (passes/testdata/realmodels: each a folder with model.onnx,
+// truth.json and its source).
+func RealModelsDir() string {
+	return filepath.Join(Dir(), "..", "passes", "testdata", "realmodels")
+}
+
 // ModelPath is the absolute path of an entry's model file.
 func (e *Entry) ModelPath() string { return filepath.Join(Dir(), e.Path) }
 

@@ -3,16 +3,18 @@ package verify
 import (
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/work"
 )
 
 // roleOfAudit maps the audit's input roles to verify's. The audit's
 // "content" (embeddings, pixels and KV caches alike) and "param" say less
 // than verify's own analysis and are left to it.
-var roleOfAudit = map[passes.Role]Role{
-	passes.RoleTokens:    RoleTokenIDs,
-	passes.RoleTokenType: RoleTableIndex,
-	passes.RolePositions: RolePositionIDs,
-	passes.RoleMask:      RoleAttentionMask,
+var roleOfAudit = map[work.Role]Role{
+	work.RoleTokens:    RoleTokenIDs,
+	work.RoleTokenType: RoleTableIndex,
+	work.RolePositions: RolePositionIDs,
+	work.RoleMask:      RoleAttentionMask,
 }
 
 // AuditHints runs the audit (package passes) on m and turns its findings
@@ -21,7 +23,7 @@ var roleOfAudit = map[passes.Role]Role{
 // and the largest max_positions of its findings (a further candidate
 // for the longest sequence). verify works without them.
 func AuditHints(m *graph.Model) (Hints, error) {
-	rep, ctx, err := passes.AuditModel(m, "", passes.Options{})
+	rep, ctx, err := audit.AuditModel(m, "", passes.Options{})
 	if err != nil {
 		return Hints{}, err
 	}
@@ -31,7 +33,7 @@ func AuditHints(m *graph.Model) (Hints, error) {
 func hintsFrom(rep *passes.Report, ctx *passes.Context) Hints {
 	h := Hints{Suggested: map[string]Role{}, From: "the audit"}
 	if ctx != nil {
-		if w, ok := ctx.ResultOf[passes.Normalize].(*passes.Work); ok && w != nil {
+		if w, ok := ctx.ResultOf[work.Normalize].(*work.Work); ok && w != nil {
 			for _, v := range w.Inputs() {
 				if r, ok := roleOfAudit[w.Role(v)]; ok {
 					h.Suggested[v.Name] = r

@@ -23,6 +23,8 @@ import (
 	"github.com/onnxpe/onnxpe/internal/htmlreport"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/work"
 	"github.com/onnxpe/onnxpe/verify"
 )
 
@@ -519,9 +521,9 @@ func auditOne(opts *auditOptions, f auditFile, index int) (res *auditResult) {
 	if opts.Name != "" {
 		name = opts.Name
 	}
-	rep, ctx, err := passes.AuditModel(m, name, passes.Options{Trace: opts.Trace})
+	rep, ctx, err := audit.AuditModel(m, name, passes.Options{Trace: opts.Trace})
 	if err != nil {
-		if errors.Is(err, passes.ErrModel) {
+		if errors.Is(err, work.ErrModel) {
 			res.err = badInput("%s: %v", path, err)
 		} else {
 			res.err = fmt.Errorf("%s: %w", path, err)

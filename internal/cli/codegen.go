@@ -14,12 +14,13 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/spf13/cobra"
-
 	"github.com/onnxpe/onnxpe/codegen"
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/internal/atomicfile"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/work"
+	"github.com/spf13/cobra"
 )
 
 type codegenOptions struct {
@@ -163,9 +164,9 @@ func codegenRun(opts *codegenOptions) error {
 	if err != nil {
 		return badInput("%s: %v", opts.Model, err)
 	}
-	rep, ctx, err := passes.AuditModel(m, filepath.Base(opts.Model), passes.Options{})
+	rep, ctx, err := audit.AuditModel(m, filepath.Base(opts.Model), passes.Options{})
 	if err != nil {
-		if errors.Is(err, passes.ErrModel) {
+		if errors.Is(err, work.ErrModel) {
 			return badInput("%s: %v", opts.Model, err)
 		}
 		return fmt.Errorf("%s: %w", opts.Model, err)

@@ -18,13 +18,18 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/extend"
+	"github.com/onnxpe/onnxpe/passes/rewrite"
+	"github.com/onnxpe/onnxpe/passes/scheme/rope"
+	"github.com/onnxpe/onnxpe/passes/work"
 	"github.com/onnxpe/onnxpe/verify"
 )
 
 type extendOptions struct {
 	IO      *IOStreams
 	In, Out string
-	Ext     passes.ExtendOptions
+	Ext     rewrite.ExtendOptions
 	DryRun  bool
 	JSON    bool
 	// Overwrite is --overwrite-side-files.
@@ -176,14 +181,14 @@ type extendCheck struct {
 
 // extendReport is what `onnxpe extend --json` prints.
 type extendReport struct {
-	Model     string               `json:"model"`
-	Output    string               `json:"output,omitempty"`
-	DryRun    bool                 `json:"dry_run"`
-	Changed   bool                 `json:"changed"`
-	Written   bool                 `json:"written"`
-	Extension *passes.ExtendReport `json:"extension"`
-	Checks    []*extendCheck       `json:"checks"`
-	Summary   string               `json:"summary"`
+	Model     string                `json:"model"`
+	Output    string                `json:"output,omitempty"`
+	DryRun    bool                  `json:"dry_run"`
+	Changed   bool                  `json:"changed"`
+	Written   bool                  `json:"written"`
+	Extension *rewrite.ExtendReport `json:"extension"`
+	Checks    []*extendCheck        `json:"checks"`
+	Summary   string                `json:"summary"`
 }
 
 func extendRun(opts *extendOptions) (err error) {
@@ -222,15 +227,15 @@ func extendRun(opts *extendOptions) (err error) {
 	prog.setPhase("auditing and planning")
 	// What --to N implies, against the memory budget, before planning
 	// computes N rows of tables and the checks run N positions.
-	if rep, _, err := passes.AuditModel(m, opts.In, passes.Options{}); err == nil {
+	if rep, _, err := audit.AuditModel(m, opts.In, passes.Options{}); err == nil {
 		if err := checkExtendMemory(m, rep, int64(opts.Ext.To)); err != nil {
 			return err
 		}
 	}
-	x, err := passes.ExtendModel(m, opts.Ext)
+	x, err := extend.ExtendModel(m, opts.Ext)
 	if err != nil {
-		if errors.Is(err, passes.ErrExtend) || errors.Is(err, passes.ErrRewrite) || errors.Is(err, passes.ErrModel) {
-			return badInput("extend %s: %s", opts.In, strings.TrimPrefix(err.Error(), passes.ErrExtend.Error()+": "))
+		if errors.Is(err, rewrite.ErrExtend) || errors.Is(err, rewrite.ErrRewrite) || errors.Is(err, work.ErrModel) {
+			return badInput("extend %s: %s", opts.In, strings.TrimPrefix(err.Error(), rewrite.ErrExtend.Error()+": "))
 		}
 		return err
 	}
@@ -288,7 +293,7 @@ type extendChecker struct {
 	opts *extendOptions
 	ctx  context.Context
 	orig *graph.Model
-	x    *passes.Extended
+	x    *rewrite.Extended
 	prog *progress
 }
 
@@ -302,7 +307,7 @@ func (c *extendChecker) verifyOptions(pathB string) verify.Options {
 func (c *extendChecker) run(rep *extendReport) (*extendCheck, error) {
 	var steps []func() (*extendCheck, error)
 	var names []string
-	if len(c.x.RoPERules()) == 0 {
+	if len(rope.RoPERules(c.x)) == 0 {
 		steps, names = append(steps, c.unchanged), append(names, "unchanged")
 	} else {
 		steps, names = append(steps, c.reference, c.audit), append(names, "reference", "audit")
@@ -370,14 +375,14 @@ func (c *extendChecker) reference() (*extendCheck, error) {
 	n := c.x.Report.NewMax
 	dynamic := false
 	orig := 0
-	for _, it := range c.x.RoPERules() {
+	for _, it := range rope.RoPERules(c.x) {
 		if it.Rule.Dynamic() {
 			dynamic, orig = true, it.Rule.OriginalLength()
 		}
 	}
 	var parts []string
 	if !dynamic {
-		ref, err := c.x.Reference(0)
+		ref, err := rope.Reference(c.x, 0)
 		if err != nil {
 			return c.noReference(ch, err)
 		}
@@ -442,7 +447,7 @@ func (c *extendChecker) reference() (*extendCheck, error) {
 				if m := maxPosition(a, set); m >= 0 {
 					Ls = m + 1
 				}
-				ref, err := c.x.Reference(Ls)
+				ref, err := rope.Reference(c.x, Ls)
 				if err != nil {
 					return c.noReference(ch, err)
 				}
@@ -498,8 +503,8 @@ func maxPosition(a *verify.Analysis, set verify.NamedInputs) int {
 }
 
 func (c *extendChecker) noReference(ch *extendCheck, err error) (*extendCheck, error) {
-	if errors.Is(err, passes.ErrNoReference) {
-		ch.Status, ch.Summary = checkNotRun, strings.TrimPrefix(err.Error(), passes.ErrNoReference.Error()+": ")
+	if errors.Is(err, rope.ErrNoReference) {
+		ch.Status, ch.Summary = checkNotRun, strings.TrimPrefix(err.Error(), rope.ErrNoReference.Error()+": ")
 		return ch, nil
 	}
 	return nil, err
@@ -507,7 +512,7 @@ func (c *extendChecker) noReference(ch *extendCheck, err error) (*extendCheck, e
 
 func (c *extendChecker) ruleNames() string {
 	var s []string
-	for _, it := range c.x.RoPERules() {
+	for _, it := range rope.RoPERules(c.x) {
 		if n := it.Rule.String(); !slices.Contains(s, n) {
 			s = append(s, n)
 		}
@@ -519,16 +524,16 @@ func (c *extendChecker) ruleNames() string {
 // parameters.
 func (c *extendChecker) audit() (*extendCheck, error) {
 	ch := &extendCheck{Name: "audit"}
-	rep, _, err := passes.AuditModel(c.x.M, "extended "+c.opts.In, passes.Options{})
+	rep, _, err := audit.AuditModel(c.x.M, "extended "+c.opts.In, passes.Options{})
 	if err != nil {
-		if errors.Is(err, passes.ErrModel) {
+		if errors.Is(err, work.ErrModel) {
 			ch.Status, ch.Summary = checkFail, "the extended model cannot be audited: "+oneLine(err.Error())
 			return ch, nil
 		}
 		return nil, err
 	}
 	var got []string
-	for _, it := range c.x.RoPERules() {
+	for _, it := range rope.RoPERules(c.x) {
 		var f *passes.Finding
 		for _, g := range rep.Findings {
 			if g.Scheme == passes.RoPEScheme && slices.Equal(g.Layers, it.Layers) {

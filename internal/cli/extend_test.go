@@ -12,7 +12,8 @@ import (
 	"testing"
 
 	"github.com/onnxpe/onnxpe/graph"
-	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/rewrite"
+	"github.com/onnxpe/onnxpe/passes/scheme/rope"
 	"github.com/onnxpe/onnxpe/testmodels"
 	"github.com/onnxpe/onnxpe/verify"
 )
@@ -205,11 +206,11 @@ func checkAudit(t *testing.T, c extendCase, out string, method string, orig int,
 			// cannot tell apart give the same model: accept another when it
 			// gives the same frequencies.
 			rd := int(p["rotary_dim"].(float64))
-			u := passes.RoPERule{Method: method, Factor: 4, Orig: orig, Low: 1, High: 4, BetaFast: 32, BetaSlow: 1}
+			u := rope.RoPERule{Method: method, Factor: 4, Orig: orig, Low: 1, High: 4, BetaFast: 32, BetaSlow: 1}
 			v := u
 			v.Orig = int(got)
-			a, _ := passes.ReferenceRoPE(u, base, rd, 0)
-			b, _ := passes.ReferenceRoPE(v, base, rd, 0)
+			a, _ := rope.ReferenceRoPE(u, base, rd, 0)
+			b, _ := rope.ReferenceRoPE(v, base, rd, 0)
 			if !slices.Equal(a, b) {
 				t.Fatalf("%s: the audit reports original_max_positions %v, want %d (params %v)", c, got, orig, p)
 			}
@@ -255,7 +256,7 @@ func ropeMatrix(t *testing.T, only map[string][]string) int {
 	dir := t.TempDir()
 	n := 0
 	for _, rc := range ropeCorpus {
-		for _, method := range passes.RoPEMethods {
+		for _, method := range rewrite.RoPEMethods {
 			if only != nil && !slices.Contains(only[rc.model], method) {
 				continue
 			}
@@ -267,7 +268,7 @@ func ropeMatrix(t *testing.T, only map[string][]string) int {
 				}
 				// Dynamic NTK computes the cos/sin for every call: no
 				// stored table is left.
-				checkAudit(t, c, out, method, rc.orig, rc.base, rc.stored && method != passes.MethodDynamicNTK)
+				checkAudit(t, c, out, method, rc.orig, rc.base, rc.stored && method != rewrite.MethodDynamicNTK)
 			})
 			n++
 		}
@@ -280,7 +281,7 @@ func ropeMatrix(t *testing.T, only map[string][]string) int {
 // with ONNX Runtime.
 func TestExtendRoPE(t *testing.T) {
 	n := ropeMatrix(t, map[string][]string{
-		"rope_llama": passes.RoPEMethods,
+		"rope_llama": rewrite.RoPEMethods,
 		"rope_gptj":  {"linear", "dynamic-ntk"},
 		"rope_yarn":  {"llama3"},
 		"rope_ntk":   {"dynamic-ntk"},
@@ -519,7 +520,7 @@ func TestExtendCheckFailureWritesNothing(t *testing.T) {
 		out := filepath.Join(dir, c.model+".onnx")
 		var stdout, stderr strings.Builder
 		opts := &extendOptions{IO: &IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr}, In: corpusModel(c.model), Out: out, Seed: 1, Threads: 1}
-		opts.Ext = passes.ExtendOptions{To: 256}
+		opts.Ext = rewrite.ExtendOptions{To: 256}
 		if len(c.args) > 0 {
 			opts.Ext.Method = c.args[1]
 		}
@@ -576,7 +577,7 @@ func TestExtendAuditCheckFails(t *testing.T) {
 	var stdout, stderr strings.Builder
 	out := filepath.Join(t.TempDir(), "o.onnx")
 	opts := &extendOptions{IO: &IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr}, In: corpusModel("rope_llama"), Out: out, Seed: 1, Threads: 1, JSON: true}
-	opts.Ext = passes.ExtendOptions{To: 128, Method: "linear", OriginalMax: 32}
+	opts.Ext = rewrite.ExtendOptions{To: 128, Method: "linear", OriginalMax: 32}
 	opts.tamper = func(m *graph.Model) {
 		for _, v := range m.Graph.Initializers {
 			if d := v.Const.Dims(); slices.Equal(d, []int64{1, 8, 1}) && v.Const.DataType() == graph.Float {
@@ -646,8 +647,8 @@ func TestExtendAgainstLlamaBuilder(t *testing.T) {
 			}
 			_, out := extendOK(t, dir, extendCase{model: c.model, to: to, args: args})
 			hd := cfg.Hidden / cfg.Heads
-			u := passes.RoPERule{Method: c.method, Factor: 4, Orig: orig, Low: 1, High: 4, BetaFast: 32, BetaSlow: 1}
-			inv, amp := passes.ReferenceRoPE(u, cfg.RopeBase, hd, 0)
+			u := rope.RoPERule{Method: c.method, Factor: 4, Orig: orig, Low: 1, High: 4, BetaFast: 32, BetaSlow: 1}
+			inv, amp := rope.ReferenceRoPE(u, cfg.RopeBase, hd, 0)
 			ref := cfg
 			ref.InvFreq, ref.RopeScale, ref.MaxPositions = inv, amp, to
 			refModel := testmodels.Llama(ref)
@@ -762,7 +763,7 @@ func TestExtendProgressOnATerminal(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "o.onnx")
 		opts := &extendOptions{IO: &IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr, ErrIsTerminal: term},
 			In: corpusModel("rope_llama"), Out: out, Seed: 1, Threads: 1, noORT: true, quickProgress: true}
-		opts.Ext = passes.ExtendOptions{To: 128, Method: "linear", OriginalMax: 32}
+		opts.Ext = rewrite.ExtendOptions{To: 128, Method: "linear", OriginalMax: 32}
 		if err := extendRun(opts); err != nil {
 			t.Fatal(err)
 		}

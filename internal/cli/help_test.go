@@ -8,12 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spf13/cobra"
-
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/verify"
+	"github.com/spf13/cobra"
 )
 
 // TestRootHelpDescribesTheTool: `onnxpe --help` names every command and

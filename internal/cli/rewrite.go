@@ -15,6 +15,10 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/rewrite"
+	"github.com/onnxpe/onnxpe/passes/schemes"
+	"github.com/onnxpe/onnxpe/passes/work"
 	"github.com/onnxpe/onnxpe/verify"
 )
 
@@ -152,7 +156,7 @@ type rewriteReport struct {
 	Output  string            `json:"output,omitempty"`
 	Changed bool              `json:"changed"`
 	Written bool              `json:"written"`
-	Changes []*passes.Change  `json:"changes"`
+	Changes []*rewrite.Change `json:"changes"`
 	Verify  *verify.Report    `json:"verify,omitempty"`
 	Notes   []string          `json:"notes,omitempty"`
 	Summary string            `json:"summary"`
@@ -190,15 +194,15 @@ func rewriteRun(opts *rewriteOptions) error {
 	}
 	var ps []*passes.Pass
 	if opts.Unfuse {
-		ps = []*passes.Pass{passes.Unfuse}
+		ps = []*passes.Pass{schemes.Unfuse}
 	} else if len(opts.Passes) == 0 {
-		ps = passes.Rewriters
+		ps = schemes.Rewriters
 	} else {
 		for _, name := range opts.Passes {
-			p, ok := passes.RewriterNames[strings.TrimSpace(name)]
+			p, ok := schemes.RewriterNames[strings.TrimSpace(name)]
 			if !ok {
 				var names []string
-				for n := range passes.RewriterNames {
+				for n := range schemes.RewriterNames {
 					names = append(names, n)
 				}
 				slices.Sort(names)
@@ -216,15 +220,15 @@ func rewriteRun(opts *rewriteOptions) error {
 	if opts.MaxPositions > 0 {
 		// The tables of --max-positions N, against the memory budget,
 		// before the rewrite computes them.
-		if rep, _, err := passes.AuditModel(m, opts.In, passes.Options{}); err == nil {
+		if rep, _, err := audit.AuditModel(m, opts.In, passes.Options{}); err == nil {
 			if err := checkPositionsMemory("--max-positions", rep, int64(opts.MaxPositions), false); err != nil {
 				return err
 			}
 		}
 	}
-	rw, _, err := passes.RewriteModel(m, passes.Options{Rewrite: ro}, ps...)
+	rw, _, err := audit.RewriteModel(m, passes.Options{Rewrite: ro}, ps...)
 	if err != nil {
-		if errors.Is(err, passes.ErrRewrite) || errors.Is(err, passes.ErrModel) {
+		if errors.Is(err, rewrite.ErrRewrite) || errors.Is(err, work.ErrModel) {
 			return badInput("rewrite %s: %v", opts.In, err)
 		}
 		return err

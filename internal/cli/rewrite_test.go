@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/onnxpe/onnxpe/graph"
-	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/schemes"
 	"github.com/onnxpe/onnxpe/testmodels"
 )
 
@@ -178,7 +178,7 @@ func TestRewriteHelpListsThePasses(t *testing.T) {
 	}
 	_, flagText, _ := strings.Cut(flags, "--passes")
 	flagText, _, _ = strings.Cut(flagText, "\n")
-	for name := range passes.RewriterNames {
+	for name := range schemes.RewriterNames {
 		if !regexp.MustCompile(`(?m)^  ` + name + ` `).MatchString(desc) {
 			t.Errorf("--help does not describe the pass %s", name)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/audit"
 	"github.com/onnxpe/onnxpe/testmodels"
 )
 
@@ -14,7 +15,7 @@ import (
 // 50 labelled by their first layer, one cell (with its tooltip) per layer.
 func TestLayerMapOfManyLayers(t *testing.T) {
 	cfg := testmodels.LlamaConfig{Layers: 150, Hidden: 16, Heads: 2, KVHeads: 1, FFN: 32, Vocab: 32, RopeBase: 10000, Opset: 17, Seed: 1}
-	r, _, err := passes.AuditModel(testmodels.Llama(cfg), "llama150", passes.Options{})
+	r, _, err := audit.AuditModel(testmodels.Llama(cfg), "llama150", passes.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
-
 	"github.com/onnxpe/onnxpe/passes"
 )
 

@@ -5,6 +5,11 @@ import (
 	"math"
 
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/scheme/complexorder"
+	"github.com/onnxpe/onnxpe/passes/scheme/disentangled"
+	"github.com/onnxpe/onnxpe/passes/scheme/floater"
+	"github.com/onnxpe/onnxpe/passes/scheme/relsin"
+	"github.com/onnxpe/onnxpe/passes/scheme/rope"
 )
 
 // Plots of the rest of the family (issue 14): the relative sinusoid
@@ -20,26 +25,26 @@ func familyFigures(ids *idGen, fd *passes.Finding) []*figure {
 		}
 	}
 	switch ev := fd.Evidence.(type) {
-	case *passes.RelSinEvidence:
+	case *relsin.RelSinEvidence:
 		p, _ := fd.Params.(*passes.RelSinParams)
 		add(relativeTable(ids, ev))
 		add(relativeDistances(ids, ev, p))
-	case *passes.DisentangledEvidence:
+	case *disentangled.DisentangledEvidence:
 		p, _ := fd.Params.(*passes.DisentangledParams)
 		add(disentangledBuckets(ids, ev, p))
-	case *passes.RoPEEvidence:
+	case *rope.RoPEEvidence:
 		p, _ := fd.Params.(*passes.RoPEParams)
 		add(ropeSplit(ids, ev, p))
-	case *passes.ComplexOrderEvidence:
+	case *complexorder.ComplexOrderEvidence:
 		add(complexFrequencies(ids, ev))
-	case *passes.FloaterEvidence:
+	case *floater.FloaterEvidence:
 		p, _ := fd.Params.(*passes.FloaterParams)
 		add(floaterStates(ids, ev, p))
 	}
 	return out
 }
 
-func relativeTable(ids *idGen, ev *passes.RelSinEvidence) *figure {
+func relativeTable(ids *idGen, ev *relsin.RelSinEvidence) *figure {
 	if len(ev.Sample) == 0 || len(ev.Sample[0]) == 0 {
 		return nil
 	}
@@ -51,7 +56,7 @@ func relativeTable(ids *idGen, ev *passes.RelSinEvidence) *figure {
 	return heatmapFigure(ids, "relative_table", "Relative sinusoid table", desc, caption, cb, hm)
 }
 
-func relativeDistances(ids *idGen, ev *passes.RelSinEvidence, p *passes.RelSinParams) *figure {
+func relativeDistances(ids *idGen, ev *relsin.RelSinEvidence, p *passes.RelSinParams) *figure {
 	if len(ev.Distances) == 0 {
 		return nil
 	}
@@ -81,7 +86,7 @@ func relativeDistances(ids *idGen, ev *passes.RelSinEvidence, p *passes.RelSinPa
 	return stackFigure(ids, "relative_distances", "Relative distances", desc, caption, c)
 }
 
-func disentangledBuckets(ids *idGen, ev *passes.DisentangledEvidence, p *passes.DisentangledParams) *figure {
+func disentangledBuckets(ids *idGen, ev *disentangled.DisentangledEvidence, p *passes.DisentangledParams) *figure {
 	if len(ev.Buckets) == 0 {
 		return nil
 	}
@@ -110,7 +115,7 @@ func disentangledBuckets(ids *idGen, ev *passes.DisentangledEvidence, p *passes.
 
 // ropeSplit plots the frequency of every rotary pair coloured by the
 // position stream (M-RoPE) or grid axis (2-D RoPE) turning it.
-func ropeSplit(ids *idGen, ev *passes.RoPEEvidence, p *passes.RoPEParams) *figure {
+func ropeSplit(ids *idGen, ev *rope.RoPEEvidence, p *passes.RoPEParams) *figure {
 	if p == nil || len(ev.InvFreq) == 0 || ev.Synthetic {
 		return nil
 	}
@@ -173,7 +178,7 @@ func ropeSplit(ids *idGen, ev *passes.RoPEEvidence, p *passes.RoPEParams) *figur
 	return stackFigure(ids, kind, title, desc, caption, c)
 }
 
-func complexFrequencies(ids *idGen, ev *passes.ComplexOrderEvidence) *figure {
+func complexFrequencies(ids *idGen, ev *complexorder.ComplexOrderEvidence) *figure {
 	if len(ev.Omega) == 0 || len(ev.Omega[0]) == 0 {
 		return nil
 	}
@@ -187,7 +192,7 @@ func complexFrequencies(ids *idGen, ev *passes.ComplexOrderEvidence) *figure {
 	return heatmapFigure(ids, "complex_frequencies", "Complex-order frequencies", desc, caption, cb, hm)
 }
 
-func floaterStates(ids *idGen, ev *passes.FloaterEvidence, p *passes.FloaterParams) *figure {
+func floaterStates(ids *idGen, ev *floater.FloaterEvidence, p *passes.FloaterParams) *figure {
 	if len(ev.Sample) == 0 || len(ev.Sample[0]) == 0 {
 		return nil
 	}

@@ -6,6 +6,11 @@ import (
 	"strings"
 
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/absolute"
+	"github.com/onnxpe/onnxpe/passes/scheme/alibi"
+	"github.com/onnxpe/onnxpe/passes/scheme/rope"
+	"github.com/onnxpe/onnxpe/passes/scheme/shaw"
+	"github.com/onnxpe/onnxpe/passes/scheme/t5"
 )
 
 // figure is one plot of the report: an SVG image and its caption.
@@ -103,25 +108,25 @@ func findingFigures(ids *idGen, fd *passes.Finding) []*figure {
 		}
 	}
 	switch ev := fd.Evidence.(type) {
-	case *passes.RoPEEvidence:
+	case *rope.RoPEEvidence:
 		p, _ := fd.Params.(*passes.RoPEParams)
 		add(ropeCosSin(ids, ev, p))
 		add(ropeFrequencies(ids, ev, p))
-	case *passes.TableEvidence:
+	case *absolute.TableEvidence:
 		add(tableHeatmap(ids, fd.Scheme, ev))
 		if p, ok := fd.Params.(*passes.SinusoidalParams); ok {
 			add(sinusoidalFrequencies(ids, ev, p))
 		} else {
 			add(positionSimilarity(ids, ev))
 		}
-	case *passes.ALiBiEvidence:
+	case *alibi.ALiBiEvidence:
 		add(alibiSlopes(ids, ev))
-	case *passes.T5Evidence:
+	case *t5.T5Evidence:
 		p, _ := fd.Params.(*passes.T5Params)
 		add(t5BucketMap(ids, ev, p))
 		add(t5BiasPerHead(ids, ev))
 		add(t5Table(ids, ev))
-	case *passes.ShawEvidence:
+	case *shaw.ShawEvidence:
 		p, _ := fd.Params.(*passes.ShawParams)
 		add(shawClipping(ids, ev, p))
 	}
@@ -148,7 +153,7 @@ func heatmapFigureW(ids *idGen, w float64, kind, title, desc, caption string, cb
 	return &figure{Kind: kind, Caption: caption, SVG: s.String()}
 }
 
-func ropeCosSin(ids *idGen, ev *passes.RoPEEvidence, p *passes.RoPEParams) *figure {
+func ropeCosSin(ids *idGen, ev *rope.RoPEEvidence, p *passes.RoPEParams) *figure {
 	if len(ev.Cos) == 0 || len(ev.Cos[0]) == 0 || ev.Synthetic {
 		return nil
 	}
@@ -174,7 +179,7 @@ func ropeCosSin(ids *idGen, ev *passes.RoPEEvidence, p *passes.RoPEParams) *figu
 
 // ropeFrequencies plots the measured frequencies against those of the
 // plain base, and their ratio (the scaling rule's factor per frequency).
-func ropeFrequencies(ids *idGen, ev *passes.RoPEEvidence, p *passes.RoPEParams) *figure {
+func ropeFrequencies(ids *idGen, ev *rope.RoPEEvidence, p *passes.RoPEParams) *figure {
 	if len(ev.InvFreq) == 0 || ev.Synthetic || p != nil && p.Axes == 2 {
 		return nil // 2-D RoPE: each axis has a base of its own (rope_axes)
 	}
@@ -289,7 +294,7 @@ func stackFigure(ids *idGen, kind, title, desc, caption string, charts ...*chart
 	return &figure{Kind: kind, Caption: caption, SVG: s.String()}
 }
 
-func tableHeatmap(ids *idGen, scheme string, ev *passes.TableEvidence) *figure {
+func tableHeatmap(ids *idGen, scheme string, ev *absolute.TableEvidence) *figure {
 	rows := ev.Sample
 	if len(rows) == 0 {
 		rows = ev.Rows0
@@ -312,7 +317,7 @@ func tableHeatmap(ids *idGen, scheme string, ev *passes.TableEvidence) *figure {
 	return heatmapFigure(ids, "table_heatmap", name, desc, caption, cb, hm)
 }
 
-func sinusoidalFrequencies(ids *idGen, ev *passes.TableEvidence, p *passes.SinusoidalParams) *figure {
+func sinusoidalFrequencies(ids *idGen, ev *absolute.TableEvidence, p *passes.SinusoidalParams) *figure {
 	n := len(ev.Omega)
 	if n == 0 {
 		return nil
@@ -351,7 +356,7 @@ func sinusoidalFrequencies(ids *idGen, ev *passes.TableEvidence, p *passes.Sinus
 	return stackFigure(ids, "sinusoidal_frequencies", "Sinusoidal frequencies", desc, caption, c)
 }
 
-func alibiSlopes(ids *idGen, ev *passes.ALiBiEvidence) *figure {
+func alibiSlopes(ids *idGen, ev *alibi.ALiBiEvidence) *figure {
 	n := len(ev.Slopes)
 	if n == 0 {
 		return nil
@@ -398,7 +403,7 @@ func relAxis(maxRel int) scale {
 	return scale{kind: symlog, min: float64(-maxRel), max: float64(maxRel), integer: true}
 }
 
-func t5BucketMap(ids *idGen, ev *passes.T5Evidence, p *passes.T5Params) *figure {
+func t5BucketMap(ids *idGen, ev *t5.T5Evidence, p *passes.T5Params) *figure {
 	if len(ev.BucketMap) == 0 {
 		return nil
 	}
@@ -428,7 +433,7 @@ func t5BucketMap(ids *idGen, ev *passes.T5Evidence, p *passes.T5Params) *figure 
 
 const maxHeadLines = 8
 
-func t5BiasPerHead(ids *idGen, ev *passes.T5Evidence) *figure {
+func t5BiasPerHead(ids *idGen, ev *t5.T5Evidence) *figure {
 	if len(ev.BucketMap) == 0 || len(ev.Weights) == 0 {
 		return nil
 	}
@@ -470,7 +475,7 @@ func t5BiasPerHead(ids *idGen, ev *passes.T5Evidence) *figure {
 	return stackFigure(ids, "t5_bias", "T5 bias per head", desc, caption, charts...)
 }
 
-func t5Table(ids *idGen, ev *passes.T5Evidence) *figure {
+func t5Table(ids *idGen, ev *t5.T5Evidence) *figure {
 	if len(ev.Weights) == 0 || len(ev.Weights[0]) == 0 {
 		return nil
 	}
@@ -489,7 +494,7 @@ func t5Table(ids *idGen, ev *passes.T5Evidence) *figure {
 	return heatmapFigure(ids, "t5_table", "T5 bias table", desc, caption, cb, hm)
 }
 
-func shawClipping(ids *idGen, ev *passes.ShawEvidence, p *passes.ShawParams) *figure {
+func shawClipping(ids *idGen, ev *shaw.ShawEvidence, p *passes.ShawParams) *figure {
 	if len(ev.IndexMap) == 0 {
 		return nil
 	}
@@ -519,7 +524,7 @@ func shawClipping(ids *idGen, ev *passes.ShawEvidence, p *passes.ShawParams) *fi
 // positionSimilarity draws the cosine similarity of the encodings of every
 // two positions: trained tables show how position information is shared
 // between neighbours.
-func positionSimilarity(ids *idGen, ev *passes.TableEvidence) *figure {
+func positionSimilarity(ids *idGen, ev *absolute.TableEvidence) *figure {
 	rows := ev.Sample
 	if len(rows) == 0 {
 		rows = ev.Rows0

@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/scheme/rope"
 )
 
 // Options are the page's settings.
@@ -241,7 +242,7 @@ func noPlotReason(fd *passes.Finding) string {
 	case fd.Evidence == nil:
 		return "Nothing to plot: this finding carries no measured values."
 	}
-	if ev, ok := fd.Evidence.(*passes.RoPEEvidence); ok && ev.Synthetic {
+	if ev, ok := fd.Evidence.(*rope.RoPEEvidence); ok && ev.Synthetic {
 		return "Nothing to plot: the frequencies (or the cos/sin caches) are graph inputs, not in the file."
 	}
 	return "Nothing to plot: the detector measured no values to draw for this finding."

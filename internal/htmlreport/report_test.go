@@ -14,11 +14,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/audit"
 	"github.com/onnxpe/onnxpe/testmodels"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // auditFile audits one model file.
@@ -28,7 +28,7 @@ func auditFile(t testing.TB, path, name string) *passes.Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, _, err := passes.AuditModel(m, name, passes.Options{})
+	r, _, err := audit.AuditModel(m, name, passes.Options{})
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}

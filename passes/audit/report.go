@@ -1,0 +1,212 @@
+package audit
+
+import (
+	_ "embed"
+	"slices"
+	"sort"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/attn"
+	"github.com/onnxpe/onnxpe/passes/scheme/alibi"
+	"github.com/onnxpe/onnxpe/passes/scheme/complexorder"
+	"github.com/onnxpe/onnxpe/passes/scheme/disentangled"
+	"github.com/onnxpe/onnxpe/passes/scheme/floater"
+	"github.com/onnxpe/onnxpe/passes/scheme/learned"
+	"github.com/onnxpe/onnxpe/passes/scheme/nope"
+	"github.com/onnxpe/onnxpe/passes/scheme/relsin"
+	"github.com/onnxpe/onnxpe/passes/scheme/rope"
+	"github.com/onnxpe/onnxpe/passes/scheme/shaw"
+	"github.com/onnxpe/onnxpe/passes/scheme/sinusoidal"
+	"github.com/onnxpe/onnxpe/passes/scheme/t5"
+	"github.com/onnxpe/onnxpe/passes/work"
+)
+
+// Detectors are the passes whose results are findings ([]*Finding). The
+// report collects them; adding a detector is adding it here.
+var Detectors = []*passes.Pass{rope.RoPE, sinusoidal.SinusoidalPass, learned.LearnedPass, alibi.ALiBiPass, t5.T5Pass, shaw.Shaw, relsin.RelativeSinusoidalPass, disentangled.DisentangledPass, complexorder.ComplexOrderPass, floater.FloaterPass}
+
+// Audit assembles the report from the detectors' findings.
+var Audit = &passes.Pass{
+	Name: "audit",
+	Doc: `Collect the findings of every detector into the report.
+
+Each attention block gets the scheme of the finding that reaches it
+(relative schemes before absolute ones when two do); blocks no finding
+reaches get nope. The findings of the graphs generation ops run (audited
+as models of their own) join with their layers renumbered and the graph
+they live in named. The findings are ordered by their first layer.`,
+	Requires: append([]*passes.Pass{work.Normalize, attn.Generation, attn.Blocks, attn.Sides, nope.Temperatures}, Detectors...),
+	Run:      runAudit,
+}
+
+// priority orders the schemes a layer may receive from two findings.
+var priority = map[string]int{passes.RoPEScheme: 0, passes.ALiBi: 1, passes.T5RelativeBias: 2, passes.RelativeClipped: 3, passes.Sinusoidal: 4, passes.LearnedAbsolute: 5, passes.NoPE: 9,
+	passes.RelativeSinusoidal: 3, passes.Disentangled: 3, passes.ComplexOrder: 4, passes.Floater: 4}
+
+func runAudit(c *passes.Context) (any, error) {
+	blocks := c.ResultOf[attn.Blocks].([]*attn.Block)
+	var all []*passes.Finding
+	for _, d := range Detectors {
+		if fs, ok := c.ResultOf[d].([]*passes.Finding); ok {
+			all = append(all, fs...)
+		}
+	}
+	all = dropSubsumed(all)
+	// The graphs of generation ops, with their layers renumbered.
+	var subLayers []passes.LayerScheme
+	subs, _ := c.ResultOf[attn.Generation].([]*attn.SubAudit)
+	for _, sa := range subs {
+		for _, f := range sa.Report.Findings {
+			g := *f
+			g.Layers = make([]int, len(f.Layers))
+			for i, l := range f.Layers {
+				g.Layers[i] = sa.Base + l
+			}
+			g.Subgraph = sa.Where
+			if f.Subgraph != "" {
+				g.Subgraph = sa.Where + "/" + f.Subgraph
+			}
+			all = append(all, &g)
+		}
+		for _, l := range sa.Report.Layers {
+			subLayers = append(subLayers, passes.LayerScheme{Index: sa.Base + l.Index, Scheme: l.Scheme})
+		}
+	}
+	scheme := map[int]string{}
+	for _, f := range all {
+		for _, l := range f.Layers {
+			if old, ok := scheme[l]; !ok || priority[f.Scheme] < priority[old] {
+				scheme[l] = f.Scheme
+			}
+		}
+	}
+	var unreached []int
+	for _, b := range blocks {
+		if _, ok := scheme[b.Index]; !ok {
+			unreached = append(unreached, b.Index)
+		}
+	}
+	if len(unreached) > 0 || len(all) == 0 {
+		w := work.Of(c)
+		temps := c.ResultOf[nope.Temperatures].(map[int]*passes.Temperature)
+		var fs []*passes.Finding
+		for _, l := range unreached {
+			scheme[l] = passes.NoPE
+			p := &passes.NoPEParams{Temperature: temps[l]}
+			var f *passes.Finding
+			for _, g := range fs {
+				if passes.SameParams(g.Params, p) {
+					f = g
+				}
+			}
+			if f == nil {
+				f = &passes.Finding{Scheme: passes.NoPE, Params: p}
+				fs = append(fs, f)
+			}
+			f.Layers = append(f.Layers, l)
+			if p.Temperature != nil {
+				for _, b := range blocks {
+					if b.Index == l {
+						if bs := c.ResultOf[attn.Sides].(map[*attn.Block]*attn.BlockSides)[b]; bs != nil && bs.Q != nil {
+							f.Nodes = w.SortOrig(append(f.Nodes, w.OrigNames(append(bs.Q.Nodes, w.Cone(bs.Q.Pos...)...))...))
+						}
+					}
+				}
+			}
+		}
+		if len(fs) == 0 {
+			fs = append(fs, &passes.Finding{Scheme: passes.NoPE, Params: &passes.NoPEParams{}})
+		}
+		all = append(all, fs...)
+	}
+	for _, f := range all {
+		f.Layers = passes.SortedUnique(f.Layers)
+		if f.Layers == nil {
+			f.Layers = []int{}
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool {
+		a, b := firstLayer(all[i]), firstLayer(all[j])
+		if a != b {
+			return a < b
+		}
+		return priority[all[i].Scheme] < priority[all[j].Scheme]
+	})
+	r := &passes.Report{Findings: all, Layers: []passes.LayerScheme{}}
+	for _, b := range blocks {
+		r.Layers = append(r.Layers, passes.LayerScheme{Index: b.Index, Scheme: scheme[b.Index]})
+	}
+	r.Layers = append(r.Layers, subLayers...)
+	sort.Slice(r.Layers, func(i, j int) bool { return r.Layers[i].Index < r.Layers[j].Index })
+	for _, f := range all {
+		if !slices.Contains(r.Schemes, f.Scheme) {
+			r.Schemes = append(r.Schemes, f.Scheme)
+		}
+	}
+	sort.Strings(r.Schemes)
+	return r, nil
+}
+
+func firstLayer(f *passes.Finding) int {
+	if len(f.Layers) == 0 {
+		return 1 << 30
+	}
+	return f.Layers[0]
+}
+
+// AuditModel runs the audit of m; name is the report's model field.
+func AuditModel(m *graph.Model, name string, opts passes.Options) (*passes.Report, *passes.Context, error) {
+	opts.AuditGraph = AuditModel
+	ctx, err := passes.Run(m, opts, Audit)
+	if err != nil {
+		return nil, ctx, err
+	}
+	r := ctx.ResultOf[Audit].(*passes.Report)
+	r.Model = name
+	return r, ctx, nil
+}
+
+// dropSubsumed leaves out findings of one scheme whose every node belongs
+// to a finding of another scheme reaching the same layers: a part of that
+// scheme another detector read as an encoding of its own (Transformer-XL's
+// per-head biases u and v, constants added to q, look to the absolute
+// detector like a table with a row per head).
+func dropSubsumed(all []*passes.Finding) []*passes.Finding {
+	var out []*passes.Finding
+	for _, f := range all {
+		if !subsumed(f, all) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func subsumed(f *passes.Finding, all []*passes.Finding) bool {
+	if len(f.Nodes) == 0 {
+		return false
+	}
+	for _, g := range all {
+		if g == f || g.Scheme == f.Scheme || g.Subgraph != f.Subgraph || len(g.Nodes) <= len(f.Nodes) {
+			continue
+		}
+		if !containsAll(g.Layers, f.Layers) || !containsAll(g.Nodes, f.Nodes) {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+func containsAll[T comparable](set, sub []T) bool {
+	in := make(map[T]bool, len(set))
+	for _, x := range set {
+		in[x] = true
+	}
+	for _, x := range sub {
+		if !in[x] {
+			return false
+		}
+	}
+	return true
+}

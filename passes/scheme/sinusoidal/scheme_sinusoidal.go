@@ -1,0 +1,71 @@
+package sinusoidal
+
+import (
+	"math"
+	"slices"
+
+	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/absolute"
+	"github.com/onnxpe/onnxpe/passes/work"
+)
+
+// SinusoidalPass finds sinusoidal tables added to the embeddings.
+var SinusoidalPass = &passes.Pass{
+	Name: "sinusoidal",
+	Doc: `Find sinusoidal position encodings added to the embeddings.
+
+An absolute encoding (the absolute pass) whose rows lie on sin/cos circles
+with angles growing linearly with the position is sinusoidal: the layout
+(interleaved or [sin|cos]) from which columns pair up, the base and the
+denominator (d/2 or d/2-1) from the frequencies, the offset from the
+first row's phase. A stored table gives max_positions (its rows),
+computed=false and a zeroed padding row; a computed one the exact
+arithmetic of its angles. EmbedLayerNormalization's position table is
+sinusoidal when its values are.`,
+	Requires: []*passes.Pass{work.Normalize, absolute.Absolute},
+	Run: func(c *passes.Context) (any, error) {
+		w := work.Of(c)
+		return absolute.ClaimAbsolute(c, func(e *absolute.Encoding) *passes.Finding { return sinusoidalFinding(w, e) }), nil
+	},
+}
+
+// sinusoidalFinding is the finding of e when its rows are a sinusoid.
+func sinusoidalFinding(w *work.Work, e *absolute.Encoding) *passes.Finding {
+	sp := e.Sin
+	if sp == nil || e.Unread != "" || !e.Fused && !e.Varies {
+		return nil
+	}
+	ev := e.Evidence
+	f := &passes.Finding{Scheme: passes.Sinusoidal, Layers: e.Layers, Nodes: e.Nodes, Fused: e.Fused, Evidence: ev, Notes: slices.Clone(e.Notes)}
+	p := &passes.SinusoidalParams{Layout: sp.Layout, Dim: e.Dim, Computed: e.Table == nil, FreqDenominator: sp.Denom}
+	if !math.IsNaN(sp.Base) {
+		p.Base = passes.Ptr(sp.Base)
+	}
+	if sp.Note != "" {
+		f.Notes = append(f.Notes, sp.Note)
+	}
+	if e.Fused {
+		ev.Omega = sp.Omega
+		p.MaxPositions, p.PositionOffset = passes.Ptr(e.TableRows), passes.Ptr(e.Offset)
+		if pad, ok := paddingRow(w, e.Table, 0); ok {
+			p.PaddingIdx = passes.Ptr(pad)
+		}
+		f.Params = p
+		return f
+	}
+	ev.Omega, ev.Pairs = sp.Omega, sp.Pairs
+	if e.Table == nil {
+		ev.Angles, ev.ExactWhy = sinusoidalExact(w, e.X, *sp, ev.Sample)
+		p.PositionOffset = passes.Ptr(sp.Offset)
+	} else {
+		p.MaxPositions = passes.Ptr(e.TableRows)
+		if off, ok := absolute.Offset(w, e); ok {
+			p.PositionOffset = passes.Ptr(off)
+		}
+		if pad, ok := paddingRow(w, e.Table, e.TableAxis); ok {
+			p.PaddingIdx = passes.Ptr(pad)
+		}
+	}
+	f.Params = p
+	return f
+}

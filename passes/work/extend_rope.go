@@ -1,0 +1,14 @@
+package work
+
+import (
+	"fmt"
+
+	"github.com/onnxpe/onnxpe/graph"
+)
+
+func ProducerString(v *graph.Value) string {
+	if v == nil || v.Producer() == nil {
+		return "a graph input"
+	}
+	return fmt.Sprintf("%s (%s)", NodeName(v.Producer()), v.Producer().OpType)
+}
