@@ -99,11 +99,16 @@ func readNPZInputs(path string, m *graph.Model) (map[string]*Tensor, error) {
 	for _, k := range r.Keys() {
 		keys[strings.TrimSuffix(k, ".npy")] = k
 	}
+	all := sortedKeys(keys)
 	out := map[string]*Tensor{}
 	for _, v := range FeedInputs(m) {
 		k, ok := keys[v.Name]
 		if !ok {
-			return nil, fmt.Errorf("%s: no array named %q (has %s)", path, v.Name, strings.Join(sortedKeys(keys), ", "))
+			has := "no array at all"
+			if len(all) > 0 {
+				has = "its arrays are " + strings.Join(all, ", ")
+			}
+			return nil, fmt.Errorf("%s: no array named %q for input %q of the model (%s)", path, v.Name, v.Name, has)
 		}
 		delete(keys, v.Name)
 		t, err := readNPZArray(r, k, limit)

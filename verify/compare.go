@@ -155,7 +155,7 @@ func Compare(ctx context.Context, a, b *graph.Model, opts Options) (*Report, err
 		return nil, err
 	}
 	rep := &Report{A: label(opts.PathA, "A"), B: label(opts.PathB, "B"), Runtime: runtimeOf(opts), Warnings: warn}
-	c := &comparison{ctx: ctx, opts: &opts, rep: rep, a: a}
+	c := &comparison{ctx: ctx, opts: &opts, rep: rep, a: a, b: b}
 	if err := c.buildSets(); err != nil {
 		return nil, err
 	}
@@ -309,6 +309,7 @@ type comparison struct {
 	opts *Options
 	rep  *Report
 	a    *graph.Model
+	b    *graph.Model // nil against reference outputs
 	an   *Analysis
 	sets []*inputSet
 	// cached holds A's Go outputs from the planner's probes, by set key.
@@ -645,7 +646,11 @@ func (c *comparison) compareSides(x, y *side, pairs [][2]string) {
 				if across {
 					tol = tol.AcrossRuntimes()
 				}
-				d = diffTensors(p[0], ta, tb, tol, pm)
+				if c.rep.Reference {
+					d = diffTensorsAs(p[0], "the reference", "A", ta, tb, tol, pm)
+				} else {
+					d = diffTensors(p[0], ta, tb, tol, pm)
+				}
 			}
 			if p[1] != p[0] && !c.rep.Reference {
 				d.NameB = p[1]
@@ -695,6 +700,47 @@ func (c *comparison) finish(start time.Time) {
 	}
 	rep.Seconds = time.Since(start).Seconds()
 	rep.Summary = summarize(rep)
+	if !rep.Equal {
+		// Outputs of random ops without a seed differ from run to run:
+		// say so, or "not equal" reads as a fault of the rewrite.
+		for _, m := range []struct {
+			name string
+			m    *graph.Model
+		}{{"A", c.a}, {"B", c.b}} {
+			if m.m == nil {
+				continue
+			}
+			if ops := unseededRandomOps(m.m); len(ops) > 0 {
+				w := fmt.Sprintf("model %s has random ops without a seed (%s): their values differ from run to run, so its outputs cannot be compared exactly", m.name, strings.Join(ops, ", "))
+				rep.Warnings = append(rep.Warnings, w)
+				rep.Summary += "; " + w
+			}
+		}
+	}
+}
+
+// randomOps are the ops whose values are drawn at random (seeded by their
+// seed attribute).
+var randomOps = map[string]bool{"RandomNormal": true, "RandomUniform": true, "RandomNormalLike": true,
+	"RandomUniformLike": true, "Multinomial": true, "Bernoulli": true}
+
+// unseededRandomOps names the random nodes of m without a seed (at most
+// three, then how many more).
+func unseededRandomOps(m *graph.Model) []string {
+	var ops []string
+	n := 0
+	m.Walk(func(nd *graph.Node) {
+		if randomOps[nd.OpType] && nd.Attr("seed") == nil {
+			n++
+			if len(ops) < 3 {
+				ops = append(ops, fmt.Sprintf("%s %q", nd.OpType, graph.ShortName(nd.Name)))
+			}
+		}
+	})
+	if n > len(ops) {
+		ops = append(ops, fmt.Sprintf("%d more", n-len(ops)))
+	}
+	return ops
 }
 
 func oneLine(err error) string {

@@ -167,8 +167,14 @@ func unflatten(i int, shape, strides []int) []int {
 	return idx
 }
 
-// diffTensors compares output b with the reference a.
+// diffTensors compares output b with the reference a (of models A and B).
 func diffTensors(name string, a, b *kernels.Tensor, tol Tolerance, pm *positionMap) OutputDiff {
+	return diffTensorsAs(name, "A", "B", a, b, tol, pm)
+}
+
+// diffTensorsAs is diffTensors with the sides named la and lb in the
+// problems it reports (A against reference outputs: "the reference", "A").
+func diffTensorsAs(name, la, lb string, a, b *kernels.Tensor, tol Tolerance, pm *positionMap) OutputDiff {
 	d := OutputDiff{Name: name, DType: a.DType.String(), Shape: slices.Clone(a.Shape), Tolerance: tol}
 	if !a.DType.IsFloat() {
 		d.Tolerance = Tolerance{}
@@ -178,10 +184,10 @@ func diffTensors(name string, a, b *kernels.Tensor, tol Tolerance, pm *positionM
 		d.Problem = "sequence outputs are not compared"
 		return d
 	case a.DType != b.DType:
-		d.Problem = fmt.Sprintf("element type %v in A, %v in B", a.DType, b.DType)
+		d.Problem = fmt.Sprintf("element type %v in %s, %v in %s", a.DType, la, b.DType, lb)
 		return d
 	case !slices.Equal(a.Shape, b.Shape):
-		d.Problem = fmt.Sprintf("shape %v in A, %v in B", a.Shape, b.Shape)
+		d.Problem = fmt.Sprintf("shape %v in %s, %v in %s", a.Shape, la, b.Shape, lb)
 		return d
 	}
 	av, bv := elemValues(a), elemValues(b)

@@ -502,7 +502,6 @@ func auditOne(opts *auditOptions, f auditFile, index int) (res *auditResult) {
 	if opts.loadedHook != nil {
 		opts.loadedHook(path, m)
 	}
-	missing := map[string]bool{}
 	for _, v := range m.Graph.Initializers {
 		e := v.Const.External()
 		if e == nil {
@@ -512,11 +511,8 @@ func auditOne(opts *auditOptions, f auditFile, index int) (res *auditResult) {
 		if !slices.Contains(res.sides, side) {
 			res.sides = append(res.sides, side)
 		}
-		if e.Missing() && !missing[e.Location] {
-			missing[e.Location] = true
-			fmt.Fprintf(&res.warn, "onnxpe: warning: %s: external data file %q is missing: values stored in it are reported as null\n", path, e.Location)
-		}
 	}
+	warnMissingExternal(&res.warn, path, m, "values stored in it are reported as null")
 	name := path
 	if opts.Name != "" {
 		name = opts.Name

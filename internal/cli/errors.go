@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/onnxpe/onnxpe/graph"
 )
 
 // Exit codes of every command.
@@ -68,8 +70,22 @@ func exitCode(err error) int {
 	return ExitInternal
 }
 
-// oneLine folds an error message onto a single line.
+// oneLine folds an error message onto a single line, with every word
+// longer than 96 bytes shortened (a model's 1 MB node name would
+// otherwise be printed whole: graph.ShortName keeps its start, end and
+// length) and the whole line kept under 8 KiB.
 func oneLine(s string) string {
-	s = strings.TrimSpace(s)
-	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
+	fields := strings.Fields(s)
+	for i, f := range fields {
+		fields[i] = graph.ShortName(f)
+	}
+	line := strings.Join(fields, " ")
+	if len(line) > maxLine {
+		line = line[:maxLine/2] + " … " + line[len(line)-maxLine/4:]
+		line = strings.ToValidUTF8(line, "")
+	}
+	return line
 }
+
+// maxLine bounds the line of an error.
+const maxLine = 8 << 10

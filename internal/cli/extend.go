@@ -126,7 +126,9 @@ Exit codes:
   1  a check failed: nothing was written
   2  usage error, unreadable input, a request the model does not allow
      (N not above its maximum, a method that does not fit its encoding, a
-     factor of 1 or less, a scaling rule already there)
+     factor of 1 or less or not finite, a scaling rule already there, an
+     input whose sequence axis is fixed at the old maximum, N over the
+     memory budget)
   3  internal error (a bug: please report it)
 ` + exitInterruptedHelp,
 		Example: `  onnxpe extend llama.onnx -o llama_8k.onnx --to 8192 --method yarn --original-max-positions 2048
@@ -238,6 +240,9 @@ func extendRun(opts *extendOptions) (err error) {
 			return badInput("extend %s: %s", opts.In, strings.TrimPrefix(err.Error(), rewrite.ErrExtend.Error()+": "))
 		}
 		return err
+	}
+	if err := checkFixedSequenceInputs(x.M, x.Report.OldMax, opts.Ext.To); err != nil {
+		return badInput("extend %s: %v", opts.In, err)
 	}
 	rep := &extendReport{Model: opts.In, Output: opts.Out, DryRun: opts.DryRun, Changed: x.Report.Changed(), Extension: x.Report, Checks: []*extendCheck{}}
 	if opts.DryRun {
@@ -784,4 +789,31 @@ func ruleParams(m map[string]any) string {
 		return "-"
 	}
 	return strings.Join(s, " ")
+}
+
+// checkFixedSequenceInputs refuses, while planning, an extension the
+// model's inputs cannot take: an integer or bool input (token ids, a
+// mask, positions) whose size along an axis is fixed at the old maximum
+// (an attention_mask of length 64 for a model of 64 positions) cannot hold
+// n positions, and the run at n would fail at the end of the checks.
+func checkFixedSequenceInputs(m *graph.Model, oldMax *int, n int) error {
+	if oldMax == nil || *oldMax >= n {
+		return nil
+	}
+	for _, v := range kernels.FeedInputs(m) {
+		dt := v.Type.ElemType()
+		if dt.IsFloat() {
+			continue
+		}
+		dims, ok := v.Type.Shape()
+		if !ok {
+			continue
+		}
+		for ax, d := range dims {
+			if d.Known && d.Value == int64(*oldMax) {
+				return fmt.Errorf("input %q is %v: its axis %d is fixed at %d, the model's maximum, so it cannot take %d positions (export the model with a dynamic sequence axis)", graph.ShortName(v.Name), v.Type, ax, d.Value, n)
+			}
+		}
+	}
+	return nil
 }

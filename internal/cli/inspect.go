@@ -213,10 +213,12 @@ func Inspect(path string, m *graph.Model) *InspectReport {
 }
 
 func inspectRun(opts *inspectOptions) error {
-	m, err := loadModel(opts.IO.ErrOut, opts.Model)
+	// inspect never reads external weights: their files may be absent.
+	m, err := loadModelWith(opts.IO.ErrOut, opts.Model, graph.LoadOptions{AllowMissingExternal: true})
 	if err != nil {
 		return err
 	}
+	warnMissingExternal(opts.IO.ErrOut, opts.Model, m, "inspect reads no weights; their sizes are as the model declares them")
 	r := Inspect(opts.Model, m)
 	if opts.JSON {
 		return writeJSON(opts.IO, r)

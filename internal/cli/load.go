@@ -50,3 +50,16 @@ func humanBytes(n int64) string {
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
+
+// warnMissingExternal prints one warning for each external data file of
+// m's initializers that is absent (a model loaded with
+// AllowMissingExternal), saying what follows (why).
+func warnMissingExternal(w io.Writer, path string, m *graph.Model, why string) {
+	missing := map[string]bool{}
+	for _, v := range m.Graph.Initializers {
+		if e := v.Const.External(); e != nil && e.Missing() && !missing[e.Location] {
+			missing[e.Location] = true
+			fmt.Fprintf(w, "onnxpe: warning: %s: external data file %q is missing: %s\n", path, e.Location, why)
+		}
+	}
+}

@@ -115,8 +115,10 @@ files, the output's tensors (new tables too) go to OUT.data.
 Exit codes:
   0  rewritten and proven equal, or nothing rewritten (IN written
      unchanged; findings a pass leaves are listed with the reason)
-  1  the rewritten model is not equal to IN: nothing was written
-  2  usage error, unreadable input, a model verify cannot run
+  1  the rewritten model is not equal to IN, or the rewrite cannot be
+     verified (onnxpe's kernels cannot run IN, e.g. an op they lack: the
+     line names it; --no-verify writes it unchecked): nothing was written
+  2  usage error, unreadable input
   3  internal error (a bug: please report it)
 ` + exitInterruptedHelp,
 		Example: `  onnxpe rewrite model.onnx -o model_pe.onnx
@@ -260,7 +262,14 @@ func rewriteRun(opts *rewriteOptions) error {
 				}
 				return &checkFailed{msg: rep.Summary}
 			}
-			return badInput("rewrite: cannot verify the rewrite (%v); --no-verify writes it unchecked", err)
+			// IN itself does not run here (an op onnxpe has no kernel
+			// for, ATen): the rewrite cannot be proven equal. Not bad
+			// input: a check that cannot pass.
+			rep.Summary = "the rewrite cannot be verified: " + oneLine(err.Error()) + "; nothing written (--no-verify writes it unchecked)"
+			if err := printRewrite(opts, rep); err != nil {
+				return err
+			}
+			return &checkFailed{msg: rep.Summary}
 		}
 		rep.Verify = vr
 		if !vr.Equal {

@@ -11,12 +11,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/onnxpe/onnxpe/kernels"
 )
@@ -202,6 +205,9 @@ func runRoot(ctx context.Context, guard *writeGuard, ios *IOStreams, args []stri
 	addMemoryFlag(root)
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		out.parsed(cmd)
+		if err := checkFiniteFlags(cmd); err != nil {
+			return err
+		}
 		return applyMemoryLimit(cmd)
 	}
 	guard.onStop(func(code int, msg string) { out.fail(root, args, code, msg) })
@@ -224,4 +230,24 @@ func runRoot(ctx context.Context, guard *writeGuard, ios *IOStreams, args []stri
 		out.fail(root, args, exitCode(err), oneLine(msg))
 	}
 	return exitCode(err)
+}
+
+// checkFiniteFlags refuses, before any work, a number flag given NaN or an
+// infinity: no flag of onnxpe means anything by them (--factor Inf failed
+// late, as a failed check).
+func checkFiniteFlags(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if err != nil {
+			return
+		}
+		switch f.Value.Type() {
+		case "float64", "float32":
+			v, perr := strconv.ParseFloat(f.Value.String(), 64)
+			if perr == nil && (math.IsNaN(v) || math.IsInf(v, 0)) {
+				err = badInput("--%s %s: give a finite number", f.Name, f.Value.String())
+			}
+		}
+	})
+	return err
 }

@@ -124,7 +124,9 @@ pairing, skipped sets as skipped cases).
 
 Exit codes:
   0  the models are equal on every input set (precision: within the bound)
-  1  an output differs (precision: a value exceeds the bound)
+  1  an output differs: in values, shape or element type (a warning
+     names random ops without a seed, whose values differ from run to
+     run; precision: a value exceeds the bound)
   2  usage error, unreadable input, or a pair that cannot be compared:
      different input names or types, a model that cannot run
   3  internal error (a bug: please report it)
