@@ -90,11 +90,12 @@ demo: build
 	./$(BIN) codegen $(DEMO_MODEL) --lang go --package ropellama --module example.com/ropellama -o $(DEMO_CODEGEN)
 	cd $(DEMO_CODEGEN) && $(GO) test
 
-## bench: Go benchmarks, the memory check of inspect, onnxpe vs ONNX Runtime, rewritten vs original models (figures for BENCHMARKS.md)
+## bench: Go benchmarks, the memory checks of inspect, audit and convert, onnxpe vs ONNX Runtime, rewritten vs original models (figures for BENCHMARKS.md)
 bench: ort
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	bash bench/inspect_rss.sh
 	bash bench/audit_rss.sh
+	bash bench/convert_rss.sh
 	CGO_ENABLED=1 ONNXPE_ORT_LIB=$(ORT_LIB) $(GO) run -tags ort ./bench/vsort
 	CGO_ENABLED=1 ONNXPE_ORT_LIB=$(ORT_LIB) $(GO) run -tags ort ./bench/rewrite
 

@@ -71,6 +71,7 @@ func (m *Model) save(path string, opts SaveOptions) (err error) {
 		}
 	}()
 	var data []byte
+	var pieces []piece // InlineAll: the model with its external tensors streamed in
 	switch opts.External {
 	case KeepStorage:
 		files, err = m.stageSideFiles(ctx, dir)
@@ -79,20 +80,28 @@ func (m *Model) save(path string, opts SaveOptions) (err error) {
 		}
 		data, err = m.encode(nil)
 	case InlineAll:
+		var h *holes
+		if h, err = newHoles(); err != nil {
+			return err
+		}
 		data, err = m.encode(func(t *Tensor) (*onnxpb.TensorProto, error) {
 			if t.ext == nil {
 				return t.pb, nil
 			}
-			raw, err := t.RawBytes()
-			if err != nil {
-				return nil, err
+			if t.ext.missing {
+				return nil, fmt.Errorf("external data %q: %w", t.ext.Location, ErrExternalMissing)
 			}
 			tp := proto.Clone(t.pb).(*onnxpb.TensorProto)
-			tp.ExternalData, tp.DataLocation, tp.RawData = nil, nil, raw
+			tp.ExternalData, tp.DataLocation, tp.RawData = nil, nil, h.sentinel(t)
 			return tp, nil
 		})
-		if err == nil && len(data) > 1<<31-1 {
-			err = fmt.Errorf("the model is %d bytes inline, over the 2 GiB limit of the format: keep large tensors external", len(data))
+		if err != nil {
+			return err
+		}
+		var size int64
+		pieces, size, err = h.expand(data, modelDesc, nil)
+		if err == nil && size > MaxModelBytes {
+			err = fmt.Errorf("the model is %d bytes inline, over the 2 GiB limit of the format: keep large tensors external", size)
 		}
 	case ExternalizeLarge:
 		var side *staged
@@ -107,6 +116,9 @@ func (m *Model) save(path string, opts SaveOptions) (err error) {
 		return err
 	}
 	model, err := stage(ctx, abs, func(w io.Writer) error {
+		if pieces != nil {
+			return writePieces(w, pieces)
+		}
 		_, err := w.Write(data)
 		return err
 	})
@@ -260,18 +272,29 @@ func (m *Model) saveExternalized(ctx context.Context, dir, base string, opts Sav
 				tp.ExternalData, tp.DataLocation, tp.RawData = nil, nil, raw
 				return tp, nil
 			}
-			raw, err := t.RawBytes()
-			if err != nil {
-				return nil, err
-			}
 			if pad := (externalAlign - off%externalAlign) % externalAlign; pad > 0 {
 				if _, err := w.Write(make([]byte, pad)); err != nil {
 					return nil, err
 				}
 				off += pad
 			}
-			if _, err := w.Write(raw); err != nil {
-				return nil, err
+			// An external tensor is copied from its side file, not read
+			// into memory; an inline one is written from the model.
+			var length int64
+			if t.ext != nil {
+				if err := t.ext.copyTo(w); err != nil {
+					return nil, err
+				}
+				length = t.ext.Length
+			} else {
+				raw, err := t.RawBytes()
+				if err != nil {
+					return nil, err
+				}
+				if _, err := w.Write(raw); err != nil {
+					return nil, err
+				}
+				length = int64(len(raw))
 			}
 			tp := &onnxpb.TensorProto{
 				Dims: t.pb.Dims, DataType: t.pb.DataType, Segment: t.pb.Segment,
@@ -280,10 +303,10 @@ func (m *Model) saveExternalized(ctx context.Context, dir, base string, opts Sav
 				ExternalData: []*onnxpb.StringStringEntryProto{
 					{Key: proto.String("location"), Value: proto.String(loc)},
 					{Key: proto.String("offset"), Value: proto.String(strconv.FormatInt(off, 10))},
-					{Key: proto.String("length"), Value: proto.String(strconv.FormatInt(int64(len(raw)), 10))},
+					{Key: proto.String("length"), Value: proto.String(strconv.FormatInt(length, 10))},
 				},
 			}
-			off += int64(len(raw))
+			off += length
 			return tp, nil
 		})
 		return err

@@ -47,7 +47,9 @@ side files are copied when OUT is in another folder).
 
 --external-data moves every tensor of at least --threshold bytes into one
 side file beside OUT (OUT's name + ".data" unless --location is given),
-aligned to 4 KiB. --inline moves every external tensor into OUT.
+aligned to 4 KiB. --inline moves every external tensor into OUT. Both
+stream external tensors from their side files: a tensor is never held in
+memory whole.
 
 OUT is written to a temporary file in its folder and renamed into place,
 so a failure never leaves a partial model. The input is never overwritten
@@ -149,13 +151,17 @@ func convertRun(opts *convertOptions) error {
 		return err
 	}
 	r := ConvertReport{Input: opts.In, Output: opts.Out, Bytes: fi.Size()}
-	// Describe the result as saved: reload it (weights are not read).
-	saved, err := loadModel(nil, opts.Out)
-	if err != nil {
-		return fmt.Errorf("the saved model does not load: %w", err)
+	if so.External != graph.InlineAll {
+		// Describe the result as saved: reload it (weights are not
+		// read). An inlined model holds every weight: reading it back
+		// would hold them all twice, and it has no external data.
+		saved, err := loadModel(nil, opts.Out)
+		if err != nil {
+			return fmt.Errorf("the saved model does not load: %w", err)
+		}
+		in := Inspect(opts.Out, saved).Initializers
+		r.ExternalFiles, r.ExternalBytes = in.ExternalFiles, in.ExternalBytes
 	}
-	in := Inspect(opts.Out, saved).Initializers
-	r.ExternalFiles, r.ExternalBytes = in.ExternalFiles, in.ExternalBytes
 	if opts.JSON {
 		return writeJSON(opts.IO, r)
 	}
