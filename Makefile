@@ -47,6 +47,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeValue$$' -fuzztime 5s ./graph
 	$(GO) test -run '^$$' -fuzz '^FuzzReadNPZ$$' -fuzztime 5s ./kernels
 	$(GO) test -run '^$$' -fuzz '^FuzzRun$$' -fuzztime 20s ./kernels
+	$(GO) test -run '^$$' -fuzz '^FuzzAudit$$' -fuzztime 20s -fuzzminimizetime 10x ./passes/audit
 
 ## test-ort: tests that run ONNX Runtime beside the Go executor (build tag ort, cgo)
 test-ort: ort

@@ -208,3 +208,33 @@ func TestMissingNPZArrayListsTheArrays(t *testing.T) {
 	code, _, e := runCLI(t, args...)
 	oneLineExit2(t, args, code, e, "its arrays are "+first, "no array named")
 }
+
+// An attribute of the wrong type is refused by every command that loads
+// the model, naming the node, the attribute and both types (B8: convert
+// and rewrite wrote it on; ONNX Runtime refuses it).
+func TestWrongAttributeTypeRefused(t *testing.T) {
+	m := graph.NewModel(9, "t", graph.Opset{Version: 17})
+	g := m.Graph
+	x := g.AddInput("x", graph.TensorType(graph.Float, []graph.Dim{{Known: true, Value: 2}, {Known: true, Value: 3}}))
+	n := g.NewNode("Transpose", "", []*graph.Value{x}, 1, graph.StringAttr("perm", "abc"))
+	n.Name = "tr"
+	g.Append(n)
+	g.AddOutput(n.Output(0))
+	p := filepath.Join(t.TempDir(), "perm.onnx")
+	if err := m.Save(p, graph.SaveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	o := t.TempDir()
+	for _, args := range [][]string{
+		{"inspect", p},
+		{"convert", p, "-o", filepath.Join(o, "c.onnx")},
+		{"rewrite", p, "-o", filepath.Join(o, "r.onnx")},
+		{"audit", p},
+	} {
+		code, _, e := runCLI(t, args...)
+		oneLineExit2(t, args, code, e, `node "tr" (Transpose)`, "attribute perm", "a string", "a list of ints")
+	}
+	if es, _ := os.ReadDir(o); len(es) != 0 {
+		t.Errorf("wrote %v", es)
+	}
+}

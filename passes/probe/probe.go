@@ -169,15 +169,25 @@ func (p *Probe) BindShape(s work.Shape) ([]int, bool) {
 		return nil, false
 	}
 	out := make([]int, len(s.Dims))
+	elems := 1
 	for i, d := range s.Dims {
 		x, ok := p.Bind(d)
-		if !ok {
+		// A model's declared sizes are outside input: a negative one, or
+		// a shape of more than MaxElems elements (a probe's values are
+		// float64 slices of that many), binds to nothing.
+		if !ok || x < 0 || x > 0 && elems > MaxElems/x {
 			return nil, false
 		}
 		out[i] = x
+		elems *= x
 	}
 	return out, true
 }
+
+// MaxElems is the most elements a value BindShape gives may have: a probe
+// runs one row of a few positions, so its values are small, and a shape a
+// (malformed) model declares beyond it is not probed.
+const MaxElems = 1 << 24
 
 // Value evaluates v.
 func (p *Probe) Value(v *graph.Value) (*kernels.Tensor, error) {
