@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"unsafe"
+
+	"github.com/x448/float16"
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels/gemm"
@@ -141,6 +144,12 @@ func sub(t any, off, n int) any {
 // c (nil outside a run) allocates the output and may hold b packed.
 func batchedMatMul(c *Call, a, b *Tensor, transA, transB bool, alpha float64) (*Tensor, error) {
 	acc64 := c.Acc64()
+	if a.DType == graph.Float && isHalf(b.DType) {
+		if out, ok := matmulHalfB(c, a, b, transA, transB, alpha); ok {
+			return out, nil
+		}
+		b = castC(c, b, graph.Float)
+	}
 	if a.DType != b.DType {
 		return nil, fmt.Errorf("element types differ: %v and %v", a.DType, b.DType)
 	}
@@ -298,12 +307,64 @@ func gemmOp(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if out.DType != a.DType {
 		return nil, fmt.Errorf("C type %v differs from A %v", out.DType, a.DType)
 	}
+	if a.DType == graph.Float && isHalf(b.DType) {
+		if !ta && !c.Acc64() {
+			c.mm().SgemmHalfB(halfOf(b), tb, m, n, k, float32(alpha), Data[float32](a), a.Shape[1], halfBits(b), b.Shape[1], float32(beta), Data[float32](out), n)
+			return []*Tensor{out}, nil
+		}
+		b = castC(c, b, graph.Float)
+	}
 	if pb := c.packed(b, k, n); pb != nil && !ta {
 		c.mm().SgemmPacked(m, n, k, float32(alpha), Data[float32](a), a.Shape[1], pb, float32(beta), Data[float32](out), n)
 		return []*Tensor{out}, nil
 	}
 	err := gemmAny(c.mm(), a.DType, ta, tb, m, n, k, alpha, a.data, a.Shape[1], b.data, b.Shape[1], beta, out.data, n, c.Acc64())
 	return []*Tensor{out}, err
+}
+
+// halfBOps are the matrix products whose constant float16/bfloat16 B the
+// executor hands over unwidened (step.halfB).
+var halfBOps = map[string]bool{"MatMul": true, "Gemm": true, "com.microsoft.FusedMatMul": true}
+
+// matmulHalfB multiplies a float32 a by a 16-bit b shared by every batch
+// entry (a weight), widening b tile by tile as gemm packs it; ok is false
+// for other layouts (then b is widened whole).
+func matmulHalfB(c *Call, a, b *Tensor, transA, transB bool, alpha float64) (*Tensor, bool) {
+	ra := len(a.Shape)
+	if len(b.Shape) != 2 || ra < 2 || transA || c.Acc64() {
+		return nil, false
+	}
+	m, k := a.Shape[ra-2], a.Shape[ra-1]
+	kb, n := b.Shape[0], b.Shape[1]
+	if transB {
+		kb, n = n, kb
+	}
+	if kb != k {
+		return nil, false
+	}
+	batch := a.Shape[:ra-2]
+	out := c.alloc(graph.Float, slices.Concat(batch, []int{m, n})...)
+	c.mm().SgemmHalfB(halfOf(b), transB, shapeSize(batch)*m, n, k, float32(alpha), Data[float32](a), k, halfBits(b), b.Shape[1], 0, Data[float32](out), n)
+	return out, true
+}
+
+// halfOf is gemm's name of t's 16-bit type.
+func halfOf(t *Tensor) gemm.Half {
+	if t.DType == graph.BFloat16 {
+		return gemm.BFloat16
+	}
+	return gemm.Float16
+}
+
+// halfBits are the bits of a float16 or bfloat16 tensor's elements.
+func halfBits(t *Tensor) []uint16 {
+	switch d := t.data.(type) {
+	case []float16.Float16:
+		return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(d))), len(d))
+	case []graph.BF16:
+		return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(d))), len(d))
+	}
+	panic(typePanic("kernels: halfBits of " + t.DType.String()))
 }
 
 func init() {
@@ -356,9 +417,32 @@ func (s *Session) packWeights(p *plan) {
 		if transB {
 			k, nn = nn, k
 		}
-		st.packed = &packedWeight{src: b, pb: gemm.PackB(transB, k, nn, Data[float32](b), b.Shape[1])}
+		key := packKey{b, transB}
+		if pw := s.packedOf[key]; pw != nil {
+			st.packed = pw
+			continue
+		}
+		pw := &packedWeight{src: b}
+		pw.pb = gemm.PackBTo(bigFloats(pw, gemm.PackedLen(k, nn)), transB, k, nn, Data[float32](b), b.Shape[1])
+		st.packed = pw
 		s.packed += int64(4 * k * nn)
+		if s.packedOf == nil {
+			s.packedOf = map[packKey]*packedWeight{}
+		}
+		s.packedOf[key] = st.packed
+		if m := s.mapped[b]; m != nil {
+			// The steps read the packed copy: the file's pages need not
+			// stay (a kernel that reads b itself faults them back in).
+			graph.ReleaseMapped(m)
+		}
 	}
+}
+
+// packKey identifies a packed weight: its source and whether it is
+// transposed.
+type packKey struct {
+	src    *Tensor
+	transB bool
 }
 
 // packed returns the packed form of b when this step packed it and it

@@ -36,8 +36,14 @@ type RunStats struct {
 	// storage, which neither figure above includes.
 	ConstBytes, InputBytes int64
 	// PackedBytes is the size of the constant matrix-product weights the
-	// session packed (a second copy of those constants), about.
+	// session packed and of the float16/bfloat16 constants it widened to
+	// float32 for kernels that take float32, about. A packed weight
+	// mapped from a side file is not held a second time: its pages are
+	// dropped once packed.
 	PackedBytes int64
+	// MappedBytes is the part of ConstBytes used in place over side files
+	// mapped read-only (kernels/weights.go).
+	MappedBytes int64
 	// PoolBytes is the free storage the session's buffer pool keeps for
 	// the next run.
 	PoolBytes int64

@@ -95,6 +95,12 @@ type Session struct {
 	// Eval); keepAll makes steps keep the values they would free.
 	producer map[*graph.Value]int
 	keepAll  bool
+	// mapped are the constants used in place over a mapped side file,
+	// with their bytes (see weights.go).
+	mapped map[*Tensor][]byte
+	// packedOf holds the packed weights by source and layout: steps that
+	// multiply by one weight share its packed copy.
+	packedOf map[packKey]*packedWeight
 }
 
 // plan is a graph compiled for execution: its steps in topological order,
@@ -144,7 +150,10 @@ type step struct {
 	// attn is set for the step that runs a decomposed attention chain
 	// blockwise.
 	attn *attnChain
-	in   []ref
+	// halfB says the step is a matrix product whose constant B (input 1)
+	// is float16 or bfloat16: the kernel gets it unwidened.
+	halfB bool
+	in    []ref
 	// spec is the op's input spec (hasSpec: it has one), for the check
 	// that sequences and optionals reach only the inputs that take them.
 	spec    string
@@ -302,8 +311,44 @@ func (s *Session) opsetOf(domain string, os opsets) int64 {
 func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets, parent *plan) (*plan, error) {
 	p := &plan{g: g, consts: map[*graph.Value]*Tensor{}, slots: map[*graph.Value]int{},
 		isInput: map[*graph.Value]bool{}, parent: parent}
+	order, err := topoOrder(g)
+	if err != nil {
+		return nil, err
+	}
+	outVals := g.Outputs
+	if g == s.model.Graph && parent == nil && refs == nil {
+		outVals = s.outs
+	}
+	// Only the nodes the outputs depend on run, and only the initializers
+	// they read are converted: a weight nothing computes with is never
+	// read from its file.
+	need := make(map[*graph.Value]bool, len(order))
+	for _, o := range outVals {
+		need[o] = true
+	}
+	live := make([]bool, len(order))
+	for i := len(order) - 1; i >= 0; i-- {
+		n := order[i]
+		for _, o := range n.Outputs() {
+			live[i] = live[i] || need[o]
+		}
+		if !live[i] {
+			continue
+		}
+		for _, v := range n.Inputs() {
+			need[v] = true
+		}
+		for _, sg := range n.Subgraphs() {
+			for _, v := range outerReads(sg) {
+				need[v] = true
+			}
+		}
+	}
 	for _, v := range g.Initializers {
-		t, err := FromGraph(v.Const)
+		if !need[v] {
+			continue
+		}
+		t, err := s.constOf(v.Const)
 		if err != nil {
 			return nil, fmt.Errorf("initializer %q: %w", v.Name, err)
 		}
@@ -320,10 +365,6 @@ func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets
 		p.inSlots = append(p.inSlots, sl)
 		p.inDefs = append(p.inDefs, p.consts[v])
 	}
-	order, err := topoOrder(g)
-	if err != nil {
-		return nil, err
-	}
 	for _, n := range order {
 		for _, o := range n.Outputs() {
 			if o.Name == "" {
@@ -334,7 +375,10 @@ func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets
 			}
 		}
 	}
-	for _, n := range order {
+	for i, n := range order {
+		if !live[i] {
+			continue
+		}
 		st := &step{node: n, opset: s.opsetOf(n.Domain, os), attrs: resolveAttrs(n, refs)}
 		if f := s.model.Function(n.Domain, n.OpType, n.Overload); f != nil {
 			if s.compiling[f] {
@@ -436,6 +480,16 @@ func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets
 		}
 		if st.entry.flags&Native == 0 && st.fn == nil {
 			for i, r := range st.in {
+				if i == 1 && r.k != nil && isHalf(r.k.DType) && halfBOps[opName(n)] {
+					// A half weight stays in its width: the product
+					// widens it tile by tile (matmulHalfB).
+					st.halfB = true
+					if b := s.mapped[r.k]; b != nil {
+						// Read in place on every run: fault it in at once.
+						graph.PopulateMapped(b)
+					}
+					continue
+				}
 				if r.k != nil && isHalf(r.k.DType) {
 					if st.wide == nil {
 						st.wide = make([]*Tensor, len(st.in))
@@ -445,10 +499,6 @@ func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets
 			}
 		}
 		p.steps = append(p.steps, st)
-	}
-	outVals := g.Outputs
-	if g == s.model.Graph && parent == nil && refs == nil {
-		outVals = s.outs
 	}
 	outputs := map[*graph.Value]bool{}
 	for _, o := range outVals {
@@ -761,7 +811,7 @@ func (s *Session) Run(inputs map[string]*Tensor) (map[string]*Tensor, error) {
 	}
 	s.pool.trim(2 * tr.peak)
 	s.stats = RunStats{PeakLiveBytes: tr.peak, RequiredBytes: tr.required(), ConstBytes: s.constBytes,
-		InputBytes: tr.inBytes, PackedBytes: s.packed, PoolBytes: s.pool.bytes, Steps: tr.step, BlockwiseAttention: tr.blockwise}
+		InputBytes: tr.inBytes, PackedBytes: s.packed, PoolBytes: s.pool.bytes, Steps: tr.step, BlockwiseAttention: tr.blockwise, MappedBytes: s.mappedBytes()}
 	return out, nil
 }
 
@@ -1201,6 +1251,8 @@ func (s *Session) callKernel(c *Call, st *step, ins []*Tensor) (outs []*Tensor, 
 			}
 			if st.wide != nil && st.wide[i] != nil && i < len(st.in) && st.in[i].k == t {
 				kins[i] = st.wide[i]
+			} else if i == 1 && st.halfB && st.in[1].k == t {
+				kins[i] = t
 			} else {
 				kins[i] = castC(c, t, graph.Float)
 			}

@@ -26,6 +26,18 @@ func PackB(transB bool, k, n int, b []float32, ldb int) *PackedB {
 	return PackBInto(nil, transB, k, n, b, ldb)
 }
 
+// PackedLen is the number of float32s PackB needs for a k x n op(B).
+func PackedLen(k, n int) int { return k * roundUp(n, active.nr) }
+
+// PackBTo is PackB into dst (at least PackedLen(k, n) long), storage the
+// caller owns (outside the Go heap, say); the PackedB refers to it.
+func PackBTo(dst []float32, transB bool, k, n int, b []float32, ldb int) *PackedB {
+	if len(dst) < PackedLen(k, n) {
+		panic(fmt.Sprintf("gemm: %d floats to pack a %dx%d B into, need %d", len(dst), k, n, PackedLen(k, n)))
+	}
+	return PackBInto(&PackedB{data: dst}, transB, k, n, b, ldb)
+}
+
 // PackBInto is PackB into the storage of reuse when it is large enough
 // (reuse is then changed and returned; nil allocates), for scratch that
 // packs one operand after another.

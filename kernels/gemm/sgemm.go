@@ -148,15 +148,19 @@ func checkMat(name string, n int, trans bool, rows, cols, ld int) {
 
 // problem is one validated Sgemm call.
 type problem struct {
-	ar          *arch
-	m, n, k     int
-	transA      bool
-	a           []float32
-	lda         int
-	transB      bool
-	b           []float32
-	ldb         int
-	pb          *PackedB // when set, b is unused
+	ar      *arch
+	m, n, k int
+	transA  bool
+	a       []float32
+	lda     int
+	transB  bool
+	b       []float32
+	ldb     int
+	pb      *PackedB // when set, b is unused
+	// b16, when set, is a 16-bit B of type half (b is unused): widened
+	// as it is packed.
+	b16         []uint16
+	half        Half
 	alpha, beta float32
 	c           []float32
 	ldc         int
@@ -270,6 +274,10 @@ func (p *problem) serial(r0, r1, c0, c1 int) {
 				bp = w.b
 				for jp := 0; jp < np; jp++ {
 					cols := min(nr, ncur-jp*nr)
+					if p.b16 != nil {
+						packBPanelHalf(bp[jp*kcur*nr:(jp+1)*kcur*nr], p.half, p.transB, p.b16, p.ldb, pc, kcur, jc+jp*nr, cols, nr)
+						continue
+					}
 					packBPanel(bp[jp*kcur*nr:(jp+1)*kcur*nr], p.transB, p.b, p.ldb, pc, kcur, jc+jp*nr, cols, nr)
 				}
 			}

@@ -60,7 +60,7 @@ func (p *problem) inPlace() bool {
 	work := p.m * p.n * p.k
 	sk := p.ar.small
 	few := sk != nil && p.m <= smallRows
-	if p.pb != nil || work > smallWork && !few {
+	if p.pb != nil || p.b16 != nil || work > smallWork && !few {
 		return false
 	}
 	if sk == nil || !p.transB {
