@@ -153,6 +153,9 @@ func (e *External) read() ([]byte, error) {
 	if e.missing {
 		return nil, fmt.Errorf("external data %q: %w", e.Location, ErrExternalMissing)
 	}
+	if e.path == "" {
+		return nil, fmt.Errorf("external data %q: the tensor was made in memory (NewExternalTensor): save the model and load it to read it", e.Location)
+	}
 	f, err := os.Open(e.path)
 	if err != nil {
 		return nil, fmt.Errorf("external data %q: %w", e.Location, err)

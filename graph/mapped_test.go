@@ -82,3 +82,49 @@ func TestMappedSideFiles(t *testing.T) {
 		t.Error("a replaced side file maps its old bytes")
 	}
 }
+
+// TestNewExternalTensor writes a tensor's bytes to a side file, refers to
+// them with NewExternalTensor, saves the model beside it and reads the
+// elements back after loading; sizes that do not match the dims and
+// locations that are not plain names are refused, and the tensor is not
+// readable before the save.
+func TestNewExternalTensor(t *testing.T) {
+	dir := t.TempDir()
+	want := []float32{1, 2, 3, 4, 5, 6}
+	src, _ := graph.NewTensor("w", graph.Float, []int64{2, 3}, want)
+	raw, _ := src.RawBytes()
+	if err := os.WriteFile(filepath.Join(dir, "w.bin"), append(make([]byte, 64), raw...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	et, err := graph.NewExternalTensor("w", graph.Float, []int64{2, 3}, "w.bin", 64, int64(len(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := et.RawBytes(); err == nil {
+		t.Error("a tensor made in memory read its side file before any save")
+	}
+	m := graph.NewModel(8, "ext", graph.Opset{Version: 17})
+	x := m.Graph.AddInput("x", graph.TensorType(graph.Float, graph.Dims(2, 3)))
+	m.Graph.AddOutput(m.Graph.Op("Add", []*graph.Value{x, m.Graph.AddInitializer(et)}, 1)[0])
+	path := filepath.Join(dir, "m.onnx")
+	if err := m.Save(path, graph.SaveOptions{External: graph.KeepStorage}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := graph.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := l.Graph.Lookup("w").Const.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := got.([]float32); len(g) != len(want) || g[5] != 6 || g[0] != 1 {
+		t.Errorf("read back %v, want %v", g, want)
+	}
+	if _, err := graph.NewExternalTensor("w", graph.Float, []int64{2, 3}, "w.bin", 0, 20); err == nil {
+		t.Error("20 bytes for 6 float32s accepted")
+	}
+	if _, err := graph.NewExternalTensor("w", graph.Float, []int64{2, 3}, "../w.bin", 0, 24); err == nil {
+		t.Error("a location outside the folder accepted")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/x448/float16"
 	"google.golang.org/protobuf/proto"
@@ -64,6 +65,34 @@ func NewTensor(name string, dt DataType, dims []int64, data any) (*Tensor, error
 		p.Name = proto.String(name)
 	}
 	return &Tensor{pb: p}, nil
+}
+
+// NewExternalTensor makes a tensor of dt and dims whose elements are
+// length bytes at offset in the side file location (a plain name beside
+// the model): a tensor written to a side file as it was made, which a
+// model saved with KeepStorage in that file's folder refers to. Its
+// elements cannot be read until the saved model is loaded again.
+func NewExternalTensor(name string, dt DataType, dims []int64, location string, offset, length int64) (*Tensor, error) {
+	n, err := numElements(dims)
+	if err != nil {
+		return nil, err
+	}
+	if want := dt.ByteSize(n); want != length || offset < 0 {
+		return nil, fmt.Errorf("tensor %q: %d bytes at offset %d for dims %v of %v (%d bytes): %w", name, length, offset, dims, dt, want, ErrTensorSize)
+	}
+	if _, err := resolveLocationName(location); err != nil {
+		return nil, err
+	}
+	pb := &onnxpb.TensorProto{
+		Name: proto.String(name), DataType: proto.Int32(int32(dt)), Dims: append([]int64(nil), dims...),
+		DataLocation: onnxpb.TensorProto_EXTERNAL.Enum(),
+		ExternalData: []*onnxpb.StringStringEntryProto{
+			{Key: proto.String("location"), Value: proto.String(location)},
+			{Key: proto.String("offset"), Value: proto.String(strconv.FormatInt(offset, 10))},
+			{Key: proto.String("length"), Value: proto.String(strconv.FormatInt(length, 10))},
+		},
+	}
+	return &Tensor{pb: pb, ext: &External{Location: location, Offset: offset, Length: length}}, nil
 }
 
 // TensorFromFloat64 stores float64 values as a tensor of the floating-point

@@ -48,6 +48,11 @@ type LlamaConfig struct {
 	// token i by i (Range(0, seq), as exports of models that count
 	// positions from 0 have it).
 	NoPositionIDs bool
+	// Store, when set, receives each weight as it is made and returns the
+	// tensor the model holds instead (a caller building a model larger
+	// than memory writes the bytes to a side file and returns
+	// graph.NewExternalTensor); it may panic on a write error.
+	Store func(*graph.Tensor) *graph.Tensor
 }
 
 // RopeForm is how a Llama build expresses its rotary embedding.
@@ -139,7 +144,11 @@ func (b *llamaBuilder) weight(name string, dims ...int64) *graph.Value {
 	for i := range v {
 		v[i] = float32(b.rng.NormFloat64() * scale)
 	}
-	return b.g.AddInitializer(b.floats(name, dims, v))
+	t := b.floats(name, dims, v)
+	if b.cfg.Store != nil {
+		t = b.cfg.Store(t)
+	}
+	return b.g.AddInitializer(t)
 }
 
 // Llama builds a Llama-style decoder as PyTorch exports it: token
