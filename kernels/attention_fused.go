@@ -549,6 +549,16 @@ func attnKernel(c *Call, in []*Tensor) ([]*Tensor, error) {
 	if !ok {
 		return nil, errUnfusable
 	}
+	if c.tr != nil {
+		// The workers' scratch, for the step: a block of scores and k
+		// and v (widened or packed) per goroutine.
+		rb := int64(min(max(attnBlockFloats/r.T, 32), r.S))
+		n := int64(c.threads()) * 4 * (rb*int64(r.T) + 2*int64(r.T)*int64(max(r.D, r.Hv)+32) + rb*int64(r.D+r.Hv))
+		if err := c.tr.take(n); err != nil {
+			return nil, err
+		}
+		defer c.tr.give(n)
+	}
 	r.run(c)
 	if c.tr != nil {
 		c.tr.blockwise++

@@ -1,7 +1,6 @@
 package kernels
 
 import (
-	"runtime"
 	"sync/atomic"
 	"unsafe"
 )
@@ -9,9 +8,9 @@ import (
 // Large constant data a session makes (packed weights) lives outside the
 // Go heap where the platform allows (bigbuf_linux.go): in huge pages (one
 // page fault per 2 MiB instead of per 4 KiB: loading a model of billions
-// of parameters took millions of faults), outside the collector's heap
+// of parameters took millions of faults) and outside the collector's heap
 // goal (gigabytes of weights would let the heap grow by as much before a
-// collection), and returned to the system when its owner is unreachable.
+// collection). Its holder frees it explicitly.
 
 // bigMin is the size from which constant data goes outside the heap.
 const bigMin = 1 << 20
@@ -19,21 +18,23 @@ const bigMin = 1 << 20
 // offHeapBytes counts the bytes outside the heap held now.
 var offHeapBytes atomic.Int64
 
-// bigFloats returns n zeroed float32s owned by owner: outside the Go heap
-// (n*4 >= bigMin, on Linux) they are unmapped when owner is unreachable,
-// so every holder of the slice must keep owner reachable.
-func bigFloats[T any](owner *T, n int) []float32 {
-	if n*4 < bigMin {
-		return make([]float32, n)
+// bigBuf is n zeroed float32s: outside the Go heap (raw is the mapping)
+// when n*4 >= bigMin and the platform maps memory, else on the heap (raw
+// nil). freeBig gives the mapping back; nothing may use f afterwards.
+func bigBuf(n int) (f []float32, raw []byte) {
+	if n*4 >= bigMin {
+		if raw = mapAnon(n * 4); raw != nil {
+			offHeapBytes.Add(int64(len(raw)))
+			return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(raw))), n), raw
+		}
 	}
-	b := mapAnon(n * 4)
-	if b == nil {
-		return make([]float32, n)
+	return make([]float32, n), nil
+}
+
+// freeBig unmaps what bigBuf mapped (raw nil: heap memory, collected).
+func freeBig(raw []byte) {
+	if raw != nil {
+		offHeapBytes.Add(-int64(len(raw)))
+		unmapAnon(raw)
 	}
-	offHeapBytes.Add(int64(len(b)))
-	runtime.AddCleanup(owner, func(b []byte) {
-		offHeapBytes.Add(-int64(len(b)))
-		unmapAnon(b)
-	}, b)
-	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), n)
 }

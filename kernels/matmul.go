@@ -373,17 +373,18 @@ func init() {
 }
 
 // packedWeight is the constant right-hand side of a MatMul, Gemm or
-// FusedMatMul step, packed once when the session is made.
+// FusedMatMul step, packed once when the session is made (and shared with
+// the sessions whose weight has the same bytes: sharedweights.go).
 type packedWeight struct {
 	src *Tensor // the constant B as the kernel receives it
-	pb  *gemm.PackedB
+	pd  *packedData
 }
 
 // packWeights packs the float32 constant 2-D B operands of p's matrix
 // products (not graph inputs, which a caller may override).
-func (s *Session) packWeights(p *plan) {
+func (s *Session) packWeights(p *plan) error {
 	if s.opts.Accumulate64 {
-		return
+		return nil
 	}
 	isInput := map[*graph.Value]bool{}
 	for _, v := range p.g.Inputs {
@@ -422,20 +423,29 @@ func (s *Session) packWeights(p *plan) {
 			st.packed = pw
 			continue
 		}
-		pw := &packedWeight{src: b}
-		pw.pb = gemm.PackBTo(bigFloats(pw, gemm.PackedLen(k, nn)), transB, k, nn, Data[float32](b), b.Shape[1])
-		st.packed = pw
-		s.packed += int64(4 * k * nn)
+		m := s.mapped[b]
+		if m != nil {
+			// Read in one go, not a page fault per page; dropped below.
+			graph.PopulateMapped(m)
+		}
+		pd := acquirePacked(s.budget(), transB, k, nn, Data[float32](b), b.Shape[1], m != nil)
+		if pd == nil {
+			continue // over the budget: the step packs per call
+		}
+		s.holds.list = append(s.holds.list, pd)
+		st.packed = &packedWeight{src: b, pd: pd}
+		s.packed += pd.bytes
 		if s.packedOf == nil {
 			s.packedOf = map[packKey]*packedWeight{}
 		}
 		s.packedOf[key] = st.packed
-		if m := s.mapped[b]; m != nil {
+		if m != nil {
 			// The steps read the packed copy: the file's pages need not
 			// stay (a kernel that reads b itself faults them back in).
 			graph.ReleaseMapped(m)
 		}
 	}
+	return nil
 }
 
 // packKey identifies a packed weight: its source and whether it is
@@ -451,7 +461,7 @@ func (c *Call) packed(b *Tensor, k, n int) *gemm.PackedB {
 	if c == nil || c.step == nil || c.step.packed == nil || c.step.packed.src != b || c.Acc64() {
 		return nil
 	}
-	if pb := c.step.packed.pb; pb.K() == k && pb.N() == n {
+	if pb := c.step.packed.pd.pb; pb.K() == k && pb.N() == n {
 		return pb
 	}
 	return nil

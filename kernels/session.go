@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/onnxpe/onnxpe/graph"
 )
@@ -99,8 +101,10 @@ type Session struct {
 	// with their bytes (see weights.go).
 	mapped map[*Tensor][]byte
 	// packedOf holds the packed weights by source and layout: steps that
-	// multiply by one weight share its packed copy.
+	// multiply by one weight share its packed copy; holds are the shared
+	// packed weights the session holds.
 	packedOf map[packKey]*packedWeight
+	holds    *heldWeights
 }
 
 // plan is a graph compiled for execution: its steps in topological order,
@@ -275,12 +279,51 @@ func NewSession(m *graph.Model, opts Options) (*Session, error) {
 			s.outs[i] = v
 		}
 	}
+	s.holds = &heldWeights{}
 	p, err := s.compile(m.Graph, nil, nil, nil)
 	if err != nil {
+		s.holds.release()
+		endLinger()
 		return nil, err
 	}
 	s.main = p
+	// A session never closed gives its weights back when collected.
+	runtime.AddCleanup(s, func(h *heldWeights) { h.release() }, s.holds)
+	endLinger()
 	return s, nil
+}
+
+// heldWeights are the shared packed weights a session holds.
+type heldWeights struct {
+	mu   sync.Mutex
+	list []*packedData
+	done bool
+}
+
+func (h *heldWeights) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.done {
+		h.done = true
+		releaseHeld(h.list)
+		h.list = nil
+	}
+}
+
+// Close ends the session: it stops holding its packed weights (kept for
+// the next session made, which may share them, and freed then, or by
+// ReleaseUnusedWeights), drops the pages of the weights it used in place
+// over mapped files from the process, and Run fails afterwards.
+func (s *Session) Close() {
+	if s.main == nil {
+		return
+	}
+	s.holds.release()
+	for _, b := range s.mapped {
+		graph.ReleaseMapped(b)
+	}
+	s.main, s.mapped, s.packedOf, s.attnWorkers = nil, nil, nil, nil
+	s.pool = bufPool{}
 }
 
 // Model is the session's model.
@@ -560,7 +603,9 @@ func (s *Session) compile(g *graph.Graph, refs map[string]*graph.Attr, os opsets
 			s.constBytes += cb
 		}
 	}
-	s.packWeights(p)
+	if err := s.packWeights(p); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -761,6 +806,9 @@ func (s *Session) budget() *Budget {
 func (s *Session) Run(inputs map[string]*Tensor) (map[string]*Tensor, error) {
 	g := s.model.Graph
 	p := s.main
+	if p == nil {
+		return nil, errClosed
+	}
 	e := newEnv(p, nil)
 	tr := s.spare
 	if tr == nil {
@@ -828,6 +876,9 @@ var ErrNotComputed = errors.New("the session does not compute this value")
 func (s *Session) Eval(inputs map[string]*Tensor, names []string) (map[string]*Tensor, error) {
 	g := s.model.Graph
 	p := s.main
+	if p == nil {
+		return nil, errClosed
+	}
 	if s.producer == nil {
 		s.producer = map[*graph.Value]int{}
 		for i, st := range p.steps {

@@ -81,3 +81,118 @@ func TestWeightsUsedInPlace(t *testing.T) {
 		})
 	}
 }
+
+// TestWeightsSharedBySessions saves one Llama to two folders and a third
+// with one weight changed, and checks by the budget's accounting that two
+// live sessions of the equal models hold their packed weights once (the
+// private budget counts one model's worth), that the
+// changed model adds exactly its changed weight, that weights no session
+// holds are not reserved and are taken over (not packed again) by the
+// next session of an equal model, and that weights a budget cannot hold
+// are not packed while the model still runs, with the same outputs.
+func TestWeightsSharedBySessions(t *testing.T) {
+	kernels.ReleaseUnusedWeights()
+	cfg := testmodels.DefaultLlama
+	cfg.Hidden, cfg.FFN, cfg.Seed = 128, 256, 77
+	save := func(m *graph.Model) *graph.Model {
+		path := filepath.Join(t.TempDir(), "model.onnx")
+		if err := m.Save(path, graph.SaveOptions{External: graph.ExternalizeLarge, Threshold: 256}); err != nil {
+			t.Fatal(err)
+		}
+		l, err := graph.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	a, b := save(testmodels.Llama(cfg)), save(testmodels.Llama(cfg))
+	changed := testmodels.Llama(cfg)
+	w := changed.Graph.Lookup("layers.0.up_proj")
+	v := make([]float32, w.Const.Len())
+	for i := range v {
+		v[i] = float32(i%7) / 7
+	}
+	nt, _ := graph.NewTensor(w.Const.Name(), graph.Float, w.Const.Dims(), v)
+	w.Const = nt
+	c := save(changed)
+	budget := kernels.NewBudget(0)
+	open := func(m *graph.Model) *kernels.Session {
+		s, err := kernels.NewSession(m, kernels.Options{Budget: budget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	sa := open(a)
+	one := budget.Used()
+	if st := sa.LastRunStats(); one == 0 {
+		t.Fatalf("one model reserves %d B of packed weights (%+v)", one, st)
+	}
+	sb := open(b)
+	if got := budget.Used(); got != one {
+		t.Errorf("two sessions of equal models hold %d B of packed weights, one holds %d B", got, one)
+	}
+	upBytes := int64(4 * 128 * 256)
+	sc := open(c)
+	if got := budget.Used(); got != one+upBytes {
+		t.Errorf("with the changed model: %d B, want %d + %d", got, one, upBytes)
+	}
+	sa.Close()
+	sb.Close()
+	sc.Close()
+	if got := budget.Used(); got != 0 {
+		t.Errorf("weights no session holds stay reserved: %d B", got)
+	}
+	kernels.ResetWeightPeak()
+	sd := open(b) // takes over the equal weights; the changed one goes
+	if got := budget.Used(); got != one {
+		t.Errorf("after a session of the equal model: %d B, want %d", got, one)
+	}
+	if made := kernels.Weights().Made; made != 0 {
+		t.Errorf("the session of the equal model packed %d B, not taking over the closed sessions' weights", made)
+	}
+	if _, err := sa.Run(nil); err == nil {
+		t.Error("a closed session ran")
+	}
+	// Over the budget, weights are not packed (the steps pack per call)
+	// and the model still runs.
+	small := kernels.NewBudget(one / 2)
+	se, err := kernels.NewSession(c, kernels.Options{Budget: small})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used := small.Used(); used > one/2 {
+		t.Errorf("%d B reserved in a budget of %d B", used, one/2)
+	}
+	in := map[string]*kernels.Tensor{"input_ids": kernels.FromSlice([]int{1, 3}, []int64{1, 2, 3}), "position_ids": kernels.FromSlice([]int{1, 3}, []int64{0, 1, 2})}
+	ref := sc2(t, c)
+	want, err := ref.Run(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref.Close()
+	got, err := se.Run(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, w := range want {
+		if !slices.Equal(got[name].Float64s(), w.Float64s()) {
+			t.Errorf("output %s differs with weights packed per call", name)
+		}
+	}
+	se.Close()
+	sd.Close()
+	kernels.ReleaseUnusedWeights()
+	if got := budget.Used(); got != 0 {
+		t.Errorf("after every session closed: %d B still reserved", got)
+	}
+}
+
+// sc2 is a session of m in a budget of its own.
+func sc2(t *testing.T, m *graph.Model) *kernels.Session {
+	s, err := kernels.NewSession(m, kernels.Options{Budget: kernels.NewBudget(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

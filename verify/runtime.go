@@ -53,7 +53,12 @@ func (r *goRunner) run(in, _ map[string]*kernels.Tensor) (map[string]*kernels.Te
 	return r.s.Run(in)
 }
 
-func (r *goRunner) close() { r.s = nil }
+func (r *goRunner) close() {
+	if r.s != nil {
+		r.s.Close()
+		r.s = nil
+	}
+}
 
 // ModelError says that a model could not be loaded into an executor or
 // run on an input set: the pair cannot be compared (exit 2), unless the

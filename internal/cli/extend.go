@@ -483,6 +483,7 @@ func (c *extendChecker) runs(set verify.NamedInputs) bool {
 	if err != nil {
 		return false
 	}
+	defer s.Close()
 	_, err = s.Run(set.Inputs)
 	return err == nil
 }
@@ -675,6 +676,7 @@ func (c *extendChecker) runsAtN() (*extendCheck, error) {
 		ch.Status, ch.Summary = checkFail, "onnxpe's executor cannot load the extended model: "+oneLine(err.Error())
 		return ch, nil
 	}
+	defer s.Close()
 	var names []string
 	for i := range sets {
 		c.prog.update(verify.Progress{Done: i, Total: len(sets), Step: "onnxpe's executor: " + sets[i].Name})
