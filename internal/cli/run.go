@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -45,6 +46,10 @@ holding input_N.pb, whose output files are reference outputs).
 --accumulate float64 runs float32 models with float64 accumulation in
 reductions, matrix products and normalisations: a reference-grade mode.
 
+--json also reports the time to load (the model, its inputs and the
+executor's session: weights mapped and packed) apart from the time of the
+run, and the memory of the weights and of the run's intermediates.
+
 ` + exitCodesHelp,
 		Example: `  onnxpe run model.onnx --inputs test_data_set_0
   onnxpe run model.onnx --inputs feeds.npz --outputs out/ --json
@@ -69,6 +74,21 @@ type RunReport struct {
 	Model   string        `json:"model"`
 	Outputs []OutputStats `json:"outputs"`
 	Written string        `json:"written,omitempty"`
+	// LoadSeconds is the time to load the model and its inputs and make
+	// the executor's session (weights mapped, packed); ComputeSeconds the
+	// run itself.
+	LoadSeconds    float64   `json:"load_seconds"`
+	ComputeSeconds float64   `json:"compute_seconds"`
+	Memory         RunMemory `json:"memory"`
+}
+
+// RunMemory is what the run held: weights packed for the matrix products
+// (outside the Go heap), weights used in place over the mapped side files,
+// and the peak of intermediate tensors.
+type RunMemory struct {
+	PackedWeightBytes     int64 `json:"packed_weight_bytes"`
+	MappedWeightBytes     int64 `json:"mapped_weight_bytes"`
+	PeakIntermediateBytes int64 `json:"peak_intermediate_bytes"`
 }
 
 // OutputStats summarises one output tensor.
@@ -132,6 +152,7 @@ func statsOf(name string, t *kernels.Tensor) OutputStats {
 }
 
 func runRun(opts *runOptions) error {
+	start := time.Now()
 	if opts.Inputs == "" {
 		return badInput("run: --inputs is required")
 	}
@@ -166,11 +187,14 @@ func runRun(opts *runOptions) error {
 	if err != nil {
 		return runError(opts.Model, err)
 	}
+	loaded := time.Now()
 	outs, err := sess.Run(feeds)
 	if err != nil {
 		return runError(opts.Model, err)
 	}
-	r := &RunReport{Model: opts.Model}
+	st := sess.LastRunStats()
+	r := &RunReport{Model: opts.Model, LoadSeconds: loaded.Sub(start).Seconds(), ComputeSeconds: time.Since(loaded).Seconds(),
+		Memory: RunMemory{PackedWeightBytes: st.PackedBytes, MappedWeightBytes: st.MappedBytes, PeakIntermediateBytes: st.PeakLiveBytes}}
 	for _, v := range m.Graph.Outputs {
 		r.Outputs = append(r.Outputs, statsOf(v.Name, outs[v.Name]))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/internal/conformance"
 	"github.com/onnxpe/onnxpe/kernels"
+	"github.com/onnxpe/onnxpe/testmodels"
 )
 
 // TestRunReproducesConformanceOutputs runs conformance cases through the
@@ -183,5 +184,46 @@ func TestStatsOfHugeValues(t *testing.T) {
 		if _, err := json.Marshal(s); err != nil {
 			t.Errorf("%v: %v", c.vals, err)
 		}
+	}
+}
+
+// TestRunJSONReportsLoadApartFromCompute runs a Llama whose weights are in
+// a side file with --json: the report (valid against reports.schema.json)
+// gives the load and compute times apart and the memory of the weights
+// (packed for the products, used in place over the mapped file) and of
+// the intermediates.
+func TestRunJSONReportsLoadApartFromCompute(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "model.onnx")
+	if err := testmodels.Llama(testmodels.DefaultLlama).Save(model, graph.SaveOptions{External: graph.ExternalizeLarge, Threshold: 256}); err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "inputs")
+	os.Mkdir(in, 0o755)
+	for i, name := range []string{"input_ids", "position_ids"} {
+		if err := kernels.WriteTensorFile(filepath.Join(in, fmt.Sprintf("input_%d.pb", i)), name, kernels.FromSlice([]int{1, 4}, []int64{3, 1, 4, 1 + int64(i)})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := runCLI(t, "run", model, "--inputs", in, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	doc, err := oneJSON(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := compileDefs(t, "reports.schema.json", ReportsSchema, "run")["run"].Validate(doc); err != nil {
+		t.Fatalf("the report does not follow reports.schema.json: %v\n%s", err, out)
+	}
+	var r RunReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.LoadSeconds <= 0 || r.ComputeSeconds <= 0 {
+		t.Errorf("load %g s, compute %g s", r.LoadSeconds, r.ComputeSeconds)
+	}
+	if m := r.Memory; m.PackedWeightBytes <= 0 || m.MappedWeightBytes <= 0 || m.PeakIntermediateBytes <= 0 {
+		t.Errorf("memory %+v", m)
 	}
 }
