@@ -10,20 +10,70 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 )
 
-// Pass is one analysis or rewrite. Passes are package-level values; Requires
-// names the passes whose results Run reads from Context.ResultOf.
-type Pass struct {
+// Pass is one analysis or rewrite, with the type T of its result. Passes
+// are package-level values (the shape of golang.org/x/tools/go/analysis):
+// Requires names the passes that must run first, and Run reads their
+// results with Result, typed by the pass it asks for.
+type Pass[T any] struct {
 	// Name is a short identifier (lower case, unique).
 	Name string
 	// Doc says what the pass finds or does, first line a summary.
 	Doc string
-	// Requires lists the passes that must run first.
-	Requires []*Pass
+	// Requires lists the passes that must run first: the only ones whose
+	// results Run may read.
+	Requires []Analyzer
 	// Run computes the pass's result.
-	Run func(*Context) (any, error)
+	Run func(*Context) (T, error)
 }
 
-func (p *Pass) String() string { return p.Name }
+// Analyzer is a pass of any result type: what Requires lists, Order sorts
+// and Run runs.
+type Analyzer interface {
+	// String is the pass's name.
+	String() string
+	spec() (doc string, requires []Analyzer, runs bool)
+	run(*Context) (any, error)
+}
+
+func (p *Pass[T]) String() string { return p.Name }
+
+func (p *Pass[T]) spec() (string, []Analyzer, bool) { return p.Doc, p.Requires, p.Run != nil }
+
+func (p *Pass[T]) run(c *Context) (any, error) { return p.Run(c) }
+
+// Result is the result of p in c. Inside a pass's Run, p must be among
+// the passes that pass requires (directly or through others): reading
+// another's result is a defect of the pass, and panics.
+func Result[T any](c *Context, p *Pass[T]) T {
+	r, ok := c.results[p]
+	if !ok {
+		panic(fmt.Sprintf("passes: the result of %s is read before it ran", p.Name))
+	}
+	if c.current != nil && !c.requires(c.current, p) {
+		panic(fmt.Sprintf("passes: %s reads the result of %s, which it does not require", c.current, p.Name))
+	}
+	return r.(T)
+}
+
+// Analyzers lists passes of one result type as Analyzers (for Requires,
+// Order and Run).
+func Analyzers[T any](ps ...*Pass[T]) []Analyzer {
+	out := make([]Analyzer, len(ps))
+	for i, p := range ps {
+		out[i] = p
+	}
+	return out
+}
+
+// Ran reports whether p ran in c, and its result.
+func Ran[T any](c *Context, p *Pass[T]) (T, bool) {
+	r, ok := c.results[p]
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	return r.(T), true
+}
 
 // Options configure a run of passes.
 type Options struct {
@@ -40,21 +90,27 @@ type Options struct {
 }
 
 // Context is what a pass sees: the original model (never changed by a
-// detector), the results of the passes it requires, and the trace.
+// detector), the results of the passes that ran before, and the trace.
 type Context struct {
 	// Model is the caller's model. Detectors must not change it.
-	Model *graph.Model
-	// ResultOf holds the results of the passes that ran before.
-	ResultOf map[*Pass]any
-	Options  Options
+	Model   *graph.Model
+	Options Options
 
-	trace   *Trace
-	timings map[string]time.Duration
-	running map[string]bool
+	results  map[Analyzer]any
+	closure  map[Analyzer]map[Analyzer]bool // what each pass requires, transitively
+	current  Analyzer                       // the pass running
+	trace    *Trace
+	timings  map[string]time.Duration
+	running  map[string]bool
+	runCount map[string]int
 }
 
-// Runs reports whether the pass named name is one of this run's.
+// Runs reports whether the pass named name is one of this context's.
 func (c *Context) Runs(name string) bool { return c.running[name] }
+
+// RunCount is how many times the pass named name ran in this context
+// (each pass runs once per context; tests count audits with it).
+func (c *Context) RunCount(name string) int { return c.runCount[name] }
 
 // Miss records a near-miss of rule at a place: why a candidate was not
 // matched. score orders near-misses of the same rule (higher got further);
@@ -67,28 +123,63 @@ func (c *Context) Miss(rule, at, reason string, score int) {
 
 // Run runs the given passes and those they require, each once, in
 // dependency order, and returns the context holding every result.
-func Run(m *graph.Model, opts Options, passes ...*Pass) (*Context, error) {
-	order, err := Order(passes...)
-	if err != nil {
-		return nil, err
-	}
-	ctx := &Context{Model: m, ResultOf: map[*Pass]any{}, Options: opts, timings: map[string]time.Duration{}, running: map[string]bool{}}
-	for _, p := range order {
-		ctx.running[p.Name] = true
-	}
+func Run(m *graph.Model, opts Options, passes ...Analyzer) (*Context, error) {
+	ctx := &Context{Model: m, Options: opts, results: map[Analyzer]any{}, closure: map[Analyzer]map[Analyzer]bool{},
+		timings: map[string]time.Duration{}, running: map[string]bool{}, runCount: map[string]int{}}
 	if opts.Trace {
 		ctx.trace = &Trace{}
 	}
-	for _, p := range order {
-		t0 := time.Now()
-		r, err := p.Run(ctx)
-		ctx.timings[p.Name] = time.Since(t0)
-		if err != nil {
-			return ctx, fmt.Errorf("pass %s: %w", p.Name, err)
-		}
-		ctx.ResultOf[p] = r
+	return ctx, ctx.Run(passes...)
+}
+
+// Run runs more passes in c: those given and what they require that has
+// not run in c yet (a rewrite after the audit whose context it is: the
+// detectors do not run again).
+func (c *Context) Run(passes ...Analyzer) error {
+	order, err := Order(passes...)
+	if err != nil {
+		return err
 	}
-	return ctx, nil
+	for _, p := range order {
+		c.running[p.String()] = true
+	}
+	for _, p := range order {
+		if _, done := c.results[p]; done {
+			continue
+		}
+		c.closure[p] = closure(p)
+		t0 := time.Now()
+		c.current = p
+		r, err := p.run(c)
+		c.current = nil
+		c.timings[p.String()] += time.Since(t0)
+		c.runCount[p.String()]++
+		if err != nil {
+			return fmt.Errorf("pass %s: %w", p, err)
+		}
+		c.results[p] = r
+	}
+	return nil
+}
+
+// requires reports whether p requires q, directly or through others.
+func (c *Context) requires(p, q Analyzer) bool { return p == q || c.closure[p][q] }
+
+// closure is everything p requires, transitively.
+func closure(p Analyzer) map[Analyzer]bool {
+	out := map[Analyzer]bool{}
+	var visit func(a Analyzer)
+	visit = func(a Analyzer) {
+		_, req, _ := a.spec()
+		for _, r := range req {
+			if !out[r] {
+				out[r] = true
+				visit(r)
+			}
+		}
+	}
+	visit(p)
+	return out
 }
 
 // Timings reports how long each pass ran, in the order they ran.
@@ -106,30 +197,33 @@ func (c *Context) Trace() []Miss {
 var ErrCycle = errors.New("passes require each other")
 
 // Order lists passes and everything they require so that each comes after
-// its requirements; ties keep the order given. It checks that names are
-// unique and docs are not empty.
-func Order(passes ...*Pass) ([]*Pass, error) {
-	var out []*Pass
-	state := map[*Pass]int{} // 1 visiting, 2 done
-	names := map[string]*Pass{}
-	var visit func(p *Pass, path []string) error
-	visit = func(p *Pass, path []string) error {
+// its requirements; ties keep the order given. It checks that every pass
+// has a name (unique), a doc and a Run, and that no passes require each
+// other.
+func Order(passes ...Analyzer) ([]Analyzer, error) {
+	var out []Analyzer
+	state := map[Analyzer]int{} // 1 visiting, 2 done
+	names := map[string]Analyzer{}
+	var visit func(p Analyzer, path []string) error
+	visit = func(p Analyzer, path []string) error {
 		switch state[p] {
 		case 1:
-			return fmt.Errorf("%w: %s", ErrCycle, strings.Join(append(path, p.Name), " -> "))
+			return fmt.Errorf("%w: %s", ErrCycle, strings.Join(append(path, p.String()), " -> "))
 		case 2:
 			return nil
 		}
-		if q, ok := names[p.Name]; ok && q != p {
-			return fmt.Errorf("two passes are named %q", p.Name)
+		name := p.String()
+		if q, ok := names[name]; ok && q != p {
+			return fmt.Errorf("two passes are named %q", name)
 		}
-		names[p.Name] = p
-		if p.Name == "" || strings.TrimSpace(p.Doc) == "" || p.Run == nil {
-			return fmt.Errorf("pass %q: needs a name, a doc and a Run", p.Name)
+		names[name] = p
+		doc, req, runs := p.spec()
+		if name == "" || strings.TrimSpace(doc) == "" || !runs {
+			return fmt.Errorf("pass %q: needs a name, a doc and a Run", name)
 		}
 		state[p] = 1
-		for _, r := range p.Requires {
-			if err := visit(r, append(path, p.Name)); err != nil {
+		for _, r := range req {
+			if err := visit(r, append(path, name)); err != nil {
 				return err
 			}
 		}

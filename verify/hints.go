@@ -33,7 +33,7 @@ func AuditHints(m *graph.Model) (Hints, error) {
 func hintsFrom(rep *passes.Report, ctx *passes.Context) Hints {
 	h := Hints{Suggested: map[string]Role{}, From: "the audit"}
 	if ctx != nil {
-		if w, ok := ctx.ResultOf[work.Normalize].(*work.Work); ok && w != nil {
+		if w, ok := passes.Ran(ctx, work.Normalize); ok && w != nil {
 			for _, v := range w.Inputs() {
 				if r, ok := roleOfAudit[w.Role(v)]; ok {
 					h.Suggested[v.Name] = r

@@ -194,9 +194,9 @@ func rewriteRun(opts *rewriteOptions) error {
 	case opts.T5Op != passes.T5Table && opts.T5Op != passes.T5Microsoft:
 		return badInput("rewrite: --t5-op must be table or com.microsoft, not %q", opts.T5Op)
 	}
-	var ps []*passes.Pass
+	var ps []*passes.Pass[*rewrite.Change]
 	if opts.Unfuse {
-		ps = []*passes.Pass{schemes.Unfuse}
+		ps = []*passes.Pass[*rewrite.Change]{schemes.Unfuse}
 	} else if len(opts.Passes) == 0 {
 		ps = schemes.Rewriters
 	} else {

@@ -89,7 +89,7 @@ type Encoding struct {
 }
 
 // Absolute finds the position-dependent values added to the embeddings.
-var Absolute = &passes.Pass{
+var Absolute = &passes.Pass[[]*Encoding]{
 	Name: "absolute",
 	Doc: `Find absolute position encodings: values added to the embeddings that change with the position.
 
@@ -103,13 +103,13 @@ learned detector the others). A stored table in the value's cone gives
 its number of positions. EmbedLayerNormalization's position-embedding
 input is such a table too, read at the op's position_ids. The encoding
 reaches the blocks downstream of the addition.`,
-	Requires: []*passes.Pass{work.Normalize, attn.Blocks},
+	Requires: []passes.Analyzer{work.Normalize, attn.Blocks},
 	Run:      runAbsolute,
 }
 
-func runAbsolute(c *passes.Context) (any, error) {
+func runAbsolute(c *passes.Context) ([]*Encoding, error) {
 	w := work.Of(c)
-	blocks := c.ResultOf[attn.Blocks].([]*attn.Block)
+	blocks := passes.Result(c, attn.Blocks)
 	onScores := map[*graph.Node]bool{}
 	for _, b := range blocks {
 		for _, n := range b.ScorePath {
@@ -152,7 +152,7 @@ func ClaimAbsolute(c *passes.Context, claim func(e *Encoding) *passes.Finding) [
 	w := work.Of(c)
 	var out, fused []*passes.Finding
 	alike := func(g, f *passes.Finding) bool { return g.Fused == f.Fused && slices.Equal(g.Notes, f.Notes) }
-	for _, e := range c.ResultOf[Absolute].([]*Encoding) {
+	for _, e := range passes.Result(c, Absolute) {
 		f := claim(e)
 		switch {
 		case f == nil:

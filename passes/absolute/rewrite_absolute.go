@@ -13,11 +13,11 @@ import (
 	"github.com/onnxpe/onnxpe/passes/work"
 )
 
-func AbsolutePass(r *rewrite.Rewrite, c *passes.Context, pass, scheme string, detector *passes.Pass) (*rewrite.Change, error) {
+func AbsolutePass(r *rewrite.Rewrite, c *passes.Context, pass, scheme string, detector *passes.Pass[[]*passes.Finding]) (*rewrite.Change, error) {
 	w := work.Of(c)
 	ch := r.Begin(pass, scheme)
 	defer r.End(ch)
-	for _, f := range c.ResultOf[detector].([]*passes.Finding) {
+	for _, f := range passes.Result(c, detector) {
 		if f.Fused {
 			continue
 		}

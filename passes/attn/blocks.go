@@ -89,7 +89,7 @@ func DetectGraphs(w *work.Work) []*graph.Graph {
 }
 
 // Blocks finds the attention blocks of the model.
-var Blocks = &passes.Pass{
+var Blocks = &passes.Pass[[]*Block]{
 	Name: "blocks",
 	Doc: `Find the attention blocks, numbered in topological order from 0.
 
@@ -106,8 +106,8 @@ and K (so that detectors of unfused encodings see through them) and their
 attention-bias inputs its bias terms. The graphs of generation ops
 (BeamSearch and the like) are audited as models of their own; their
 blocks take their numbers at the generation op's place.`,
-	Requires: []*passes.Pass{work.Normalize, Generation},
-	Run: func(c *passes.Context) (any, error) {
+	Requires: []passes.Analyzer{work.Normalize, Generation},
+	Run: func(c *passes.Context) ([]*Block, error) {
 		w := work.Of(c)
 		var out []*Block
 		for _, g := range DetectGraphs(w) {
@@ -124,7 +124,7 @@ blocks take their numbers at the generation op's place.`,
 		}
 		slices.SortStableFunc(out, func(a, b *Block) int { return w.Pos(a.Node()) - w.Pos(b.Node()) })
 		// Number the blocks, the sub-audits' blocks at their op's place.
-		subs, _ := c.ResultOf[Generation].([]*SubAudit)
+		subs := passes.Result(c, Generation)
 		i, k := 0, 0
 		for _, b := range out {
 			for ; k < len(subs) && w.Pos(subs[k].Node) < w.Pos(b.Node()); k++ {

@@ -34,7 +34,7 @@ type SubAudit struct {
 var generationAttrs = []string{"encoder", "init_decoder", "decoder"}
 
 // Generation audits the graphs of generation ops.
-var Generation = &passes.Pass{
+var Generation = &passes.Pass[[]*SubAudit]{
 	Name: "generation",
 	Doc: `Audit the graphs that generation ops run as models of their own.
 
@@ -49,11 +49,11 @@ op's place in the topological order (encoder, first-step decoder,
 decoder), consistently with the blocks of the main graph. The graphs are
 audited by Options.AuditGraph (the audit's own driver); without it they
 are left out.`,
-	Requires: []*passes.Pass{work.Normalize},
+	Requires: []passes.Analyzer{work.Normalize},
 	Run:      runGeneration,
 }
 
-func runGeneration(c *passes.Context) (any, error) {
+func runGeneration(c *passes.Context) ([]*SubAudit, error) {
 	if c.Options.AuditGraph == nil {
 		return []*SubAudit(nil), nil
 	}

@@ -6,7 +6,7 @@ import (
 )
 
 // Sides finds, for every unfused block, what reaches its Q and K operands.
-var Sides = &passes.Pass{
+var Sides = &passes.Pass[map[*Block]*BlockSides]{
 	Name: "sides",
 	Doc: `Walk back from both operands of every block's Q·Kᵀ to the projected q and k.
 
@@ -17,11 +17,11 @@ skipped; what
 remains between the projection and the scores is the side's region, with
 the values that do not depend on content entering it (cos/sin, a
 temperature). A region with no such value means no positional change.`,
-	Requires: []*passes.Pass{work.Normalize, Blocks},
-	Run: func(c *passes.Context) (any, error) {
+	Requires: []passes.Analyzer{work.Normalize, Blocks},
+	Run: func(c *passes.Context) (map[*Block]*BlockSides, error) {
 		w := work.Of(c)
 		out := map[*Block]*BlockSides{}
-		for _, b := range c.ResultOf[Blocks].([]*Block) {
+		for _, b := range passes.Result(c, Blocks) {
 			if b.Q == nil || b.K == nil {
 				continue // a fused op that projects q and k itself
 			}

@@ -3,7 +3,6 @@ package audit_test
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -13,66 +12,10 @@ import (
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
-	"github.com/onnxpe/onnxpe/passes/attn"
 	"github.com/onnxpe/onnxpe/passes/audit"
-	"github.com/onnxpe/onnxpe/passes/scheme/nope"
-	"github.com/onnxpe/onnxpe/passes/scheme/rope"
-	"github.com/onnxpe/onnxpe/passes/work"
 	"github.com/onnxpe/onnxpe/testmodels"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
-
-func allPasses() []*passes.Pass {
-	return []*passes.Pass{work.Normalize, attn.Blocks, attn.Sides, rope.RoPE, nope.Temperatures, audit.Audit}
-}
-
-func TestPipelineIsValid(t *testing.T) {
-	order, err := passes.Order(audit.Audit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := map[string]bool{}
-	for _, p := range order {
-		if names[p.Name] {
-			t.Errorf("pass name %q used twice", p.Name)
-		}
-		names[p.Name] = true
-		if strings.TrimSpace(p.Doc) == "" {
-			t.Errorf("pass %s has no doc", p.Name)
-		}
-	}
-	for _, p := range allPasses() {
-		if !names[p.Name] {
-			t.Errorf("pass %s is not reached from the audit", p.Name)
-		}
-	}
-	for _, d := range audit.Detectors {
-		if !names[d.Name] {
-			t.Errorf("detector %s is not required by the audit", d.Name)
-		}
-	}
-}
-
-func TestOrderRefusesBadPipelines(t *testing.T) {
-	run := func(*passes.Context) (any, error) { return nil, nil }
-	a := &passes.Pass{Name: "a", Doc: "a", Run: run}
-	b := &passes.Pass{Name: "b", Doc: "b", Run: run, Requires: []*passes.Pass{a}}
-	a.Requires = []*passes.Pass{b}
-	if _, err := passes.Order(b); !errors.Is(err, passes.ErrCycle) {
-		t.Errorf("a cycle gives %v", err)
-	}
-	a.Requires = nil
-	if got, err := passes.Order(b); err != nil || len(got) != 2 || got[0] != a {
-		t.Errorf("Order(b) = %v, %v; want [a b]", got, err)
-	}
-	dup := &passes.Pass{Name: "a", Doc: "another a", Run: run}
-	if _, err := passes.Order(a, dup); err == nil {
-		t.Error("two passes named a were accepted")
-	}
-	if _, err := passes.Order(&passes.Pass{Name: "nodoc", Run: run}); err == nil {
-		t.Error("a pass without doc was accepted")
-	}
-}
 
 // schema compiles the report's JSON Schema.
 func schema(t testing.TB) *jsonschema.Schema {

@@ -51,7 +51,7 @@ func TestPositionsOfTheCorpus(t *testing.T) {
 			}
 			var got []string
 			for _, p := range audit.Detectors {
-				for _, f := range c.ResultOf[p].([]*passes.Finding) {
+				for _, f := range passes.Result(c, p) {
 					switch ev := f.Evidence.(type) {
 					case *rope.RoPEEvidence:
 						got = append(got, ev.Positions.String())

@@ -24,10 +24,10 @@ import (
 
 // Detectors are the passes whose results are findings ([]*Finding). The
 // report collects them; adding a detector is adding it here.
-var Detectors = []*passes.Pass{rope.RoPE, sinusoidal.SinusoidalPass, learned.LearnedPass, alibi.ALiBiPass, t5.T5Pass, shaw.Shaw, relsin.RelativeSinusoidalPass, disentangled.DisentangledPass, complexorder.ComplexOrderPass, floater.FloaterPass}
+var Detectors = []*passes.Pass[[]*passes.Finding]{rope.RoPE, sinusoidal.SinusoidalPass, learned.LearnedPass, alibi.ALiBiPass, t5.T5Pass, shaw.Shaw, relsin.RelativeSinusoidalPass, disentangled.DisentangledPass, complexorder.ComplexOrderPass, floater.FloaterPass}
 
 // Audit assembles the report from the detectors' findings.
-var Audit = &passes.Pass{
+var Audit = &passes.Pass[*passes.Report]{
 	Name: "audit",
 	Doc: `Collect the findings of every detector into the report.
 
@@ -36,7 +36,7 @@ Each attention block gets the scheme of the finding that reaches it
 reaches get nope. The findings of the graphs generation ops run (audited
 as models of their own) join with their layers renumbered and the graph
 they live in named. The findings are ordered by their first layer.`,
-	Requires: append([]*passes.Pass{work.Normalize, attn.Generation, attn.Blocks, attn.Sides, nope.Temperatures}, Detectors...),
+	Requires: append([]passes.Analyzer{work.Normalize, attn.Generation, attn.Blocks, attn.Sides, nope.Temperatures}, passes.Analyzers(Detectors...)...),
 	Run:      runAudit,
 }
 
@@ -44,18 +44,18 @@ they live in named. The findings are ordered by their first layer.`,
 var priority = map[string]int{passes.RoPEScheme: 0, passes.ALiBi: 1, passes.T5RelativeBias: 2, passes.RelativeClipped: 3, passes.Sinusoidal: 4, passes.LearnedAbsolute: 5, passes.NoPE: 9,
 	passes.RelativeSinusoidal: 3, passes.Disentangled: 3, passes.ComplexOrder: 4, passes.Floater: 4}
 
-func runAudit(c *passes.Context) (any, error) {
-	blocks := c.ResultOf[attn.Blocks].([]*attn.Block)
+func runAudit(c *passes.Context) (*passes.Report, error) {
+	blocks := passes.Result(c, attn.Blocks)
 	var all []*passes.Finding
 	for _, d := range Detectors {
-		if fs, ok := c.ResultOf[d].([]*passes.Finding); ok {
+		if fs := passes.Result(c, d); true {
 			all = append(all, fs...)
 		}
 	}
 	all = dropSubsumed(all)
 	// The graphs of generation ops, with their layers renumbered.
 	var subLayers []passes.LayerScheme
-	subs, _ := c.ResultOf[attn.Generation].([]*attn.SubAudit)
+	subs := passes.Result(c, attn.Generation)
 	for _, sa := range subs {
 		for _, f := range sa.Report.Findings {
 			g := *f
@@ -89,7 +89,7 @@ func runAudit(c *passes.Context) (any, error) {
 	}
 	if len(unreached) > 0 || len(all) == 0 {
 		w := work.Of(c)
-		temps := c.ResultOf[nope.Temperatures].(map[int]*passes.Temperature)
+		temps := passes.Result(c, nope.Temperatures)
 		var fs []*passes.Finding
 		for _, l := range unreached {
 			scheme[l] = passes.NoPE
@@ -108,7 +108,7 @@ func runAudit(c *passes.Context) (any, error) {
 			if p.Temperature != nil {
 				for _, b := range blocks {
 					if b.Index == l {
-						if bs := c.ResultOf[attn.Sides].(map[*attn.Block]*attn.BlockSides)[b]; bs != nil && bs.Q != nil {
+						if bs := passes.Result(c, attn.Sides)[b]; bs != nil && bs.Q != nil {
 							f.Nodes = w.SortOrig(append(f.Nodes, w.OrigNames(append(bs.Q.Nodes, w.Cone(bs.Q.Pos...)...))...))
 						}
 					}
@@ -162,7 +162,7 @@ func AuditModel(m *graph.Model, name string, opts passes.Options) (*passes.Repor
 	if err != nil {
 		return nil, ctx, err
 	}
-	r := ctx.ResultOf[Audit].(*passes.Report)
+	r := passes.Result(ctx, Audit)
 	r.Model = name
 	return r, ctx, nil
 }

@@ -237,7 +237,7 @@ func nodeSig(n *graph.Node) string {
 func graphDiff(orig, rw *graph.Model, ctx *passes.Context) error {
 	own := map[string]bool{}
 	for _, d := range audit.Detectors {
-		fs, _ := ctx.ResultOf[d].([]*passes.Finding)
+		fs, _ := passes.Ran(ctx, d)
 		for _, f := range fs {
 			for _, n := range f.Nodes {
 				own[n] = true
@@ -330,7 +330,7 @@ func TestRewriteLeavesTheModelAlone(t *testing.T) {
 }
 
 func TestRewritePassesAreValid(t *testing.T) {
-	if _, err := passes.Order(schemes.Rewriters...); err != nil {
+	if _, err := passes.Order(passes.Analyzers(schemes.Rewriters...)...); err != nil {
 		t.Fatal(err)
 	}
 	for name, p := range schemes.RewriterNames {

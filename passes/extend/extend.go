@@ -27,7 +27,7 @@ func ExtendModel(m *graph.Model, opts rewrite.ExtendOptions) (*rewrite.Extended,
 	if err != nil {
 		return nil, err
 	}
-	rep := ctx.ResultOf[audit.Audit].(*passes.Report)
+	rep := passes.Result(ctx, audit.Audit)
 	r := rewrite.Of(ctx)
 	x := &rewrite.Extended{M: r.M, Audit: rep, Opts: opts, Ctx: ctx, R: r, Report: &rewrite.ExtendReport{NewMax: opts.To}}
 	if err := extend(x); err != nil {

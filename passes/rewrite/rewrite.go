@@ -97,7 +97,7 @@ func (r *Rewrite) Rank(v *graph.Value) int {
 }
 
 // Edit makes the copy of the model that the rewrite passes change.
-var Edit = &passes.Pass{
+var Edit = &passes.Pass[*Rewrite]{
 	Name: "edit",
 	Doc: `Copy the model for the rewrite passes.
 
@@ -105,8 +105,8 @@ The copy keeps every node, value and name of the original; external
 tensors stay in the original's side files until the result is saved.
 The rewrite passes replace the nodes of findings in it, each removing
 what its edits left unused (and nothing the original did not use).`,
-	Requires: []*passes.Pass{work.Normalize},
-	Run: func(c *passes.Context) (any, error) {
+	Requires: []passes.Analyzer{work.Normalize},
+	Run: func(c *passes.Context) (*Rewrite, error) {
 		r, err := NewRewrite(c.Model, c.Options.Rewrite)
 		if r != nil {
 			r.Work = work.Of(c)
@@ -480,7 +480,7 @@ func (r *Rewrite) Changed() bool {
 }
 
 // rewriteOf is the rewrite a pass edits.
-func Of(c *passes.Context) *Rewrite { return c.ResultOf[Edit].(*Rewrite) }
+func Of(c *passes.Context) *Rewrite { return passes.Result(c, Edit) }
 
 // mainName is the name of the value of the original's main graph that a
 // value of the working copy stands for: its original value, or, for a

@@ -10,11 +10,11 @@ import (
 // findingsPass runs the rewrite do on every finding of det that want accepts
 // (nil: every one): a finding do refuses (ErrRewrite) is skipped with the
 // reason, any other error stops the pass.
-func (r *Rewrite) FindingsPass(c *passes.Context, pass, scheme string, det *passes.Pass, want func(*passes.Finding) bool, do func(*work.Work, *passes.Finding, *Change) error) (*Change, error) {
+func (r *Rewrite) FindingsPass(c *passes.Context, pass, scheme string, det *passes.Pass[[]*passes.Finding], want func(*passes.Finding) bool, do func(*work.Work, *passes.Finding, *Change) error) (*Change, error) {
 	w := work.Of(c)
 	ch := r.Begin(pass, scheme)
 	defer r.End(ch)
-	for _, f := range c.ResultOf[det].([]*passes.Finding) {
+	for _, f := range passes.Result(c, det) {
 		if want != nil && !want(f) {
 			continue
 		}

@@ -2,6 +2,7 @@ package schemes
 
 import (
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/rewrite"
 	"github.com/onnxpe/onnxpe/passes/scheme/alibi"
 	"github.com/onnxpe/onnxpe/passes/scheme/disentangled"
 	"github.com/onnxpe/onnxpe/passes/scheme/floater"
@@ -14,10 +15,10 @@ import (
 
 // Rewriters are the rewrite passes by the name --passes uses, in the
 // order they run by default.
-var Rewriters = []*passes.Pass{rope.RewriteRoPE, sinusoidal.RewriteSinusoidal, learned.RewriteLearned, alibi.RewriteALiBi, t5.RewriteT5,
+var Rewriters = []*passes.Pass[*rewrite.Change]{rope.RewriteRoPE, sinusoidal.RewriteSinusoidal, learned.RewriteLearned, alibi.RewriteALiBi, t5.RewriteT5,
 	relsin.RewriteRelSin, disentangled.RewriteDisentangled, rope.RewriteMRoPE, rope.RewriteAxial, floater.RewriteFloater}
 
 // RewriterNames are the short names of the rewrite passes (--passes).
-var RewriterNames = map[string]*passes.Pass{"rope": rope.RewriteRoPE, "sinusoidal": sinusoidal.RewriteSinusoidal, "learned": learned.RewriteLearned, "alibi": alibi.RewriteALiBi, "t5": t5.RewriteT5,
+var RewriterNames = map[string]*passes.Pass[*rewrite.Change]{"rope": rope.RewriteRoPE, "sinusoidal": sinusoidal.RewriteSinusoidal, "learned": learned.RewriteLearned, "alibi": alibi.RewriteALiBi, "t5": t5.RewriteT5,
 	"relative_sinusoidal": relsin.RewriteRelSin, "disentangled": disentangled.RewriteDisentangled, "mrope": rope.RewriteMRoPE,
 	"axial": rope.RewriteAxial, "floater": floater.RewriteFloater}

@@ -13,7 +13,7 @@ import (
 )
 
 // Unfuse lowers the fused positional-encoding ops to primitive ops.
-var Unfuse = &passes.Pass{
+var Unfuse = &passes.Pass[*rewrite.Change]{
 	Name: "unfuse",
 	Doc: `Lower fused positional-encoding ops to primitive ONNX ops.
 
@@ -27,8 +27,8 @@ before the op (positions 0..S-1 on the first prompt, after each
 sequence's past otherwise, or its position_ids), the op keeping its
 attention. ALiBiBias becomes slope·(j - (key_length-1)) (or
 -slope·|i - j|) from a Range. For runtimes without the fused ops.`,
-	Requires: []*passes.Pass{rewrite.Edit},
-	Run: func(c *passes.Context) (any, error) {
+	Requires: []passes.Analyzer{rewrite.Edit},
+	Run: func(c *passes.Context) (*rewrite.Change, error) {
 		r := rewrite.Of(c)
 		ch := r.Begin("unfuse", "")
 		defer r.End(ch)

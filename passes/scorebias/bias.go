@@ -85,7 +85,7 @@ type Bias struct {
 }
 
 // ScoreBias evaluates the position biases added to the attention scores.
-var ScoreBias = &passes.Pass{
+var ScoreBias = &passes.Pass[[]*Bias]{
 	Name: "score_bias",
 	Doc: `Evaluate the biases added to the attention scores that do not depend on content.
 
@@ -97,13 +97,13 @@ position with a slope per head (the alibi pass claims those), or of
 key - query (the t5 pass claims those that gather a bucket table). The
 bias FlexAttention's score_mod graph adds (evaluated on zero scores) and
 a bias a GatedRelativePositionBias gates are read the same way.`,
-	Requires: []*passes.Pass{work.Normalize, attn.Blocks},
+	Requires: []passes.Analyzer{work.Normalize, attn.Blocks},
 	Run:      runScoreBias,
 }
 
-func runScoreBias(c *passes.Context) (any, error) {
+func runScoreBias(c *passes.Context) ([]*Bias, error) {
 	w := work.Of(c)
-	blocks := c.ResultOf[attn.Blocks].([]*attn.Block)
+	blocks := passes.Result(c, attn.Blocks)
 	// Blocks reading each bias value (T5 shares it).
 	readers := map[*graph.Value][]int{}
 	for _, b := range blocks {
@@ -132,7 +132,7 @@ func ClaimBiases(c *passes.Context, claim func(b *Bias) *passes.Finding, fused [
 	w := work.Of(c)
 	var out, flex, gated []*passes.Finding
 	alike := func(g, f *passes.Finding) bool { return g.Fused == f.Fused && slices.Equal(g.Notes, f.Notes) }
-	for _, b := range c.ResultOf[ScoreBias].([]*Bias) {
+	for _, b := range passes.Result(c, ScoreBias) {
 		f := claim(b)
 		switch {
 		case f == nil:

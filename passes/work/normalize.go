@@ -56,7 +56,7 @@ type Work struct {
 }
 
 // Normalize makes the working copy every detector reads.
-var Normalize = &passes.Pass{
+var Normalize = &passes.Pass[*Work]{
 	Name: "normalize",
 	Doc: `Copy the model and normalise exporter noise on the copy.
 
@@ -67,7 +67,7 @@ sizes; external tensors are not read), shapes inferred with symbolic
 dimensions so that Shape->Gather->Unsqueeze->Concat arithmetic folds to
 numbers, graphs sorted and dead nodes removed. Every copied node maps
 back to the original node it came from.`,
-	Run: func(c *passes.Context) (any, error) { return NewWork(c.Model) },
+	Run: func(c *passes.Context) (*Work, error) { return NewWork(c.Model) },
 }
 
 // ErrModel marks errors caused by the model (a cycle, a function calling

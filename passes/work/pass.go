@@ -5,4 +5,4 @@ import (
 )
 
 // Work is the normalised working copy made by the Normalize pass.
-func Of(c *passes.Context) *Work { return c.ResultOf[Normalize].(*Work) }
+func Of(c *passes.Context) *Work { return passes.Result(c, Normalize) }

@@ -15,7 +15,7 @@ import (
 )
 
 // RewriteALiBi folds or fuses the ALiBi bias added to the scores.
-var RewriteALiBi = &passes.Pass{
+var RewriteALiBi = &passes.Pass[*rewrite.Change]{
 	Name: "rewrite_alibi",
 	Doc: `Fold the ALiBi bias into constants (--alibi fold) or fuse it (--alibi fuse).
 
@@ -36,17 +36,17 @@ for symmetric biases), which differs from the model's by a constant per
 query row where the model counts positions otherwise: softmax does not
 see it. ONNX Runtime has no ALiBiBias: the fused model is for onnxpe's
 executor and generated code.`,
-	Requires: []*passes.Pass{work.Normalize, attn.Blocks, ALiBiPass, rewrite.Edit},
+	Requires: []passes.Analyzer{work.Normalize, attn.Blocks, ALiBiPass, rewrite.Edit},
 	Run:      runRewriteALiBi,
 }
 
-func runRewriteALiBi(c *passes.Context) (any, error) {
+func runRewriteALiBi(c *passes.Context) (*rewrite.Change, error) {
 	r := rewrite.Of(c)
 	w := work.Of(c)
 	ch := r.Begin("rewrite_alibi", passes.ALiBi)
 	defer r.End(ch)
-	blocks := c.ResultOf[attn.Blocks].([]*attn.Block)
-	for _, f := range c.ResultOf[ALiBiPass].([]*passes.Finding) {
+	blocks := passes.Result(c, attn.Blocks)
+	for _, f := range passes.Result(c, ALiBiPass) {
 		if f.Fused {
 			continue
 		}

@@ -7,7 +7,7 @@ import (
 )
 
 // ALiBiPass finds ALiBi biases added to the attention scores.
-var ALiBiPass = &passes.Pass{
+var ALiBiPass = &passes.Pass[[]*passes.Finding]{
 	Name: "alibi",
 	Doc: `Find ALiBi: a score bias linear in the key position, with a slope per head.
 
@@ -17,8 +17,8 @@ one slope per head, or falling by it on both sides of the diagonal
 cone when there is one, the positions from the mask's cumulative sum,
 the key index, the offset from the last key, or the distance; the
 published slope rules give alibi_bias_max.`,
-	Requires: []*passes.Pass{work.Normalize, scorebias.ScoreBias},
-	Run: func(c *passes.Context) (any, error) {
+	Requires: []passes.Analyzer{work.Normalize, scorebias.ScoreBias},
+	Run: func(c *passes.Context) ([]*passes.Finding, error) {
 		w := work.Of(c)
 		return scorebias.ClaimBiases(c, func(b *scorebias.Bias) *passes.Finding {
 			if b.Slopes == nil {

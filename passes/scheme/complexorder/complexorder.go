@@ -35,7 +35,7 @@ type ComplexOrderEvidence struct {
 }
 
 // ComplexOrderPass finds complex-order embeddings (Wang et al. 2020).
-var ComplexOrderPass = &passes.Pass{
+var ComplexOrderPass = &passes.Pass[[]*passes.Finding]{
 	Name: "complex_order",
 	Doc: `Find complex-order word embeddings: r(w)·exp(i(ω(w)·pos + θ(w))) as real and imaginary parts.
 
@@ -47,13 +47,13 @@ imaginary parts of a complex embedding whose phase turns with the
 position. learned_frequency: the frequencies are a table gathered by the
 token ids; learned_phase: so is the phase; the position operand
 evaluated at probe lengths gives the order of the positions.`,
-	Requires: []*passes.Pass{work.Normalize, attn.Blocks},
+	Requires: []passes.Analyzer{work.Normalize, attn.Blocks},
 	Run:      runComplexOrder,
 }
 
-func runComplexOrder(c *passes.Context) (any, error) {
+func runComplexOrder(c *passes.Context) ([]*passes.Finding, error) {
 	w := work.Of(c)
-	blocks := c.ResultOf[attn.Blocks].([]*attn.Block)
+	blocks := passes.Result(c, attn.Blocks)
 	var out []*passes.Finding
 	seen := map[*graph.Value]bool{}
 	for _, g := range attn.DetectGraphsOf(w.M.Graph) {

@@ -49,7 +49,7 @@ type DisentangledBlock struct {
 }
 
 // DisentangledPass finds DeBERTa's disentangled attention.
-var DisentangledPass = &passes.Pass{
+var DisentangledPass = &passes.Pass[[]*passes.Finding]{
 	Name: "disentangled",
 	Doc: `Find disentangled attention (DeBERTa): content-to-position and position-to-content terms.
 
@@ -64,14 +64,14 @@ max_relative_positions. The position tables are the relative embeddings
 projected by the content projections when one relative embedding
 reproduces both (share_att_key); the scores' divisor sqrt(d·s) gives the
 scale factor s.`,
-	Requires: []*passes.Pass{work.Normalize, attn.Blocks},
+	Requires: []passes.Analyzer{work.Normalize, attn.Blocks},
 	Run:      runDisentangled,
 }
 
-func runDisentangled(c *passes.Context) (any, error) {
+func runDisentangled(c *passes.Context) ([]*passes.Finding, error) {
 	w := work.Of(c)
 	var out []*passes.Finding
-	for _, b := range c.ResultOf[attn.Blocks].([]*attn.Block) {
+	for _, b := range passes.Result(c, attn.Blocks) {
 		f, why := disentangledAt(w, b)
 		if f == nil {
 			if why != "" {

@@ -12,7 +12,7 @@ import (
 )
 
 // RewriteDisentangled stores DeBERTa's bucket function.
-var RewriteDisentangled = &passes.Pass{
+var RewriteDisentangled = &passes.Pass[*rewrite.Change]{
 	Name: "rewrite_disentangled",
 	Doc: `Replace DeBERTa's log-bucket computation by a table gathered at q - k.
 
@@ -23,8 +23,8 @@ entries gathered at q - k + N-1 where the model computed signs,
 logarithms and ceilings. Relative positions that are not bucketed
 (DeBERTa v2 with position_buckets <= 0: q - k clamped into the relative
 table) are left, with that reason: a Clip is as cheap as a Gather.`,
-	Requires: []*passes.Pass{work.Normalize, DisentangledPass, rewrite.Edit},
-	Run: func(c *passes.Context) (any, error) {
+	Requires: []passes.Analyzer{work.Normalize, DisentangledPass, rewrite.Edit},
+	Run: func(c *passes.Context) (*rewrite.Change, error) {
 		r := rewrite.Of(c)
 		return r.FindingsPass(c, "rewrite_disentangled", passes.Disentangled, DisentangledPass, nil,
 			func(w *work.Work, f *passes.Finding, _ *rewrite.Change) error { return disentangled(r, w, f) })

@@ -46,7 +46,7 @@ type FloaterBlock struct {
 }
 
 // FloaterPass finds FLOATER's integrated position encodings (Liu et al. 2020).
-var FloaterPass = &passes.Pass{
+var FloaterPass = &passes.Pass[[]*passes.Finding]{
 	Name: "floater",
 	Doc: `Find position encodings integrated by a dynamical system (FLOATER).
 
@@ -61,7 +61,7 @@ evaluation's result is its last weight's output (plus a bias): the
 step's increment and the stage arguments solved as combinations of
 those results give the tableau (euler, midpoint, heun, ralston, rk3,
 rk4, rk4_3_8) and the step h (the weights sum to h).`,
-	Requires: []*passes.Pass{work.Normalize, attn.Blocks, attn.Sides},
+	Requires: []passes.Analyzer{work.Normalize, attn.Blocks, attn.Sides},
 	Run:      runFloater,
 }
 
@@ -72,11 +72,11 @@ type floaterHit struct {
 	nodes   []*graph.Node
 }
 
-func runFloater(c *passes.Context) (any, error) {
+func runFloater(c *passes.Context) ([]*passes.Finding, error) {
 	w := work.Of(c)
-	sides := c.ResultOf[attn.Sides].(map[*attn.Block]*attn.BlockSides)
+	sides := passes.Result(c, attn.Sides)
 	var hits []floaterHit
-	for _, b := range c.ResultOf[attn.Blocks].([]*attn.Block) {
+	for _, b := range passes.Result(c, attn.Blocks) {
 		bs := sides[b]
 		if bs == nil || bs.Q == nil || bs.K == nil {
 			continue
@@ -124,7 +124,7 @@ func runFloater(c *passes.Context) (any, error) {
 	// One table for the q and k of several layers: the state of FLOATER.
 	var kept []*passes.Finding
 	for _, f := range out {
-		if len(f.Layers) >= 2 || len(c.ResultOf[attn.Blocks].([]*attn.Block)) == 1 {
+		if len(f.Layers) >= 2 || len(passes.Result(c, attn.Blocks)) == 1 {
 			kept = append(kept, f)
 		} else {
 			c.Miss("floater", fmt.Sprint(f.Layers), "one layer reads the table: not a state shared by the layers", 2)

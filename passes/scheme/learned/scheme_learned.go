@@ -9,7 +9,7 @@ import (
 )
 
 // LearnedPass finds learned position tables added to the embeddings.
-var LearnedPass = &passes.Pass{
+var LearnedPass = &passes.Pass[[]*passes.Finding]{
 	Name: "learned",
 	Doc: `Find learned position tables added to the embeddings.
 
@@ -19,8 +19,8 @@ rows) and position_offset (the row read at the first position).
 EmbedLayerNormalization's position table is learned unless its values
 are a sinusoid; a table whose values are not in the file is reported
 learned, with a note.`,
-	Requires: []*passes.Pass{work.Normalize, absolute.Absolute},
-	Run: func(c *passes.Context) (any, error) {
+	Requires: []passes.Analyzer{work.Normalize, absolute.Absolute},
+	Run: func(c *passes.Context) ([]*passes.Finding, error) {
 		w := work.Of(c)
 		return absolute.ClaimAbsolute(c, func(e *absolute.Encoding) *passes.Finding { return learnedFinding(w, e) }), nil
 	},

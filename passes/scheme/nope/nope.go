@@ -12,7 +12,7 @@ import (
 )
 
 // Temperatures finds query temperature tuning (Llama 4's NoPE layers).
-var Temperatures = &passes.Pass{
+var Temperatures = &passes.Pass[map[int]*passes.Temperature]{
 	Name: "temperature",
 	Doc: `Find position-dependent scaling of the queries (attention temperature tuning).
 
@@ -21,11 +21,11 @@ the position (the same for every dimension) is a temperature. Probing it
 at single positions finds where it first departs from 1 (floor_scale)
 and by how much (attn_scale), for Llama 4's
 log(floor((pos+1)/floor_scale)+1)·attn_scale+1.`,
-	Requires: []*passes.Pass{work.Normalize, attn.Blocks, attn.Sides},
-	Run: func(c *passes.Context) (any, error) {
+	Requires: []passes.Analyzer{work.Normalize, attn.Blocks, attn.Sides},
+	Run: func(c *passes.Context) (map[int]*passes.Temperature, error) {
 		w := work.Of(c)
 		out := map[int]*passes.Temperature{}
-		for b, bs := range c.ResultOf[attn.Sides].(map[*attn.Block]*attn.BlockSides) {
+		for b, bs := range passes.Result(c, attn.Sides) {
 			if bs.Q == nil || len(bs.Q.Nodes) != 1 || len(bs.Q.Pos) != 1 {
 				continue
 			}

@@ -57,7 +57,7 @@ type RelSinBlock struct {
 
 // RelativeSinusoidalPass finds Transformer-XL's and XLNet's relative
 // attention.
-var RelativeSinusoidalPass = &passes.Pass{
+var RelativeSinusoidalPass = &passes.Pass[[]*passes.Finding]{
 	Name: "relative_sinusoidal",
 	Doc: `Find relative attention over a sinusoid of relative distances (Transformer-XL, XLNet).
 
@@ -70,14 +70,14 @@ the distances of the rows (klen-1 .. 0 is Transformer-XL's, klen ..
 base^(-2i/dim)) and the distance where the rows stop growing (clamp_len).
 q plus a bias in both the content and the position scores are the global
 biases u and v.`,
-	Requires: []*passes.Pass{work.Normalize, attn.Blocks},
+	Requires: []passes.Analyzer{work.Normalize, attn.Blocks},
 	Run:      runRelSin,
 }
 
-func runRelSin(c *passes.Context) (any, error) {
+func runRelSin(c *passes.Context) ([]*passes.Finding, error) {
 	w := work.Of(c)
 	var out []*passes.Finding
-	for _, b := range c.ResultOf[attn.Blocks].([]*attn.Block) {
+	for _, b := range passes.Result(c, attn.Blocks) {
 		for _, t := range attn.ScoreTerms(w, b) {
 			f, why := relSinAt(w, b, t)
 			if f == nil {

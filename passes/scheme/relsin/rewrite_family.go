@@ -18,7 +18,7 @@ import (
 // computed it.
 
 // RewriteRelSin stores the relative sinusoid of Transformer-XL and XLNet.
-var RewriteRelSin = &passes.Pass{
+var RewriteRelSin = &passes.Pass[*rewrite.Change]{
 	Name: "rewrite_relative_sinusoidal",
 	Doc: `Replace the relative sinusoid (sin and cos of distance·frequency) by a table gathered at the distances.
 
@@ -27,8 +27,8 @@ what the model's own subgraph computes from the distances (evaluated with
 the kernels, the distances replaced): a constant [2N+1, dim] table,
 gathered at distance + N where the model computed sin and cos. The
 distances themselves (a Range, clamp_len's Clip) stay in the graph.`,
-	Requires: []*passes.Pass{work.Normalize, RelativeSinusoidalPass, rewrite.Edit},
-	Run: func(c *passes.Context) (any, error) {
+	Requires: []passes.Analyzer{work.Normalize, RelativeSinusoidalPass, rewrite.Edit},
+	Run: func(c *passes.Context) (*rewrite.Change, error) {
 		r := rewrite.Of(c)
 		return r.FindingsPass(c, "rewrite_relative_sinusoidal", passes.RelativeSinusoidal, RelativeSinusoidalPass, nil,
 			func(w *work.Work, f *passes.Finding, _ *rewrite.Change) error { return relSin(r, w, f) })

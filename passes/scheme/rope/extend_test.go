@@ -101,7 +101,7 @@ func TestReferenceRoPEMatchesHF(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev := ctx.ResultOf[RoPE].([]*passes.Finding)[0].Evidence.(*RoPEEvidence)
+		ev := passes.Result(ctx, RoPE)[0].Evidence.(*RoPEEvidence)
 		got := ev.InvFreq
 		if ev.Angles != nil && ev.Angles.Freq != nil {
 			got = ev.Angles.Freq

@@ -31,8 +31,8 @@ import (
 // tables read at positions) and nulls with notes for the rest.
 func fusedRoPE(c *passes.Context) []*passes.Finding {
 	w := work.Of(c)
-	blocks := c.ResultOf[attn.Blocks].([]*attn.Block)
-	sides := c.ResultOf[attn.Sides].(map[*attn.Block]*attn.BlockSides)
+	blocks := passes.Result(c, attn.Blocks)
+	sides := passes.Result(c, attn.Sides)
 	var out []*passes.Finding
 	alike := func(g, f *passes.Finding) bool { return g.Fused == f.Fused && slices.Equal(g.Notes, f.Notes) }
 	for _, f := range fusedRotary(w, c, blocks, sides) {

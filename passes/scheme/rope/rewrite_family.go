@@ -14,7 +14,7 @@ import (
 )
 
 // RewriteMRoPE stores the cos and sin of multimodal RoPE.
-var RewriteMRoPE = &passes.Pass{
+var RewriteMRoPE = &passes.Pass[*rewrite.Change]{
 	Name: "rewrite_mrope",
 	Doc: `Replace the cos and sin of multimodal RoPE by tables gathered at the position ids.
 
@@ -26,8 +26,8 @@ one Gather per table at the position ids gives the [streams, batch, seq,
 dim] values the model computed. The sections stay as the model takes
 them. (RotaryEmbedding turns every pair with one position: M-RoPE is not
 fused.)`,
-	Requires: []*passes.Pass{work.Normalize, RoPE, rewrite.Edit},
-	Run: func(c *passes.Context) (any, error) {
+	Requires: []passes.Analyzer{work.Normalize, RoPE, rewrite.Edit},
+	Run: func(c *passes.Context) (*rewrite.Change, error) {
 		r := rewrite.Of(c)
 		return r.FindingsPass(c, "rewrite_mrope", passes.RoPEScheme, RoPE,
 			func(f *passes.Finding) bool {
@@ -116,7 +116,7 @@ func mrope(r *rewrite.Rewrite, w *work.Work, f *passes.Finding) error {
 
 // RewriteAxial stores the cos and sin that axial 2-D RoPE computes from a
 // fixed patch grid.
-var RewriteAxial = &passes.Pass{
+var RewriteAxial = &passes.Pass[*rewrite.Change]{
 	Name: "rewrite_axial_rope",
 	Doc: `Replace the cos and sin that axial 2-D RoPE computes from a fixed patch grid by constants.
 
@@ -127,8 +127,8 @@ each such value is the model's own subgraph evaluated with the kernels
 (normalisation folds it), stored as a constant over the grid's cells,
 and what computed it is removed. The grid is the image's: --max-positions
 does not apply. Cos and sin the model already stores are left.`,
-	Requires: []*passes.Pass{work.Normalize, RoPE, rewrite.Edit},
-	Run: func(c *passes.Context) (any, error) {
+	Requires: []passes.Analyzer{work.Normalize, RoPE, rewrite.Edit},
+	Run: func(c *passes.Context) (*rewrite.Change, error) {
 		r := rewrite.Of(c)
 		return r.FindingsPass(c, "rewrite_axial_rope", passes.RoPEScheme, RoPE,
 			func(f *passes.Finding) bool {

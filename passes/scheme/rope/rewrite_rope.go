@@ -16,7 +16,7 @@ import (
 )
 
 // RewriteRoPE fuses every unfused RoPE rotation into a RotaryEmbedding node.
-var RewriteRoPE = &passes.Pass{
+var RewriteRoPE = &passes.Pass[*rewrite.Change]{
 	Name: "rewrite_rope",
 	Doc: `Replace each rotation of q and k by one fused RotaryEmbedding node.
 
@@ -36,16 +36,16 @@ start of a slice). When the cos/sin depend on more than the positions
 (dynamic NTK, frequencies given as inputs) the rotation is fused and the
 cos/sin stay computed in the graph. --rope-op onnx emits the standard op
 of opset 23 and upgrades the model's opset.`,
-	Requires: []*passes.Pass{work.Normalize, RoPE, rewrite.Edit},
+	Requires: []passes.Analyzer{work.Normalize, RoPE, rewrite.Edit},
 	Run:      runRewriteRoPE,
 }
 
-func runRewriteRoPE(c *passes.Context) (any, error) {
+func runRewriteRoPE(c *passes.Context) (*rewrite.Change, error) {
 	r := rewrite.Of(c)
 	w := work.Of(c)
 	ch := r.Begin("rewrite_rope", passes.RoPEScheme)
 	defer r.End(ch)
-	for _, f := range c.ResultOf[RoPE].([]*passes.Finding) {
+	for _, f := range passes.Result(c, RoPE) {
 		if f.Fused {
 			continue
 		}

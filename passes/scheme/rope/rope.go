@@ -94,7 +94,7 @@ type RoPESide struct {
 }
 
 // RoPE finds rotary position embeddings in unfused form.
-var RoPE = &passes.Pass{
+var RoPE = &passes.Pass[[]*passes.Finding]{
 	Name: "rope",
 	Doc: `Find rotary position embeddings (RoPE) on q and k.
 
@@ -112,8 +112,8 @@ Rotations fused ops carry are reported with fused: true, after the
 unfused ones: RotaryEmbedding of both domains on a block's q and k, and
 the do_rotary of the fused attention ops, their sizes read by the ops'
 contracts and their caches fitted as unfused cos/sin are.`,
-	Requires: []*passes.Pass{work.Normalize, attn.Blocks, attn.Sides},
-	Run: func(c *passes.Context) (any, error) {
+	Requires: []passes.Analyzer{work.Normalize, attn.Blocks, attn.Sides},
+	Run: func(c *passes.Context) ([]*passes.Finding, error) {
 		out, err := runRoPE(c)
 		if err != nil {
 			return nil, err
@@ -129,8 +129,8 @@ type ropeMeasure struct {
 
 func runRoPE(c *passes.Context) (any, error) {
 	w := work.Of(c)
-	blocks := c.ResultOf[attn.Blocks].([]*attn.Block)
-	sides := c.ResultOf[attn.Sides].(map[*attn.Block]*attn.BlockSides)
+	blocks := passes.Result(c, attn.Blocks)
+	sides := passes.Result(c, attn.Sides)
 	cache := map[string]*ropeMeasure{}
 	type hit struct {
 		b      *attn.Block

@@ -33,7 +33,7 @@ type ShawBlock struct {
 }
 
 // Shaw finds relative position embeddings in the style of Shaw et al.
-var Shaw = &passes.Pass{
+var Shaw = &passes.Pass[[]*passes.Finding]{
 	Name: "relative_clipped",
 	Doc: `Find relative position embeddings added through products (Shaw et al. 2018).
 
@@ -45,15 +45,15 @@ query and key positions gives its relation to key - query: the direction
 and max_relative_position from the table's rows. A product of the
 attention weights with such a table on the output side is the relative
 value embedding.`,
-	Requires: []*passes.Pass{work.Normalize, attn.Blocks},
+	Requires: []passes.Analyzer{work.Normalize, attn.Blocks},
 	Run:      runShaw,
 }
 
-func runShaw(c *passes.Context) (any, error) {
+func runShaw(c *passes.Context) ([]*passes.Finding, error) {
 	w := work.Of(c)
 	var out []*passes.Finding
 	tables := map[*graph.Value]bool{}
-	for _, b := range c.ResultOf[attn.Blocks].([]*attn.Block) {
+	for _, b := range passes.Result(c, attn.Blocks) {
 		for _, term := range b.Terms {
 			f, table, why := shawAt(w, b, term)
 			if f == nil {

@@ -10,7 +10,7 @@ import (
 )
 
 // SinusoidalPass finds sinusoidal tables added to the embeddings.
-var SinusoidalPass = &passes.Pass{
+var SinusoidalPass = &passes.Pass[[]*passes.Finding]{
 	Name: "sinusoidal",
 	Doc: `Find sinusoidal position encodings added to the embeddings.
 
@@ -22,8 +22,8 @@ first row's phase. A stored table gives max_positions (its rows),
 computed=false and a zeroed padding row; a computed one the exact
 arithmetic of its angles. EmbedLayerNormalization's position table is
 sinusoidal when its values are.`,
-	Requires: []*passes.Pass{work.Normalize, absolute.Absolute},
-	Run: func(c *passes.Context) (any, error) {
+	Requires: []passes.Analyzer{work.Normalize, absolute.Absolute},
+	Run: func(c *passes.Context) ([]*passes.Finding, error) {
 		w := work.Of(c)
 		return absolute.ClaimAbsolute(c, func(e *absolute.Encoding) *passes.Finding { return sinusoidalFinding(w, e) }), nil
 	},

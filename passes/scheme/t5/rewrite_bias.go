@@ -14,7 +14,7 @@ import (
 
 // RewriteT5 replaces T5's bucketed relative bias by a table read at the
 // relative positions.
-var RewriteT5 = &passes.Pass{
+var RewriteT5 = &passes.Pass[*rewrite.Change]{
 	Name: "rewrite_t5",
 	Doc: `Replace the T5 bucket computation by a table gathered at key - query.
 
@@ -34,11 +34,11 @@ it. A decoder with a KV cache is rewritten the same way: its key - query
 is [S, past + S] (queries after the cache). --t5-op com.microsoft emits
 com.microsoft RelativePositionBias instead (ONNX Runtime has it on CUDA
 only; after a cache it covers past + S queries, the last S kept).`,
-	Requires: []*passes.Pass{work.Normalize, T5Pass, rewrite.Edit},
+	Requires: []passes.Analyzer{work.Normalize, T5Pass, rewrite.Edit},
 	Run:      runRewriteT5,
 }
 
-func runRewriteT5(c *passes.Context) (any, error) {
+func runRewriteT5(c *passes.Context) (*rewrite.Change, error) {
 	r := rewrite.Of(c)
 	return r.FindingsPass(c, "rewrite_t5", passes.T5RelativeBias, T5Pass,
 		func(f *passes.Finding) bool { return !f.Fused },

@@ -8,7 +8,7 @@ import (
 )
 
 // T5Pass finds T5's bucketed relative bias.
-var T5Pass = &passes.Pass{
+var T5Pass = &passes.Pass[[]*passes.Finding]{
 	Name: "t5",
 	Doc: `Find T5's bucketed relative bias added to the attention scores.
 
@@ -19,10 +19,10 @@ relative positions gives the bucket map, from which the number of
 buckets, bidirectionality and max_distance are fitted. RelativePositionBias
 (and GatedRelativePositionBias gating one) on a block's bias input is T5's
 bias fused, its parameters read from the attributes and the table's shape.`,
-	Requires: []*passes.Pass{work.Normalize, attn.Blocks, scorebias.ScoreBias},
-	Run: func(c *passes.Context) (any, error) {
+	Requires: []passes.Analyzer{work.Normalize, attn.Blocks, scorebias.ScoreBias},
+	Run: func(c *passes.Context) ([]*passes.Finding, error) {
 		w := work.Of(c)
-		fused := relPosBiases(w, c, c.ResultOf[attn.Blocks].([]*attn.Block))
+		fused := relPosBiases(w, c, passes.Result(c, attn.Blocks))
 		return scorebias.ClaimBiases(c, func(b *scorebias.Bias) *passes.Finding {
 			if b.Slopes != nil || !b.Toeplitz {
 				return nil
