@@ -4,12 +4,17 @@ package passes
 // relative sinusoids scored with global biases (Transformer-XL, XLNet),
 // disentangled attention (DeBERTa), complex-order embeddings and FLOATER.
 // Multimodal and 2-D RoPE are params of rope (rope_axes.go).
-const (
-	RelativeSinusoidal = "relative_sinusoidal"
-	Disentangled       = "disentangled"
-	ComplexOrder       = "complex_order"
-	Floater            = "floater"
-)
+// RelativeSinusoidal names the scheme in reports.
+const RelativeSinusoidal = "relative_sinusoidal"
+
+// Disentangled names the scheme in reports.
+const Disentangled = "disentangled"
+
+// ComplexOrder names the scheme in reports.
+const ComplexOrder = "complex_order"
+
+// Floater names the scheme in reports.
+const Floater = "floater"
 
 // RelSinParams are the params of relative_sinusoidal.
 type RelSinParams struct {

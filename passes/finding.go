@@ -9,15 +9,26 @@ import (
 )
 
 // Schemes of the vocabulary (DESIGN.md).
-const (
-	Sinusoidal      = "sinusoidal"
-	LearnedAbsolute = "learned_absolute"
-	RoPEScheme      = "rope"
-	ALiBi           = "alibi"
-	T5RelativeBias  = "t5_relative_bias"
-	RelativeClipped = "relative_clipped"
-	NoPE            = "nope"
-)
+// Sinusoidal names the scheme in reports.
+const Sinusoidal = "sinusoidal"
+
+// LearnedAbsolute names the scheme in reports.
+const LearnedAbsolute = "learned_absolute"
+
+// RoPEScheme names the scheme in reports.
+const RoPEScheme = "rope"
+
+// ALiBi names the scheme in reports.
+const ALiBi = "alibi"
+
+// T5RelativeBias names the scheme in reports.
+const T5RelativeBias = "t5_relative_bias"
+
+// RelativeClipped names the scheme in reports.
+const RelativeClipped = "relative_clipped"
+
+// NoPE names the scheme in reports.
+const NoPE = "nope"
 
 // Finding is one positional-encoding scheme found in a model: the layers
 // it reaches, the original nodes that carry it, its parameters in the
