@@ -15,6 +15,17 @@ import (
 	"text/template"
 
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/scheme/alibi"
+	"github.com/onnxpe/onnxpe/passes/scheme/complexorder"
+	"github.com/onnxpe/onnxpe/passes/scheme/disentangled"
+	"github.com/onnxpe/onnxpe/passes/scheme/floater"
+	"github.com/onnxpe/onnxpe/passes/scheme/learned"
+	"github.com/onnxpe/onnxpe/passes/scheme/nope"
+	"github.com/onnxpe/onnxpe/passes/scheme/relsin"
+	"github.com/onnxpe/onnxpe/passes/scheme/rope"
+	"github.com/onnxpe/onnxpe/passes/scheme/shaw"
+	"github.com/onnxpe/onnxpe/passes/scheme/sinusoidal"
+	"github.com/onnxpe/onnxpe/passes/scheme/t5"
 )
 
 // Options configure Generate.
@@ -108,16 +119,16 @@ type emitter func(g *gen, f *passes.Finding, suffix string) (*part, error)
 
 // emitters are the schemes codegen knows, by scheme name.
 var emitters = map[string]emitter{
-	passes.RoPEScheme:         emitRoPE,
-	passes.Sinusoidal:         emitAbsolute,
-	passes.LearnedAbsolute:    emitAbsolute,
-	passes.ALiBi:              emitALiBi,
-	passes.T5RelativeBias:     emitT5,
-	passes.RelativeClipped:    emitShaw,
-	passes.RelativeSinusoidal: emitRelSin,
-	passes.Disentangled:       emitDisentangled,
-	passes.ComplexOrder:       emitComplexOrder,
-	passes.Floater:            emitFloater,
+	rope.Name:         emitRoPE,
+	sinusoidal.Name:   emitAbsolute,
+	learned.Name:      emitAbsolute,
+	alibi.Name:        emitALiBi,
+	t5.Name:           emitT5,
+	shaw.Name:         emitShaw,
+	relsin.Name:       emitRelSin,
+	disentangled.Name: emitDisentangled,
+	complexorder.Name: emitComplexOrder,
+	floater.Name:      emitFloater,
 }
 
 // errSkip marks findings the generator leaves out (with a reason), as
@@ -161,12 +172,15 @@ type part struct {
 	Data   any
 	Tables []*table
 	// Doc is the part's paragraph of the package documentation.
-	Doc      string
-	Emitted  Emitted
-	Half     bool // needs the float16 helpers
-	BHalf    bool // needs the bfloat16 helpers
-	Imports  []string
-	TestImps []string
+	Doc     string
+	Emitted Emitted
+	Half    bool // needs the float16 helpers
+	BHalf   bool // needs the bfloat16 helpers
+	// B2F and Pick: the part's Go code calls the b2f and pick helpers (a
+	// transcribed program compares or chooses).
+	B2F, Pick bool
+	Imports   []string
+	TestImps  []string
 }
 
 // CTest is the name of the part's C test function.
@@ -212,7 +226,7 @@ func Generate(rep *passes.Report, ctx *passes.Context, opts Options) (*Result, e
 	for _, f := range rep.Findings {
 		em := emitters[f.Scheme]
 		if em == nil {
-			if f.Scheme != passes.NoPE {
+			if f.Scheme != nope.Name {
 				res.Skipped = append(res.Skipped, Skipped{f.Scheme, f.Layers, "no code generator for this scheme"})
 			}
 			continue
@@ -286,12 +300,8 @@ func (g *gen) render(parts []*part) ([]File, error) {
 			timps[i] = true
 		}
 		schemes = append(schemes, p.Scheme)
-		if d, ok := p.Data.(*ropeData); ok && d.Prog != nil {
-			for _, l := range d.Prog.Go {
-				fd.B2F = fd.B2F || strings.Contains(l, "b2f(")
-				fd.Pick = fd.Pick || strings.Contains(l, "pick(")
-			}
-		}
+		fd.B2F = fd.B2F || p.B2F
+		fd.Pick = fd.Pick || p.Pick
 		for _, t := range p.Tables {
 			if g.lang == "go" && t.embed() {
 				fd.Embeds = append(fd.Embeds, t)

@@ -77,7 +77,7 @@ type applyCase struct {
 }
 
 func emitRoPE(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, p, err := findingOf[rope.RoPEEvidence, passes.RoPEParams](f, "no RoPE evidence")
+	ev, p, err := findingOf[rope.Evidence, rope.Params](f, "no RoPE evidence")
 	if err != nil {
 		return nil, err
 	}
@@ -127,6 +127,10 @@ func emitRoPE(g *gen, f *passes.Finding, suffix string) (*part, error) {
 				return nil, skip("the frequencies: %v", err)
 			}
 			d.Prog = pr
+			for _, l := range pr.Go {
+				pt.B2F = pt.B2F || strings.Contains(l, "b2f(")
+				pt.Pick = pt.Pick || strings.Contains(l, "pick(")
+			}
 		} else {
 			d.Form = "computed"
 			d.FreqFrom = a.FreqFrom
@@ -205,7 +209,7 @@ type rotation struct {
 
 // rotationOf is the rotation of a block: its q side, or its k side, or the
 // keys a GroupQueryAttention with do_rotary rotates into present_key.
-func (g *gen) rotationOf(b rope.RoPEBlock) (*rotation, error) {
+func (g *gen) rotationOf(b rope.Block) (*rotation, error) {
 	switch {
 	case b.Q.In != "" && b.Q.Out != "":
 		return &rotation{in: b.Q.In, out: b.Q.Out, nodes: b.Q.Nodes}, nil
@@ -389,7 +393,7 @@ func newQLayout(shape []int, n, headDim, axis int) (*qLayout, error) {
 // ropeGolden computes the golden vectors by running the rotation of q as
 // the model computes it: with q one at the first dimension of every pair
 // (the rotated q holds cos and sin), and with pseudo-random q.
-func (g *gen) ropeGolden(d *ropeData, ev *rope.RoPEEvidence, rot *rotation, suffix string) error {
+func (g *gen) ropeGolden(d *ropeData, ev *rope.Evidence, rot *rotation, suffix string) error {
 	n := g.opts.MaxPositions
 	if d.MaxPositions > 0 {
 		n = d.MaxPositions
@@ -670,7 +674,7 @@ func nextSwitch(pg *probe.FreqProgram, n int) int {
 func goldenInput(i int) float64 { return float64((i*37+11)%129-64) / 64 }
 
 // ropeDoc is the documentation of the rope section.
-func ropeDoc(g *gen, f *passes.Finding, p *passes.RoPEParams, ev *rope.RoPEEvidence, d *ropeData) []string {
+func ropeDoc(g *gen, f *passes.Finding, p *rope.Params, ev *rope.Evidence, d *ropeData) []string {
 	var out []string
 	scaling := "none"
 	if p.Scaling != nil {
