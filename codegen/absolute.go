@@ -7,6 +7,8 @@ import (
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/absolute"
 	"github.com/onnxpe/onnxpe/passes/probe"
+	"github.com/onnxpe/onnxpe/passes/scheme/learned"
+	"github.com/onnxpe/onnxpe/passes/scheme/sinusoidal"
 )
 
 // absData is what the absolute templates read (sinusoidal and learned
@@ -56,13 +58,13 @@ func emitAbsolute(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	offset := 0
 	var maxPos *int
 	switch p := f.Params.(type) {
-	case *passes.SinusoidalParams:
+	case *sinusoidal.Params:
 		d.Name, d.Func, d.Dim = "Sinusoidal", "SinusoidalTable", p.Dim
 		if p.PositionOffset != nil {
 			offset = *p.PositionOffset
 		}
 		maxPos = p.MaxPositions
-	case *passes.LearnedParams:
+	case *learned.Params:
 		d.Dim = p.Dim
 		if p.PositionOffset != nil {
 			offset = *p.PositionOffset
@@ -102,7 +104,7 @@ func emitAbsolute(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		}
 		d.Table = &table{Name: lowerFirst(d.Name) + "Data" + vs, Type: floatType(outType), Vals: vals, From: "the stored table " + ev.Table}
 		pt.Tables = append(pt.Tables, d.Table)
-	case ev.Angles != nil && f.Scheme == passes.Sinusoidal:
+	case ev.Angles != nil && f.Scheme == sinusoidal.Name:
 		a := ev.Angles
 		if a.Program != nil {
 			return nil, skip("frequencies that depend on the positions")
@@ -114,7 +116,7 @@ func emitAbsolute(g *gen, f *passes.Finding, suffix string) (*part, error) {
 			d.Scale, d.ScaleFrom = a.Scale, a.ScaleFrom
 		}
 		outType = a.Out
-	case f.Scheme == passes.Sinusoidal:
+	case f.Scheme == sinusoidal.Name:
 		return nil, skip("the sinusoid's arithmetic could not be read exactly (%s)", ev.ExactWhy)
 	default:
 		return nil, skip("the learned encoding is computed, not a stored table")
@@ -182,7 +184,7 @@ func emitAbsolute(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		}
 	}
 	kind := "learned position embedding"
-	if f.Scheme == passes.Sinusoidal {
+	if f.Scheme == sinusoidal.Name {
 		kind = "sinusoidal position encoding"
 	}
 	line := fmt.Sprintf("The %s added to the embeddings (before layers %s), %d wide", kind, layerList(f.Layers), d.Dim)

@@ -46,7 +46,7 @@ func (g *gen) rotationArith(rot *rotation) (string, string) {
 // dimensions outside the pairs are left as they are. It returns the
 // case, with the model's rotated x as Want, or the first difference as
 // the reason not to write the Apply function.
-func (g *gen) goldenRotation(rot *rotation, ev *rope.RoPEEvidence, headDim, seq int, cuts map[string]*kernels.Tensor, name string,
+func (g *gen) goldenRotation(rot *rotation, ev *rope.Evidence, headDim, seq int, cuts map[string]*kernels.Tensor, name string,
 	cosSin func(tok, k int) (c, s float64, rotated bool)) (*rotationCase, string, error) {
 	res, err := g.rotated(rot, ev, headDim, seq, goldenInput, cuts)
 	if err != nil {

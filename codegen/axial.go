@@ -52,7 +52,7 @@ type axialCase struct {
 	Apply *rotationCase
 }
 
-func emitAxial(g *gen, f *passes.Finding, p *passes.RoPEParams, ev *rope.RoPEEvidence, suffix string) (*part, error) {
+func emitAxial(g *gen, f *passes.Finding, p *rope.Params, ev *rope.Evidence, suffix string) (*part, error) {
 	if len(ev.PairAxis) != len(ev.Pairs) {
 		return nil, skip("2-D RoPE: the audit did not say which axis turns each pair")
 	}
@@ -145,7 +145,7 @@ func emitAxial(g *gen, f *passes.Finding, p *passes.RoPEParams, ev *rope.RoPEEvi
 // them. The grid of an image of open size is read from the rotation: its
 // columns are the cells before the first whose row pairs turn. nil when
 // the image has one row or the model refuses it.
-func (g *gen) axialCase(d *axialData, rot *rotation, ev *rope.RoPEEvidence, seq int, suffix string) (*axialCase, error) {
+func (g *gen) axialCase(d *axialData, rot *rotation, ev *rope.Evidence, seq int, suffix string) (*axialCase, error) {
 	cos, sin, err := g.unitCosSin(rot, ev, d.HeadDim, seq, nil)
 	if err != nil {
 		if d.Rows == 0 {
@@ -237,7 +237,7 @@ func (d *axialData) cosSin(row, col, k int) (float64, float64) {
 // axialFreqs reads the frequencies of each axis from the float32 constant
 // of the graph's cos/sin computation that holds them (the measured
 // frequencies of the axis's pairs, in order, within 1e-5).
-func (g *gen) axialFreqs(ev *rope.RoPEEvidence) ([]float64, []string, error) {
+func (g *gen) axialFreqs(ev *rope.Evidence) ([]float64, []string, error) {
 	nodes := map[string]bool{}
 	for _, n := range ev.CosSinNodes {
 		nodes[n] = true

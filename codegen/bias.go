@@ -69,8 +69,8 @@ type alibiData struct {
 }
 
 func emitALiBi(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, _ := f.Evidence.(*alibi.ALiBiEvidence)
-	p, _ := f.Params.(*passes.ALiBiParams)
+	ev, _ := f.Evidence.(*alibi.Evidence)
+	p, _ := f.Params.(*alibi.Params)
 	if ev == nil || p == nil || ev.Bias == "" {
 		return nil, skip("no ALiBi evidence")
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/scheme/nope"
 	"github.com/onnxpe/onnxpe/testmodels"
 )
 
@@ -38,19 +39,19 @@ func models(t *testing.T) []model {
 	}
 	var out []model
 	for _, e := range man.Models {
-		nope := true
+		none := true
 		for _, s := range e.Truth.Schemes {
-			if s != passes.NoPE {
-				nope = false
+			if s != nope.Name {
+				none = false
 			}
 		}
-		out = append(out, model{name: e.Name, nope: nope, build: func() (*graph.Model, error) { return graph.Load(e.ModelPath()) }})
+		out = append(out, model{name: e.Name, nope: none, build: func() (*graph.Model, error) { return graph.Load(e.ModelPath()) }})
 		// ONNX Runtime's optimised saves beside it (fused ops, casts to
 		// float32 around float16 arithmetic).
 		for _, v := range []string{"ort_basic", "ort_extended"} {
 			p := filepath.Join(filepath.Dir(e.ModelPath()), v+".onnx")
 			if _, err := os.Stat(p); err == nil {
-				out = append(out, model{name: e.Name + "_" + v, nope: nope, build: func() (*graph.Model, error) { return graph.Load(p) }})
+				out = append(out, model{name: e.Name + "_" + v, nope: none, build: func() (*graph.Model, error) { return graph.Load(p) }})
 			}
 		}
 	}

@@ -39,7 +39,7 @@ type complexCase struct {
 }
 
 func emitComplexOrder(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, p, err := findingOf[complexorder.ComplexOrderEvidence, passes.ComplexOrderParams](f, "no complex-order evidence")
+	ev, p, err := findingOf[complexorder.Evidence, complexorder.Params](f, "no complex-order evidence")
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +121,7 @@ func emitComplexOrder(g *gen, f *passes.Finding, suffix string) (*part, error) {
 
 // complexCase runs the model's own subgraph at a sequence of n words and
 // checks the templates' arithmetic against it.
-func (g *gen) complexCase(d *complexData, ev *complexorder.ComplexOrderEvidence, n int, suffix string, x int) (*complexCase, error) {
+func (g *gen) complexCase(d *complexData, ev *complexorder.Evidence, n int, suffix string, x int) (*complexCase, error) {
 	shape, dt, err := probe.BoundShape(g.ctx, ev.TokenIDs, n)
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: the word ids: %w", err)

@@ -42,7 +42,7 @@ type disData struct {
 }
 
 func emitDisentangled(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, p, err := findingOf[disentangled.DisentangledEvidence, passes.DisentangledParams](f, "no disentangled evidence")
+	ev, p, err := findingOf[disentangled.Evidence, disentangled.Params](f, "no disentangled evidence")
 	if err != nil {
 		return nil, err
 	}

@@ -47,7 +47,7 @@ type floaterCase struct {
 }
 
 func emitFloater(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, p, err := findingOf[floater.FloaterEvidence, passes.FloaterParams](f, "no FLOATER evidence")
+	ev, p, err := findingOf[floater.Evidence, floater.Params](f, "no FLOATER evidence")
 	if err != nil {
 		return nil, err
 	}

@@ -54,7 +54,7 @@ type mropeCase struct {
 	Cos, Sin  *table
 }
 
-func emitMRoPE(g *gen, f *passes.Finding, p *passes.RoPEParams, ev *rope.RoPEEvidence, suffix string) (*part, error) {
+func emitMRoPE(g *gen, f *passes.Finding, p *rope.Params, ev *rope.Evidence, suffix string) (*part, error) {
 	if ev.Streams == "" || len(ev.PairStream) != len(ev.Pairs) {
 		return nil, skip("multimodal RoPE: the audit did not name the positions input the streams are read from")
 	}
@@ -244,7 +244,7 @@ func close32(got, want float64) bool {
 // rotated q holds the cos and sin applied to every token, [token][pair]
 // (head 0). The tokens are q's position axis (seq of them, or those of
 // an image bound for seq).
-func (g *gen) unitCosSin(rot *rotation, ev *rope.RoPEEvidence, headDim, seq int, cuts map[string]*kernels.Tensor) ([][]float64, [][]float64, error) {
+func (g *gen) unitCosSin(rot *rotation, ev *rope.Evidence, headDim, seq int, cuts map[string]*kernels.Tensor) ([][]float64, [][]float64, error) {
 	first := map[int]bool{}
 	for _, pr := range ev.Pairs {
 		first[pr[0]] = true
@@ -284,7 +284,7 @@ func (r *rotatedQ) at(tok, h, e int) float64 { return r.out[(tok*r.heads+h)*r.he
 // cuts. The
 // tokens are q's position axis (seq of them, or those of an image bound
 // for seq).
-func (g *gen) rotated(rot *rotation, ev *rope.RoPEEvidence, headDim, seq int, x func(i int) float64, cuts map[string]*kernels.Tensor) (*rotatedQ, error) {
+func (g *gen) rotated(rot *rotation, ev *rope.Evidence, headDim, seq int, x func(i int) float64, cuts map[string]*kernels.Tensor) (*rotatedQ, error) {
 	shape, qType, err := probe.BoundShape(g.ctx, rot.in, seq)
 	if err != nil {
 		return nil, err

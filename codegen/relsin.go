@@ -51,7 +51,7 @@ type relSinTable struct {
 }
 
 func emitRelSin(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, p, err := findingOf[relsin.RelSinEvidence, passes.RelSinParams](f, "no relative sinusoid evidence")
+	ev, p, err := findingOf[relsin.Evidence, relsin.Params](f, "no relative sinusoid evidence")
 	if err != nil {
 		return nil, err
 	}

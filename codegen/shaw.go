@@ -37,8 +37,8 @@ type shawCase struct {
 }
 
 func emitShaw(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, _ := f.Evidence.(*shaw.ShawEvidence)
-	p, _ := f.Params.(*passes.ShawParams)
+	ev, _ := f.Evidence.(*shaw.Evidence)
+	p, _ := f.Params.(*shaw.Params)
 	if ev == nil || p == nil || len(ev.Blocks) == 0 {
 		return nil, skip("no evidence of the relative tables")
 	}
@@ -47,7 +47,7 @@ func emitShaw(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		d.Sign = -1
 	}
 	blocks := slices.Clone(ev.Blocks)
-	slices.SortFunc(blocks, func(a, b shaw.ShawBlock) int { return a.Layer - b.Layer })
+	slices.SortFunc(blocks, func(a, b shaw.Block) int { return a.Layer - b.Layer })
 	d.Keys = &table{Name: "shawKeys" + suffix, Type: "float32"}
 	if p.RelativeValues {
 		d.Values = &table{Name: "shawValues" + suffix, Type: "float32"}

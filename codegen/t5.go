@@ -29,8 +29,8 @@ type t5Data struct {
 }
 
 func emitT5(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, _ := f.Evidence.(*t5.T5Evidence)
-	p, _ := f.Params.(*passes.T5Params)
+	ev, _ := f.Evidence.(*t5.Evidence)
+	p, _ := f.Params.(*t5.Params)
 	if ev == nil || p == nil || ev.Buckets == "" || ev.Table == "" {
 		return nil, skip("no T5 evidence of the bucket index (a fused RelativePositionBias computes it inside)")
 	}

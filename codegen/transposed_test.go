@@ -15,6 +15,7 @@ import (
 	"github.com/onnxpe/onnxpe/passes/absolute"
 	"github.com/onnxpe/onnxpe/passes/audit"
 	"github.com/onnxpe/onnxpe/passes/probe"
+	"github.com/onnxpe/onnxpe/passes/scheme/learned"
 	"github.com/onnxpe/onnxpe/testmodels"
 )
 
@@ -51,7 +52,7 @@ func TestTransposedLearnedTableMatchesTheModel(t *testing.T) {
 		}
 		var ev *absolute.TableEvidence
 		for _, f := range rep.Findings {
-			if f.Scheme == passes.LearnedAbsolute {
+			if f.Scheme == learned.Name {
 				ev, _ = f.Evidence.(*absolute.TableEvidence)
 			}
 		}

@@ -4,6 +4,10 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/scheme/alibi"
+	"github.com/onnxpe/onnxpe/passes/scheme/learned"
+	"github.com/onnxpe/onnxpe/passes/scheme/rope"
+	"github.com/onnxpe/onnxpe/passes/scheme/sinusoidal"
 	"github.com/onnxpe/onnxpe/passes/work"
 )
 
@@ -52,13 +56,13 @@ func hintsFrom(rep *passes.Report, ctx *passes.Context) Hints {
 func maxPositionsOf(p passes.Params) int {
 	var mp *int
 	switch p := p.(type) {
-	case *passes.RoPEParams:
+	case *rope.Params:
 		mp = p.MaxPositions
-	case *passes.SinusoidalParams:
+	case *sinusoidal.Params:
 		mp = p.MaxPositions
-	case *passes.LearnedParams:
+	case *learned.Params:
 		mp = p.MaxPositions
-	case *passes.ALiBiParams:
+	case *alibi.Params:
 		mp = p.MaxPositions
 	}
 	if mp == nil {

@@ -80,7 +80,7 @@ func bench(e testmodels.Entry, dir string, rounds int) error {
 	if err != nil {
 		return err
 	}
-	rw, _, err := audit.RewriteModel(m, passes.Options{}, schemes.Rewriters...)
+	rw, _, err := audit.RewriteModel(m, passes.Options{}, schemes.Rewriters()...)
 	if err != nil {
 		return err
 	}

@@ -16,16 +16,16 @@ import (
 	"sync"
 	"text/tabwriter"
 
-	"github.com/spf13/cobra"
-
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/internal/atomicfile"
 	"github.com/onnxpe/onnxpe/internal/htmlreport"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/schemes"
 	"github.com/onnxpe/onnxpe/passes/work"
 	"github.com/onnxpe/onnxpe/verify"
+	"github.com/spf13/cobra"
 )
 
 type auditOptions struct {
@@ -168,9 +168,8 @@ not be audited.
 	return cmd
 }
 
-var schemeNames = []string{passes.Sinusoidal, passes.LearnedAbsolute, passes.RoPEScheme, passes.ALiBi,
-	passes.T5RelativeBias, passes.RelativeClipped, passes.NoPE,
-	passes.RelativeSinusoidal, passes.Disentangled, passes.ComplexOrder, passes.Floater}
+// schemeNames are the schemes --require and --forbid take.
+var schemeNames = schemes.Names()
 
 // auditResult is the audit of one model: its report, or why there is
 // none.

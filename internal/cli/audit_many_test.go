@@ -11,11 +11,10 @@ import (
 	"testing"
 	"weak"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // makeZoo writes, in the current folder, a folder zoo of models as a

@@ -10,9 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // sarifSchema compiles the vendored SARIF 2.1.0 schema

@@ -13,8 +13,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/spf13/cobra"
-
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
@@ -24,6 +22,7 @@ import (
 	"github.com/onnxpe/onnxpe/passes/scheme/rope"
 	"github.com/onnxpe/onnxpe/passes/work"
 	"github.com/onnxpe/onnxpe/verify"
+	"github.com/spf13/cobra"
 )
 
 type extendOptions struct {
@@ -312,7 +311,7 @@ func (c *extendChecker) verifyOptions(pathB string) verify.Options {
 func (c *extendChecker) run(rep *extendReport) (*extendCheck, error) {
 	var steps []func() (*extendCheck, error)
 	var names []string
-	if len(rope.RoPERules(c.x)) == 0 {
+	if len(rope.Rules(c.x)) == 0 {
 		steps, names = append(steps, c.unchanged), append(names, "unchanged")
 	} else {
 		steps, names = append(steps, c.reference, c.audit), append(names, "reference", "audit")
@@ -380,7 +379,7 @@ func (c *extendChecker) reference() (*extendCheck, error) {
 	n := c.x.Report.NewMax
 	dynamic := false
 	orig := 0
-	for _, it := range rope.RoPERules(c.x) {
+	for _, it := range rope.Rules(c.x) {
 		if it.Rule.Dynamic() {
 			dynamic, orig = true, it.Rule.OriginalLength()
 		}
@@ -518,7 +517,7 @@ func (c *extendChecker) noReference(ch *extendCheck, err error) (*extendCheck, e
 
 func (c *extendChecker) ruleNames() string {
 	var s []string
-	for _, it := range rope.RoPERules(c.x) {
+	for _, it := range rope.Rules(c.x) {
 		if n := it.Rule.String(); !slices.Contains(s, n) {
 			s = append(s, n)
 		}
@@ -539,10 +538,10 @@ func (c *extendChecker) audit() (*extendCheck, error) {
 		return nil, err
 	}
 	var got []string
-	for _, it := range rope.RoPERules(c.x) {
+	for _, it := range rope.Rules(c.x) {
 		var f *passes.Finding
 		for _, g := range rep.Findings {
-			if g.Scheme == passes.RoPEScheme && slices.Equal(g.Layers, it.Layers) {
+			if g.Scheme == rope.Name && slices.Equal(g.Layers, it.Layers) {
 				f = g
 			}
 		}

@@ -206,7 +206,7 @@ func checkAudit(t *testing.T, c extendCase, out string, method string, orig int,
 			// cannot tell apart give the same model: accept another when it
 			// gives the same frequencies.
 			rd := int(p["rotary_dim"].(float64))
-			u := rope.RoPERule{Method: method, Factor: 4, Orig: orig, Low: 1, High: 4, BetaFast: 32, BetaSlow: 1}
+			u := rope.Rule{Method: method, Factor: 4, Orig: orig, Low: 1, High: 4, BetaFast: 32, BetaSlow: 1}
 			v := u
 			v.Orig = int(got)
 			a, _ := rope.ReferenceRoPE(u, base, rd, 0)
@@ -647,7 +647,7 @@ func TestExtendAgainstLlamaBuilder(t *testing.T) {
 			}
 			_, out := extendOK(t, dir, extendCase{model: c.model, to: to, args: args})
 			hd := cfg.Hidden / cfg.Heads
-			u := rope.RoPERule{Method: c.method, Factor: 4, Orig: orig, Low: 1, High: 4, BetaFast: 32, BetaSlow: 1}
+			u := rope.Rule{Method: c.method, Factor: 4, Orig: orig, Low: 1, High: 4, BetaFast: 32, BetaSlow: 1}
 			inv, amp := rope.ReferenceRoPE(u, cfg.RopeBase, hd, 0)
 			ref := cfg
 			ref.InvFreq, ref.RopeScale, ref.MaxPositions = inv, amp, to

@@ -10,7 +10,17 @@ import (
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
-	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/scheme/alibi"
+	"github.com/onnxpe/onnxpe/passes/scheme/complexorder"
+	"github.com/onnxpe/onnxpe/passes/scheme/disentangled"
+	"github.com/onnxpe/onnxpe/passes/scheme/floater"
+	"github.com/onnxpe/onnxpe/passes/scheme/learned"
+	"github.com/onnxpe/onnxpe/passes/scheme/nope"
+	"github.com/onnxpe/onnxpe/passes/scheme/relsin"
+	"github.com/onnxpe/onnxpe/passes/scheme/rope"
+	"github.com/onnxpe/onnxpe/passes/scheme/shaw"
+	"github.com/onnxpe/onnxpe/passes/scheme/sinusoidal"
+	"github.com/onnxpe/onnxpe/passes/scheme/t5"
 	"github.com/onnxpe/onnxpe/verify"
 	"github.com/spf13/cobra"
 )
@@ -25,17 +35,17 @@ func TestRootHelpDescribesTheTool(t *testing.T) {
 	}
 	long, _, _ := strings.Cut(out, "Exit codes:")
 	named := map[string][]string{
-		passes.Sinusoidal:         {"sinusoidal"},
-		passes.LearnedAbsolute:    {"learned absolute"},
-		passes.RoPEScheme:         {"RoPE", "scaling rules", "M-RoPE", "2-D RoPE"},
-		passes.ALiBi:              {"ALiBi"},
-		passes.T5RelativeBias:     {"T5"},
-		passes.RelativeClipped:    {"Shaw"},
-		passes.NoPE:               {"NoPE"},
-		passes.RelativeSinusoidal: {"Transformer-XL", "XLNet"},
-		passes.Disentangled:       {"DeBERTa"},
-		passes.ComplexOrder:       {"complex-order"},
-		passes.Floater:            {"FLOATER"},
+		sinusoidal.Name:   {"sinusoidal"},
+		learned.Name:      {"learned absolute"},
+		rope.Name:         {"RoPE", "scaling rules", "M-RoPE", "2-D RoPE"},
+		alibi.Name:        {"ALiBi"},
+		t5.Name:           {"T5"},
+		shaw.Name:         {"Shaw"},
+		nope.Name:         {"NoPE"},
+		relsin.Name:       {"Transformer-XL", "XLNet"},
+		disentangled.Name: {"DeBERTa"},
+		complexorder.Name: {"complex-order"},
+		floater.Name:      {"FLOATER"},
 	}
 	for _, s := range schemeNames {
 		words, ok := named[s]

@@ -10,11 +10,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/spf13/cobra"
-
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/spf13/cobra"
 )
 
 // The memory budget (README "Memory"): one per process, kernels'

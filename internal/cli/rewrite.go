@@ -10,8 +10,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/spf13/cobra"
-
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
@@ -20,6 +18,7 @@ import (
 	"github.com/onnxpe/onnxpe/passes/schemes"
 	"github.com/onnxpe/onnxpe/passes/work"
 	"github.com/onnxpe/onnxpe/verify"
+	"github.com/spf13/cobra"
 )
 
 type rewriteOptions struct {
@@ -55,47 +54,7 @@ precomputed constants or fused nodes, checks that the result computes the
 same outputs as IN, and writes it to OUT.
 
 Passes (--passes, all by default, in this order):
-  rope        each rotation of q and k becomes one RotaryEmbedding node
-              (--rope-op com.microsoft, the default, runs in ONNX Runtime
-              at any opset; --rope-op onnx is the standard op of opset 23:
-              the model's default opset is upgraded to 23 and the ops whose
-              signature changed on the way are converted, or the rewrite
-              is refused naming the op). The cos/sin caches hold what the
-              model computes at positions 0..N-1 (N = --max-positions, else
-              the rows of the model's own table, else 4096), in its float
-              type, one pair per distinct set of frequencies. When the
-              cos/sin depend on more than the positions (dynamic NTK), the
-              rotation is fused and the cos/sin stay computed; the report
-              says so. Given explicitly, --rope-op also converts the
-              RotaryEmbedding nodes a model already has from the other
-              domain (input order, position-id form, attributes).
-  sinusoidal  a sinusoidal encoding computed in the graph becomes a
-              constant table sliced (or gathered) by the positions; a
-              stored table gathered at 0, 1, 2, ... is sliced instead
-  learned     a learned table gathered at 0, 1, 2, ... is sliced instead
-  alibi       --alibi fold (default): the slopes and the distance pattern
-              become constants, leaving the smallest subgraph ONNX Runtime
-              runs; --alibi fuse: one ai.onnxpe ALiBiBias node (onnxpe's
-              executor and generated code; not ONNX Runtime)
-  t5          the bucketed relative bias becomes a table of 2N-1 rows of
-              heads gathered by key - query (ONNX Runtime's CPU provider runs
-              it); --t5-op com.microsoft emits RelativePositionBias, which
-              ONNX Runtime has on CUDA only
-  relative_sinusoidal  Transformer-XL's and XLNet's sinusoid of relative
-              distances becomes a [2N+1, dim] table gathered at the
-              distances (which stay computed, clamp_len included)
-  disentangled  DeBERTa's log buckets become a table of 2N-1 relative
-              positions gathered at q - k
-  mrope       multimodal RoPE's cos and sin become [N, dim] tables gathered
-              at the [streams, batch, seq] position ids; the sections stay
-  axial       the cos and sin axial 2-D RoPE computes from a fixed patch
-              grid (rows t / cols, columns t % cols, or a meshgrid) become
-              constants over the grid's cells (the image's size fixes them;
-              --max-positions does not apply)
-  floater     FLOATER's integration (an unrolled chain of solver steps or a
-              Loop) becomes the table of states it produces, the model's own
-              number of them (--max-positions does not apply)
-DeBERTa's relative positions without buckets (q - k and a Clip) are left:
+` + rewritePassesHelp() + `DeBERTa's relative positions without buckets (q - k and a Clip) are left:
 a table would only replace the Clip by a Gather; the report says so.
 --unfuse instead lowers fused RotaryEmbedding (both domains), the rotary
 of GroupQueryAttention and ALiBiBias back to primitive ops, for runtimes
@@ -137,7 +96,7 @@ Exit codes:
 	}
 	f := cmd.Flags()
 	f.StringVarP(&opts.Out, "output", "o", "", "write the rewritten model to `OUT`")
-	f.StringSliceVar(&opts.Passes, "passes", nil, "rewrite passes to run: rope, sinusoidal, learned, alibi, t5, relative_sinusoidal, disentangled, mrope, axial, floater (default: all)")
+	f.StringSliceVar(&opts.Passes, "passes", nil, "rewrite passes to run: "+strings.Join(rewritePassNames(), ", ")+" (default: all)")
 	f.BoolVar(&opts.Overwrite, overwriteSideFilesFlag, false, overwriteSideFilesUsage)
 	f.BoolVar(&opts.NoVerify, "no-verify", false, "write without checking that the rewritten model computes the same outputs")
 	f.BoolVar(&opts.DryRun, "dry-run", false, "report what would change; write nothing")
@@ -198,15 +157,12 @@ func rewriteRun(opts *rewriteOptions) error {
 	if opts.Unfuse {
 		ps = []*passes.Pass[*rewrite.Change]{schemes.Unfuse}
 	} else if len(opts.Passes) == 0 {
-		ps = schemes.Rewriters
+		ps = schemes.Rewriters()
 	} else {
 		for _, name := range opts.Passes {
-			p, ok := schemes.RewriterNames[strings.TrimSpace(name)]
-			if !ok {
-				var names []string
-				for n := range schemes.RewriterNames {
-					names = append(names, n)
-				}
+			p := schemes.Rewriter(strings.TrimSpace(name))
+			if p == nil {
+				names := rewritePassNames()
 				slices.Sort(names)
 				return badInput("rewrite: unknown pass %q (passes: %s)", name, strings.Join(names, ", "))
 			}
@@ -440,3 +396,30 @@ func printRewrite(opts *rewriteOptions, rep *rewriteReport) error {
 
 // layerRange prints layer indexes compactly: 0-3,5 ("-" for none).
 func layerRange(ls []int) string { return cmp.Or(passes.LayerRanges(ls, "-", ","), "-") }
+
+// rewritePassNames are the --passes names, in the order the passes run.
+func rewritePassNames() []string {
+	var out []string
+	for _, r := range schemes.Rewrites() {
+		out = append(out, r.Name)
+	}
+	return out
+}
+
+// rewritePassesHelp is the --passes part of rewrite's help: each pass's
+// name and what it does, from the list of schemes.
+func rewritePassesHelp() string {
+	var b strings.Builder
+	for _, r := range schemes.Rewrites() {
+		lines := strings.Split(r.Help, "\n")
+		if len(r.Name) < 12 {
+			fmt.Fprintf(&b, "  %-12s%s\n", r.Name, lines[0])
+		} else {
+			fmt.Fprintf(&b, "  %s  %s\n", r.Name, lines[0])
+		}
+		for _, l := range lines[1:] {
+			fmt.Fprintf(&b, "              %s\n", l)
+		}
+	}
+	return b.String()
+}

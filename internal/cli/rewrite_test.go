@@ -178,7 +178,8 @@ func TestRewriteHelpListsThePasses(t *testing.T) {
 	}
 	_, flagText, _ := strings.Cut(flags, "--passes")
 	flagText, _, _ = strings.Cut(flagText, "\n")
-	for name := range schemes.RewriterNames {
+	for _, r := range schemes.Rewrites() {
+		name := r.Name
 		if !regexp.MustCompile(`(?m)^  ` + name + ` `).MatchString(desc) {
 			t.Errorf("--help does not describe the pass %s", name)
 		}

@@ -34,6 +34,7 @@ var layers = [][]string{
 	{"passes/attn"},
 	{"passes/rewrite"},
 	{"passes/absolute", "passes/scorebias"},
+	{"passes/scheme"},
 	{"passes/scheme/*"},
 	{"passes/schemes"},
 	{"passes/audit"},
@@ -180,7 +181,7 @@ func TestImportGraph(t *testing.T) {
 	// The table is not vacuous: the layers it describes are there.
 	for _, e := range [][2]string{
 		{"graph", "internal/onnxpb"}, {"kernels", "graph"}, {"passes/work", "kernels"}, {"passes/work", "passes/pattern"},
-		{"passes/scheme/rope", "passes/attn"}, {"passes/audit", "passes/scheme/rope"}, {"passes/extend", "passes/audit"},
+		{"passes/scheme/rope", "passes/attn"}, {"passes/scheme/rope", "passes/scheme"}, {"passes/schemes", "passes/scheme/rope"}, {"passes/audit", "passes/schemes"}, {"passes/extend", "passes/audit"},
 		{"verify", "passes"}, {"codegen", "passes"}, {"internal/cli", "verify"}, {"internal/cli", "codegen"}, {"cmd/onnxpe", "internal/cli"},
 	} {
 		if !def[e] {

@@ -25,26 +25,26 @@ func familyFigures(ids *idGen, fd *passes.Finding) []*figure {
 		}
 	}
 	switch ev := fd.Evidence.(type) {
-	case *relsin.RelSinEvidence:
-		p, _ := fd.Params.(*passes.RelSinParams)
+	case *relsin.Evidence:
+		p, _ := fd.Params.(*relsin.Params)
 		add(relativeTable(ids, ev))
 		add(relativeDistances(ids, ev, p))
-	case *disentangled.DisentangledEvidence:
-		p, _ := fd.Params.(*passes.DisentangledParams)
+	case *disentangled.Evidence:
+		p, _ := fd.Params.(*disentangled.Params)
 		add(disentangledBuckets(ids, ev, p))
-	case *rope.RoPEEvidence:
-		p, _ := fd.Params.(*passes.RoPEParams)
+	case *rope.Evidence:
+		p, _ := fd.Params.(*rope.Params)
 		add(ropeSplit(ids, ev, p))
-	case *complexorder.ComplexOrderEvidence:
+	case *complexorder.Evidence:
 		add(complexFrequencies(ids, ev))
-	case *floater.FloaterEvidence:
-		p, _ := fd.Params.(*passes.FloaterParams)
+	case *floater.Evidence:
+		p, _ := fd.Params.(*floater.Params)
 		add(floaterStates(ids, ev, p))
 	}
 	return out
 }
 
-func relativeTable(ids *idGen, ev *relsin.RelSinEvidence) *figure {
+func relativeTable(ids *idGen, ev *relsin.Evidence) *figure {
 	if len(ev.Sample) == 0 || len(ev.Sample[0]) == 0 {
 		return nil
 	}
@@ -56,7 +56,7 @@ func relativeTable(ids *idGen, ev *relsin.RelSinEvidence) *figure {
 	return heatmapFigure(ids, "relative_table", "Relative sinusoid table", desc, caption, cb, hm)
 }
 
-func relativeDistances(ids *idGen, ev *relsin.RelSinEvidence, p *passes.RelSinParams) *figure {
+func relativeDistances(ids *idGen, ev *relsin.Evidence, p *relsin.Params) *figure {
 	if len(ev.Distances) == 0 {
 		return nil
 	}
@@ -68,7 +68,7 @@ func relativeDistances(ids *idGen, ev *relsin.RelSinEvidence, p *passes.RelSinPa
 	}
 	c := &chart{title: "Relative distance of every table row", xLabel: "table row", yLabel: "distance",
 		x: linScale(0, float64(len(xs)-1), true).padded(0.02), y: linScale(lo, hi, true).padded(0.04)}
-	c.series = []series{{xs: xs, ys: ys, style: stylePoints, color: schemeColor(passes.RelativeSinusoidal)}}
+	c.series = []series{{xs: xs, ys: ys, style: stylePoints, color: schemeColor(relsin.Name)}}
 	caption := fmt.Sprintf("The distance each row of the sinusoid encodes, for queries and keys %d long.", ev.S)
 	if p != nil {
 		switch p.Variant {
@@ -86,7 +86,7 @@ func relativeDistances(ids *idGen, ev *relsin.RelSinEvidence, p *passes.RelSinPa
 	return stackFigure(ids, "relative_distances", "Relative distances", desc, caption, c)
 }
 
-func disentangledBuckets(ids *idGen, ev *disentangled.DisentangledEvidence, p *passes.DisentangledParams) *figure {
+func disentangledBuckets(ids *idGen, ev *disentangled.Evidence, p *disentangled.Params) *figure {
 	if len(ev.Buckets) == 0 {
 		return nil
 	}
@@ -98,7 +98,7 @@ func disentangledBuckets(ids *idGen, ev *disentangled.DisentangledEvidence, p *p
 	}
 	c := &chart{title: "Relative position per distance q − k", xLabel: "distance query − key (symmetric log scale)", yLabel: "relative position", x: relAxis(ev.MaxDist),
 		y: linScale(lo, hi, true).padded(0.04)}
-	c.series = []series{{xs: xs, ys: ys, style: styleStep, color: schemeColor(passes.Disentangled)}}
+	c.series = []series{{xs: xs, ys: ys, style: styleStep, color: schemeColor(disentangled.Name)}}
 	c.hlines = []refLine{{v: float64(ev.Span - 1), label: fmt.Sprintf("table edge ±%d", ev.Span)}, {v: float64(-ev.Span)}}
 	caption := fmt.Sprintf("The relative position the graph computes for every distance from −%d to %d, before its clamp to the %d rows of the position table.", ev.MaxDist, ev.MaxDist, 2*ev.Span)
 	if p != nil && p.PositionBuckets != nil && p.MaxRelativePositions != nil {
@@ -115,7 +115,7 @@ func disentangledBuckets(ids *idGen, ev *disentangled.DisentangledEvidence, p *p
 
 // ropeSplit plots the frequency of every rotary pair coloured by the
 // position stream (M-RoPE) or grid axis (2-D RoPE) turning it.
-func ropeSplit(ids *idGen, ev *rope.RoPEEvidence, p *passes.RoPEParams) *figure {
+func ropeSplit(ids *idGen, ev *rope.Evidence, p *rope.Params) *figure {
 	if p == nil || len(ev.InvFreq) == 0 || ev.Synthetic {
 		return nil
 	}
@@ -178,7 +178,7 @@ func ropeSplit(ids *idGen, ev *rope.RoPEEvidence, p *passes.RoPEParams) *figure 
 	return stackFigure(ids, kind, title, desc, caption, c)
 }
 
-func complexFrequencies(ids *idGen, ev *complexorder.ComplexOrderEvidence) *figure {
+func complexFrequencies(ids *idGen, ev *complexorder.Evidence) *figure {
 	if len(ev.Omega) == 0 || len(ev.Omega[0]) == 0 {
 		return nil
 	}
@@ -192,7 +192,7 @@ func complexFrequencies(ids *idGen, ev *complexorder.ComplexOrderEvidence) *figu
 	return heatmapFigure(ids, "complex_frequencies", "Complex-order frequencies", desc, caption, cb, hm)
 }
 
-func floaterStates(ids *idGen, ev *floater.FloaterEvidence, p *passes.FloaterParams) *figure {
+func floaterStates(ids *idGen, ev *floater.Evidence, p *floater.Params) *figure {
 	if len(ev.Sample) == 0 || len(ev.Sample[0]) == 0 {
 		return nil
 	}

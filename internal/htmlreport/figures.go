@@ -8,8 +8,10 @@ import (
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/absolute"
 	"github.com/onnxpe/onnxpe/passes/scheme/alibi"
+	"github.com/onnxpe/onnxpe/passes/scheme/learned"
 	"github.com/onnxpe/onnxpe/passes/scheme/rope"
 	"github.com/onnxpe/onnxpe/passes/scheme/shaw"
+	"github.com/onnxpe/onnxpe/passes/scheme/sinusoidal"
 	"github.com/onnxpe/onnxpe/passes/scheme/t5"
 )
 
@@ -108,26 +110,26 @@ func findingFigures(ids *idGen, fd *passes.Finding) []*figure {
 		}
 	}
 	switch ev := fd.Evidence.(type) {
-	case *rope.RoPEEvidence:
-		p, _ := fd.Params.(*passes.RoPEParams)
+	case *rope.Evidence:
+		p, _ := fd.Params.(*rope.Params)
 		add(ropeCosSin(ids, ev, p))
 		add(ropeFrequencies(ids, ev, p))
 	case *absolute.TableEvidence:
 		add(tableHeatmap(ids, fd.Scheme, ev))
-		if p, ok := fd.Params.(*passes.SinusoidalParams); ok {
+		if p, ok := fd.Params.(*sinusoidal.Params); ok {
 			add(sinusoidalFrequencies(ids, ev, p))
 		} else {
 			add(positionSimilarity(ids, ev))
 		}
-	case *alibi.ALiBiEvidence:
+	case *alibi.Evidence:
 		add(alibiSlopes(ids, ev))
-	case *t5.T5Evidence:
-		p, _ := fd.Params.(*passes.T5Params)
+	case *t5.Evidence:
+		p, _ := fd.Params.(*t5.Params)
 		add(t5BucketMap(ids, ev, p))
 		add(t5BiasPerHead(ids, ev))
 		add(t5Table(ids, ev))
-	case *shaw.ShawEvidence:
-		p, _ := fd.Params.(*passes.ShawParams)
+	case *shaw.Evidence:
+		p, _ := fd.Params.(*shaw.Params)
 		add(shawClipping(ids, ev, p))
 	}
 	return append(out, familyFigures(ids, fd)...)
@@ -153,7 +155,7 @@ func heatmapFigureW(ids *idGen, w float64, kind, title, desc, caption string, cb
 	return &figure{Kind: kind, Caption: caption, SVG: s.String()}
 }
 
-func ropeCosSin(ids *idGen, ev *rope.RoPEEvidence, p *passes.RoPEParams) *figure {
+func ropeCosSin(ids *idGen, ev *rope.Evidence, p *rope.Params) *figure {
 	if len(ev.Cos) == 0 || len(ev.Cos[0]) == 0 || ev.Synthetic {
 		return nil
 	}
@@ -179,7 +181,7 @@ func ropeCosSin(ids *idGen, ev *rope.RoPEEvidence, p *passes.RoPEParams) *figure
 
 // ropeFrequencies plots the measured frequencies against those of the
 // plain base, and their ratio (the scaling rule's factor per frequency).
-func ropeFrequencies(ids *idGen, ev *rope.RoPEEvidence, p *passes.RoPEParams) *figure {
+func ropeFrequencies(ids *idGen, ev *rope.Evidence, p *rope.Params) *figure {
 	if len(ev.InvFreq) == 0 || ev.Synthetic || p != nil && p.Axes == 2 {
 		return nil // 2-D RoPE: each axis has a base of its own (rope_axes)
 	}
@@ -303,7 +305,7 @@ func tableHeatmap(ids *idGen, scheme string, ev *absolute.TableEvidence) *figure
 		return nil
 	}
 	name := "Sinusoidal encoding"
-	if scheme == passes.LearnedAbsolute {
+	if scheme == learned.Name {
 		name = "Learned position table"
 	}
 	cb := symmetricBar("value", rows)
@@ -317,7 +319,7 @@ func tableHeatmap(ids *idGen, scheme string, ev *absolute.TableEvidence) *figure
 	return heatmapFigure(ids, "table_heatmap", name, desc, caption, cb, hm)
 }
 
-func sinusoidalFrequencies(ids *idGen, ev *absolute.TableEvidence, p *passes.SinusoidalParams) *figure {
+func sinusoidalFrequencies(ids *idGen, ev *absolute.TableEvidence, p *sinusoidal.Params) *figure {
 	n := len(ev.Omega)
 	if n == 0 {
 		return nil
@@ -350,13 +352,13 @@ func sinusoidalFrequencies(ids *idGen, ev *absolute.TableEvidence, p *passes.Sin
 	} else {
 		caption += "."
 	}
-	c.series = append(c.series, series{name: "measured", xs: ks, ys: ev.Omega, style: stylePoints, color: schemeColor(passes.Sinusoidal)})
+	c.series = append(c.series, series{name: "measured", xs: ks, ys: ev.Omega, style: stylePoints, color: schemeColor(sinusoidal.Name)})
 	c.y = logScaleOf(lo, hi, 10)
 	desc := fmt.Sprintf("Log-scale plot of the %d frequencies of the sinusoidal encoding, from %s to %s radians per position.", n, valueLabel(ev.Omega[0]), valueLabel(ev.Omega[n-1]))
 	return stackFigure(ids, "sinusoidal_frequencies", "Sinusoidal frequencies", desc, caption, c)
 }
 
-func alibiSlopes(ids *idGen, ev *alibi.ALiBiEvidence) *figure {
+func alibiSlopes(ids *idGen, ev *alibi.Evidence) *figure {
 	n := len(ev.Slopes)
 	if n == 0 {
 		return nil
@@ -381,7 +383,7 @@ func alibiSlopes(ids *idGen, ev *alibi.ALiBiEvidence) *figure {
 		c.y = linScale(math.Min(0, lo), math.Max(0, hi), false).padded(0.06)
 		c.hlines = []refLine{{v: 0}}
 	}
-	c.series = []series{{xs: hs, ys: ev.Slopes, style: styleLollipop, color: schemeColor(passes.ALiBi)}}
+	c.series = []series{{xs: hs, ys: ev.Slopes, style: styleLollipop, color: schemeColor(alibi.Name)}}
 	desc := fmt.Sprintf("Slopes of the %d heads, measured from the bias the graph adds to the scores: %s.", n, joinValues(ev.Slopes))
 	caption := "The slope of each head, read from the bias the graph adds to the attention scores (log scale, base 2)."
 	if !positive {
@@ -403,7 +405,7 @@ func relAxis(maxRel int) scale {
 	return scale{kind: symlog, min: float64(-maxRel), max: float64(maxRel), integer: true}
 }
 
-func t5BucketMap(ids *idGen, ev *t5.T5Evidence, p *passes.T5Params) *figure {
+func t5BucketMap(ids *idGen, ev *t5.Evidence, p *t5.Params) *figure {
 	if len(ev.BucketMap) == 0 {
 		return nil
 	}
@@ -415,7 +417,7 @@ func t5BucketMap(ids *idGen, ev *t5.T5Evidence, p *passes.T5Params) *figure {
 	}
 	c := &chart{title: "T5 bucket per relative position", xLabel: "relative position key − query (symmetric log scale)", yLabel: "bucket", x: relAxis(ev.MaxRel),
 		y: scale{kind: linear, min: -1, max: hi + 1, integer: true}}
-	c.series = []series{{xs: xs, ys: ys, style: styleStep, color: schemeColor(passes.T5RelativeBias)}}
+	c.series = []series{{xs: xs, ys: ys, style: styleStep, color: schemeColor(t5.Name)}}
 	caption := fmt.Sprintf("The bucket index the graph computes for every relative position from −%d to %d.", ev.MaxRel, ev.MaxRel)
 	if p != nil && p.MaxDistance != nil {
 		md := float64(*p.MaxDistance)
@@ -433,7 +435,7 @@ func t5BucketMap(ids *idGen, ev *t5.T5Evidence, p *passes.T5Params) *figure {
 
 const maxHeadLines = 8
 
-func t5BiasPerHead(ids *idGen, ev *t5.T5Evidence) *figure {
+func t5BiasPerHead(ids *idGen, ev *t5.Evidence) *figure {
 	if len(ev.BucketMap) == 0 || len(ev.Weights) == 0 {
 		return nil
 	}
@@ -475,7 +477,7 @@ func t5BiasPerHead(ids *idGen, ev *t5.T5Evidence) *figure {
 	return stackFigure(ids, "t5_bias", "T5 bias per head", desc, caption, charts...)
 }
 
-func t5Table(ids *idGen, ev *t5.T5Evidence) *figure {
+func t5Table(ids *idGen, ev *t5.Evidence) *figure {
 	if len(ev.Weights) == 0 || len(ev.Weights[0]) == 0 {
 		return nil
 	}
@@ -494,7 +496,7 @@ func t5Table(ids *idGen, ev *t5.T5Evidence) *figure {
 	return heatmapFigure(ids, "t5_table", "T5 bias table", desc, caption, cb, hm)
 }
 
-func shawClipping(ids *idGen, ev *shaw.ShawEvidence, p *passes.ShawParams) *figure {
+func shawClipping(ids *idGen, ev *shaw.Evidence, p *shaw.Params) *figure {
 	if len(ev.IndexMap) == 0 {
 		return nil
 	}
@@ -506,7 +508,7 @@ func shawClipping(ids *idGen, ev *shaw.ShawEvidence, p *passes.ShawParams) *figu
 	}
 	xsc := scale{kind: linear, min: float64(-ev.MaxRel) - 0.5, max: float64(ev.MaxRel) + 0.5, integer: true}
 	c := &chart{title: "Relative embedding row per relative position", xLabel: "relative position key − query", yLabel: "table row", x: xsc, y: linScale(0, hi, true).padded(0.04)}
-	c.series = []series{{xs: xs, ys: ys, style: stylePoints, color: schemeColor(passes.RelativeClipped)}}
+	c.series = []series{{xs: xs, ys: ys, style: stylePoints, color: schemeColor(shaw.Name)}}
 	caption := fmt.Sprintf("The row of the relative embedding table the graph reads for each relative position from −%d to %d.", ev.MaxRel, ev.MaxRel)
 	if p != nil {
 		k := float64(p.MaxRelativePosition)

@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/scheme/nope"
 	"github.com/onnxpe/onnxpe/passes/scheme/rope"
 )
 
@@ -235,14 +236,14 @@ func modelSection(ids *idGen, i int, r *passes.Report) *modelView {
 // noPlotReason says why a finding has no plot.
 func noPlotReason(fd *passes.Finding) string {
 	switch {
-	case fd.Scheme == passes.NoPE && len(fd.Layers) == 0:
+	case fd.Scheme == nope.Name && len(fd.Layers) == 0:
 		return "Nothing to plot: the graph has no attention layer."
-	case fd.Scheme == passes.NoPE:
+	case fd.Scheme == nope.Name:
 		return "Nothing to plot: no position information reaches these layers."
 	case fd.Evidence == nil:
 		return "Nothing to plot: this finding carries no measured values."
 	}
-	if ev, ok := fd.Evidence.(*rope.RoPEEvidence); ok && ev.Synthetic {
+	if ev, ok := fd.Evidence.(*rope.Evidence); ok && ev.Synthetic {
 		return "Nothing to plot: the frequencies (or the cos/sin caches) are graph inputs, not in the file."
 	}
 	return "Nothing to plot: the detector measured no values to draw for this finding."

@@ -81,7 +81,7 @@ func BenchmarkRewrite(b *testing.B) {
 		cpu0 := cpuTime()
 		for b.Loop() {
 			var err error
-			r, _, err = audit.RewriteModel(m, passes.Options{}, schemes.Rewriters...)
+			r, _, err = audit.RewriteModel(m, passes.Options{}, schemes.Rewriters()...)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -9,7 +9,9 @@ import (
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/absolute"
 	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/scheme/learned"
 	"github.com/onnxpe/onnxpe/passes/scheme/rope"
+	"github.com/onnxpe/onnxpe/passes/scheme/sinusoidal"
 	"github.com/onnxpe/onnxpe/passes/scheme/t5"
 	"github.com/onnxpe/onnxpe/testmodels"
 )
@@ -60,8 +62,8 @@ func TestRoPEEvidenceCosSin(t *testing.T) {
 		{"rope_llama_fp16", 64, 0, 1, 2e-3, 0},
 	} {
 		t.Run(tc.model, func(t *testing.T) {
-			f := finding(t, auditCorpus(t, tc.model), passes.RoPEScheme)
-			ev := f.Evidence.(*rope.RoPEEvidence)
+			f := finding(t, auditCorpus(t, tc.model), rope.Name)
+			ev := f.Evidence.(*rope.Evidence)
 			if len(ev.Cos) != tc.rows || len(ev.Sin) != tc.rows || ev.Start != tc.start {
 				t.Fatalf("%d cos rows, %d sin rows from position %d; want %d from %d", len(ev.Cos), len(ev.Sin), ev.Start, tc.rows, tc.start)
 			}
@@ -91,10 +93,10 @@ func TestTableEvidenceSample(t *testing.T) {
 		model, scheme string
 		rows, dim     int
 	}{
-		{"sinusoidal_interleaved_computed", passes.Sinusoidal, 64, 32},
-		{"sinusoidal_fairseq", passes.Sinusoidal, 64, 32},
-		{"learned_gpt2", passes.LearnedAbsolute, 64, 32},
-		{"learned_vit", passes.LearnedAbsolute, 17, 32}, // the whole table is added
+		{"sinusoidal_interleaved_computed", sinusoidal.Name, 64, 32},
+		{"sinusoidal_fairseq", sinusoidal.Name, 64, 32},
+		{"learned_gpt2", learned.Name, 64, 32},
+		{"learned_vit", learned.Name, 17, 32}, // the whole table is added
 	} {
 		t.Run(tc.model, func(t *testing.T) {
 			ev := finding(t, auditCorpus(t, tc.model), tc.scheme).Evidence.(*absolute.TableEvidence)
@@ -113,7 +115,7 @@ func TestTableEvidenceSample(t *testing.T) {
 					}
 				}
 			}
-			if tc.scheme == passes.Sinusoidal {
+			if tc.scheme == sinusoidal.Name {
 				// Row p of a sinusoidal encoding lies on the circles of
 				// the measured frequencies: the pairs (sin, cos) of row
 				// 63 have unit norm.
@@ -140,7 +142,7 @@ func TestRoPEEvidenceLongRoPE(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := finding(t, r, passes.RoPEScheme).Evidence.(*rope.RoPEEvidence)
+	ev := finding(t, r, rope.Name).Evidence.(*rope.Evidence)
 	if len(ev.Cos) != 64 || ev.Start != 0 || len(ev.InvFreqLong) != len(ev.InvFreq) {
 		t.Fatalf("%d rows from %d, %d long frequencies for %d pairs", len(ev.Cos), ev.Start, len(ev.InvFreqLong), len(ev.InvFreq))
 	}
@@ -156,7 +158,7 @@ func TestRoPEEvidenceLongRoPE(t *testing.T) {
 }
 
 func TestT5EvidenceWeights(t *testing.T) {
-	ev := finding(t, auditCorpus(t, "t5_encoder"), passes.T5RelativeBias).Evidence.(*t5.T5Evidence)
+	ev := finding(t, auditCorpus(t, "t5_encoder"), t5.Name).Evidence.(*t5.Evidence)
 	if len(ev.Weights) != 32 || len(ev.Weights[0]) != 4 {
 		t.Fatalf("weights %dx%d, want 32x4", len(ev.Weights), len(ev.Weights[0]))
 	}

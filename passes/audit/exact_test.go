@@ -49,7 +49,7 @@ func TestExactArithmetic(t *testing.T) {
 			var st *rope.StoredCosSin
 			why := ""
 			switch ev := f.Evidence.(type) {
-			case *rope.RoPEEvidence:
+			case *rope.Evidence:
 				a, st, why = ev.Angles, ev.Stored, ev.ExactWhy
 			case *absolute.TableEvidence:
 				a, why = ev.Angles, ev.ExactWhy
@@ -123,7 +123,7 @@ func TestExactArithmetic(t *testing.T) {
 			}
 			got := "none"
 			switch ev := r.Findings[0].Evidence.(type) {
-			case *rope.RoPEEvidence:
+			case *rope.Evidence:
 				if ev.Angles != nil {
 					got = "angles"
 				} else if ev.Stored != nil {
@@ -163,7 +163,7 @@ func TestExtract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := r.Findings[0].Evidence.(*rope.RoPEEvidence)
+	ev := r.Findings[0].Evidence.(*rope.Evidence)
 	side := ev.Blocks[1].Q
 	const n = 64
 	shape, dt, err := probe.BoundShape(c, side.In, n)

@@ -36,7 +36,7 @@ func TestRotationForms(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev := r.Findings[0].Evidence.(*rope.RoPEEvidence)
+		ev := r.Findings[0].Evidence.(*rope.Evidence)
 		for _, b := range ev.Blocks {
 			if b.Q.Form != w || len(b.Q.RotateNodes) == 0 {
 				t.Errorf("%s layer %d: form %q with %d nodes, want %s", e.Name, b.Layer, b.Q.Form, len(b.Q.RotateNodes), w)
@@ -56,7 +56,7 @@ func TestRotationForms(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev := r.Findings[0].Evidence.(*t5.T5Evidence); ev.Distance == "" {
+		if ev := r.Findings[0].Evidence.(*t5.Evidence); ev.Distance == "" {
 			t.Errorf("%s: no distance matrix found", name)
 		}
 	}
@@ -66,7 +66,7 @@ func TestRotationForms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f := r.Findings[0].Evidence.(*rope.RoPEEvidence).Blocks[0].Q.Form; f != "rotate_half" {
+	if f := r.Findings[0].Evidence.(*rope.Evidence).Blocks[0].Q.Form; f != "rotate_half" {
 		t.Errorf("Split halves: form %q", f)
 	}
 	// A reason when a pattern fails.

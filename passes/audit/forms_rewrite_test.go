@@ -131,7 +131,7 @@ func TestExporterFormsRewrite(t *testing.T) {
 		names[f.name] = true
 		t.Run(f.name, func(t *testing.T) {
 			orig := buildExporterForm(f)
-			r, _, err := audit.RewriteModel(buildExporterForm(f), passes.Options{}, schemes.Rewriters...)
+			r, _, err := audit.RewriteModel(buildExporterForm(f), passes.Options{}, schemes.Rewriters()...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -359,7 +359,7 @@ func TestRewriteFP16CachesOffTheRotation(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f := exporterForm{name: c.name, heads: 2, hd: 16, opset: 18, rope: ropeFP16CachePastRange(c.tamper)}
-			r, _, err := audit.RewriteModel(buildExporterForm(f), passes.Options{}, schemes.Rewriters...)
+			r, _, err := audit.RewriteModel(buildExporterForm(f), passes.Options{}, schemes.Rewriters()...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -394,7 +394,7 @@ func TestExporterFormsRewriteOtherOps(t *testing.T) {
 		n++
 		t.Run(f.name, func(t *testing.T) {
 			orig := buildExporterForm(f)
-			r, _, err := audit.RewriteModel(buildExporterForm(f), passes.Options{Rewrite: o}, schemes.Rewriters...)
+			r, _, err := audit.RewriteModel(buildExporterForm(f), passes.Options{Rewrite: o}, schemes.Rewriters()...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"github.com/onnxpe/onnxpe/passes/absolute"
 	"github.com/onnxpe/onnxpe/passes/audit"
 	"github.com/onnxpe/onnxpe/passes/scheme/rope"
+	"github.com/onnxpe/onnxpe/passes/schemes"
 	"github.com/onnxpe/onnxpe/testmodels"
 )
 
@@ -50,10 +51,10 @@ func TestPositionsOfTheCorpus(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got []string
-			for _, p := range audit.Detectors {
+			for _, p := range schemes.Detectors() {
 				for _, f := range passes.Result(c, p) {
 					switch ev := f.Evidence.(type) {
-					case *rope.RoPEEvidence:
+					case *rope.Evidence:
 						got = append(got, ev.Positions.String())
 					case *absolute.TableEvidence:
 						got = append(got, ev.Positions.String())

@@ -8,23 +8,10 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/attn"
-	"github.com/onnxpe/onnxpe/passes/scheme/alibi"
-	"github.com/onnxpe/onnxpe/passes/scheme/complexorder"
-	"github.com/onnxpe/onnxpe/passes/scheme/disentangled"
-	"github.com/onnxpe/onnxpe/passes/scheme/floater"
-	"github.com/onnxpe/onnxpe/passes/scheme/learned"
 	"github.com/onnxpe/onnxpe/passes/scheme/nope"
-	"github.com/onnxpe/onnxpe/passes/scheme/relsin"
-	"github.com/onnxpe/onnxpe/passes/scheme/rope"
-	"github.com/onnxpe/onnxpe/passes/scheme/shaw"
-	"github.com/onnxpe/onnxpe/passes/scheme/sinusoidal"
-	"github.com/onnxpe/onnxpe/passes/scheme/t5"
+	"github.com/onnxpe/onnxpe/passes/schemes"
 	"github.com/onnxpe/onnxpe/passes/work"
 )
-
-// Detectors are the passes whose results are findings ([]*Finding). The
-// report collects them; adding a detector is adding it here.
-var Detectors = []*passes.Pass[[]*passes.Finding]{rope.RoPE, sinusoidal.SinusoidalPass, learned.LearnedPass, alibi.ALiBiPass, t5.T5Pass, shaw.Shaw, relsin.RelativeSinusoidalPass, disentangled.DisentangledPass, complexorder.ComplexOrderPass, floater.FloaterPass}
 
 // Audit assembles the report from the detectors' findings.
 var Audit = &passes.Pass[*passes.Report]{
@@ -36,21 +23,26 @@ Each attention block gets the scheme of the finding that reaches it
 reaches get nope. The findings of the graphs generation ops run (audited
 as models of their own) join with their layers renumbered and the graph
 they live in named. The findings are ordered by their first layer.`,
-	Requires: append([]passes.Analyzer{work.Normalize, attn.Generation, attn.Blocks, attn.Sides, nope.Temperatures}, passes.Analyzers(Detectors...)...),
+	Requires: append([]passes.Analyzer{work.Normalize, attn.Generation, attn.Blocks, attn.Sides, nope.Temperatures}, passes.Analyzers(schemes.Detectors()...)...),
 	Run:      runAudit,
 }
 
-// priority orders the schemes a layer may receive from two findings.
-var priority = map[string]int{passes.RoPEScheme: 0, passes.ALiBi: 1, passes.T5RelativeBias: 2, passes.RelativeClipped: 3, passes.Sinusoidal: 4, passes.LearnedAbsolute: 5, passes.NoPE: 9,
-	passes.RelativeSinusoidal: 3, passes.Disentangled: 3, passes.ComplexOrder: 4, passes.Floater: 4}
+// rank orders the schemes a layer may receive from two findings: the
+// scheme's Rank, then its place in the list.
+func rank(name string) int {
+	for i, sc := range schemes.All {
+		if sc.Name == name {
+			return sc.Rank*len(schemes.All) + i
+		}
+	}
+	return len(schemes.All) * len(schemes.All)
+}
 
 func runAudit(c *passes.Context) (*passes.Report, error) {
 	blocks := passes.Result(c, attn.Blocks)
 	var all []*passes.Finding
-	for _, d := range Detectors {
-		if fs := passes.Result(c, d); true {
-			all = append(all, fs...)
-		}
+	for _, d := range schemes.Detectors() {
+		all = append(all, passes.Result(c, d)...)
 	}
 	all = dropSubsumed(all)
 	// The graphs of generation ops, with their layers renumbered.
@@ -76,7 +68,7 @@ func runAudit(c *passes.Context) (*passes.Report, error) {
 	scheme := map[int]string{}
 	for _, f := range all {
 		for _, l := range f.Layers {
-			if old, ok := scheme[l]; !ok || priority[f.Scheme] < priority[old] {
+			if old, ok := scheme[l]; !ok || rank(f.Scheme) < rank(old) {
 				scheme[l] = f.Scheme
 			}
 		}
@@ -92,8 +84,8 @@ func runAudit(c *passes.Context) (*passes.Report, error) {
 		temps := passes.Result(c, nope.Temperatures)
 		var fs []*passes.Finding
 		for _, l := range unreached {
-			scheme[l] = passes.NoPE
-			p := &passes.NoPEParams{Temperature: temps[l]}
+			scheme[l] = nope.Name
+			p := &nope.Params{Temperature: temps[l]}
 			var f *passes.Finding
 			for _, g := range fs {
 				if passes.SameParams(g.Params, p) {
@@ -101,7 +93,7 @@ func runAudit(c *passes.Context) (*passes.Report, error) {
 				}
 			}
 			if f == nil {
-				f = &passes.Finding{Scheme: passes.NoPE, Params: p}
+				f = &passes.Finding{Scheme: nope.Name, Params: p}
 				fs = append(fs, f)
 			}
 			f.Layers = append(f.Layers, l)
@@ -116,7 +108,7 @@ func runAudit(c *passes.Context) (*passes.Report, error) {
 			}
 		}
 		if len(fs) == 0 {
-			fs = append(fs, &passes.Finding{Scheme: passes.NoPE, Params: &passes.NoPEParams{}})
+			fs = append(fs, &passes.Finding{Scheme: nope.Name, Params: &nope.Params{}})
 		}
 		all = append(all, fs...)
 	}
@@ -131,7 +123,7 @@ func runAudit(c *passes.Context) (*passes.Report, error) {
 		if a != b {
 			return a < b
 		}
-		return priority[all[i].Scheme] < priority[all[j].Scheme]
+		return rank(all[i].Scheme) < rank(all[j].Scheme)
 	})
 	r := &passes.Report{Findings: all, Layers: []passes.LayerScheme{}}
 	for _, b := range blocks {

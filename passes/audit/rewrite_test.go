@@ -12,7 +12,9 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/scheme/floater"
 	"github.com/onnxpe/onnxpe/passes/scheme/rope"
+	"github.com/onnxpe/onnxpe/passes/scheme/sinusoidal"
 	"github.com/onnxpe/onnxpe/passes/schemes"
 	"github.com/onnxpe/onnxpe/testmodels"
 )
@@ -98,7 +100,7 @@ func TestRewriteCorpus(t *testing.T) {
 		}
 		seen++
 		t.Run(cm.name, func(t *testing.T) {
-			r, ctx, err := audit.RewriteModel(cm.m, passes.Options{}, schemes.Rewriters...)
+			r, ctx, err := audit.RewriteModel(cm.m, passes.Options{}, schemes.Rewriters()...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -170,7 +172,7 @@ func TestRewriteCorpus(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, f := range rep.Findings {
-					if p := f.Params.Map(); f.Scheme == passes.Floater && (p["form"] != "table" || p["solver"] != nil) {
+					if p := f.Params.Map(); f.Scheme == floater.Name && (p["form"] != "table" || p["solver"] != nil) {
 						t.Errorf("the rewritten model's states are %v (solver %v), want a stored table", p["form"], p["solver"])
 					}
 				}
@@ -236,7 +238,7 @@ func nodeSig(n *graph.Node) string {
 // removed (it only fed the encoding).
 func graphDiff(orig, rw *graph.Model, ctx *passes.Context) error {
 	own := map[string]bool{}
-	for _, d := range audit.Detectors {
+	for _, d := range schemes.Detectors() {
 		fs, _ := passes.Ran(ctx, d)
 		for _, f := range fs {
 			for _, n := range f.Nodes {
@@ -319,27 +321,13 @@ func onlyFeedsRemoved(n *graph.Node, removed map[*graph.Node]bool) bool {
 func TestRewriteLeavesTheModelAlone(t *testing.T) {
 	for _, cm := range rewriteCorpus(t)[:6] {
 		before, _ := cm.m.Marshal()
-		if _, _, err := audit.RewriteModel(cm.m, passes.Options{}, schemes.Rewriters...); err != nil {
+		if _, _, err := audit.RewriteModel(cm.m, passes.Options{}, schemes.Rewriters()...); err != nil {
 			t.Fatal(err)
 		}
 		after, _ := cm.m.Marshal()
 		if !slices.Equal(before, after) {
 			t.Errorf("%s: the rewrite changed the caller's model", cm.name)
 		}
-	}
-}
-
-func TestRewritePassesAreValid(t *testing.T) {
-	if _, err := passes.Order(passes.Analyzers(schemes.Rewriters...)...); err != nil {
-		t.Fatal(err)
-	}
-	for name, p := range schemes.RewriterNames {
-		if !slices.Contains(schemes.Rewriters, p) {
-			t.Errorf("--passes %s is not a rewriter", name)
-		}
-	}
-	if len(schemes.RewriterNames) != len(schemes.Rewriters) {
-		t.Errorf("%d names for %d rewriters", len(schemes.RewriterNames), len(schemes.Rewriters))
 	}
 }
 
@@ -388,7 +376,7 @@ func TestRewriteRealModels(t *testing.T) {
 			if !ok {
 				t.Fatalf("no expectation for %s", name)
 			}
-			r, ctx, err := audit.RewriteModel(m, passes.Options{}, schemes.Rewriters...)
+			r, ctx, err := audit.RewriteModel(m, passes.Options{}, schemes.Rewriters()...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -422,10 +410,10 @@ func TestRewriteRealModels(t *testing.T) {
 // rewrite changes on purpose: a RoPE cache or a sinusoidal table
 // precomputed for max_positions positions.
 var formParams = map[string][]string{
-	passes.RoPEScheme: {"max_positions"},
-	passes.Sinusoidal: {"computed", "max_positions"},
+	rope.Name:       {"max_positions"},
+	sinusoidal.Name: {"computed", "max_positions"},
 	// FLOATER's states stored: no solver is left to read (form table).
-	passes.Floater: {"form", "solver", "step"},
+	floater.Name: {"form", "solver", "step"},
 }
 
 // TestRewriteAuditsTheSame audits every rewritten corpus model: the same
@@ -440,7 +428,7 @@ func TestRewriteAuditsTheSame(t *testing.T) {
 			continue
 		}
 		t.Run(cm.name, func(t *testing.T) {
-			r, _, err := audit.RewriteModel(cm.m, passes.Options{}, schemes.Rewriters...)
+			r, _, err := audit.RewriteModel(cm.m, passes.Options{}, schemes.Rewriters()...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -470,7 +458,7 @@ func TestRewriteAuditsTheSame(t *testing.T) {
 				// RoPE is fused, but multimodal and 2-D RoPE (their caches
 				// stored).
 				pm := fb.Params.Map()
-				if want := fb.Scheme == passes.RoPEScheme && pm["multimodal_sections"] == nil && pm["axes"] == nil; fa.Fused != want {
+				if want := fb.Scheme == rope.Name && pm["multimodal_sections"] == nil && pm["axes"] == nil; fa.Fused != want {
 					t.Errorf("%s: fused %v, want %v", fb.Scheme, fa.Fused, want)
 				}
 				pb, pa := fb.Params.Map(), fa.Params.Map()
@@ -516,7 +504,7 @@ func TestRewriteNamesTheOwnerLeftOut(t *testing.T) {
 		t.Fatalf("found %d of the %d models", len(models), len(owner))
 	}
 	for name, m := range models {
-		r, _, err := audit.RewriteModel(m, passes.Options{}, rope.RewriteRoPE)
+		r, _, err := audit.RewriteModel(m, passes.Options{}, rope.Rewrite)
 		if err != nil {
 			t.Fatal(err)
 		}

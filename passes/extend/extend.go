@@ -8,6 +8,7 @@ import (
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
 	"github.com/onnxpe/onnxpe/passes/rewrite"
+	"github.com/onnxpe/onnxpe/passes/scheme/nope"
 	"github.com/onnxpe/onnxpe/passes/schemes"
 )
 
@@ -47,25 +48,29 @@ func extend(x *rewrite.Extended) error {
 		if f.Subgraph != "" {
 			return rewrite.ExtendErr("the %s encoding of layers %v is inside %s (a generation op's graph): extend the decoder model it runs", f.Scheme, f.Layers, f.Subgraph)
 		}
-		if f.Scheme != passes.NoPE {
+		if f.Scheme != nope.Name {
 			fs = append(fs, f)
 		}
 	}
 	for _, f := range fs {
-		if e := schemes.Extenders[f.Scheme]; e.Check != nil {
+		if e := extenderOf(f.Scheme); e != nil && e.Check != nil {
 			if err := e.Check(o); err != nil {
 				return err
 			}
 		}
 	}
 	// A method of a scheme the model does not have.
-	for scheme, e := range schemes.Extenders {
+	for _, sc := range schemes.All {
+		e, scheme := sc.Extend, sc.Name
+		if e == nil {
+			continue
+		}
 		if slices.Contains(e.Methods, o.Method) && !slices.ContainsFunc(fs, func(f *passes.Finding) bool { return f.Scheme == scheme }) {
 			return rewrite.ExtendErr("--method %s %s (schemes: %s)", o.Method, e.Absent, strings.Join(x.Audit.Schemes, ", "))
 		}
 	}
 	slices.SortStableFunc(fs, func(a, b *passes.Finding) int {
-		return slices.Index(schemes.ExtendOrder, a.Scheme) - slices.Index(schemes.ExtendOrder, b.Scheme)
+		return slices.Index(schemes.Names(), a.Scheme) - slices.Index(schemes.Names(), b.Scheme)
 	})
 	// The largest length the model supports now: the smallest bound of
 	// its encodings.
@@ -78,7 +83,7 @@ func extend(x *rewrite.Extended) error {
 	rules := false
 	for _, f := range fs {
 		plan := rewrite.PlanComputed
-		if e, ok := schemes.Extenders[f.Scheme]; ok {
+		if e := extenderOf(f.Scheme); e != nil {
 			plan = e.Plan
 		}
 		it, err := plan(x, f)
@@ -106,7 +111,7 @@ func extend(x *rewrite.Extended) error {
 	}
 	rep.Items = items
 	for _, it := range items {
-		if e := schemes.Extenders[it.Scheme]; e.Apply != nil {
+		if e := extenderOf(it.Scheme); e != nil && e.Apply != nil {
 			if err := e.Apply(x, it); err != nil {
 				return err
 			}
@@ -118,5 +123,14 @@ func extend(x *rewrite.Extended) error {
 		}
 	}
 	x.ForgetShapes()
+	return nil
+}
+
+// extenderOf is the extension of the scheme named name (nil: computed for
+// any position).
+func extenderOf(name string) *rewrite.Extender {
+	if sc := schemes.Lookup(name); sc != nil {
+		return sc.Extend
+	}
 	return nil
 }

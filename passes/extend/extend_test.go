@@ -12,6 +12,7 @@ import (
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
 	"github.com/onnxpe/onnxpe/passes/rewrite"
+	"github.com/onnxpe/onnxpe/passes/scheme/rope"
 	"github.com/onnxpe/onnxpe/testmodels"
 )
 
@@ -152,15 +153,15 @@ func TestExtendLeavesTheModelAlone(t *testing.T) {
 // the model itself has no scaling.
 func TestDynamicNTKInHalf(t *testing.T) {
 	m := loadEntry(t, "rope_llama_fp16")
-	read := func(what string, m *graph.Model) *passes.RoPEParams {
+	read := func(what string, m *graph.Model) *rope.Params {
 		t.Helper()
 		rep, _, err := audit.AuditModel(m, what, passes.Options{})
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		var ps []*passes.RoPEParams
+		var ps []*rope.Params
 		for _, f := range rep.Findings {
-			if p, ok := f.Params.(*passes.RoPEParams); ok {
+			if p, ok := f.Params.(*rope.Params); ok {
 				ps = append(ps, p)
 			}
 		}
@@ -265,7 +266,7 @@ func dynamicNTKInHalf(t *testing.T, dt graph.DataType) {
 				}
 				n := 0
 				for _, fd := range rep.Findings {
-					if p, ok := fd.Params.(*passes.RoPEParams); ok {
+					if p, ok := fd.Params.(*rope.Params); ok {
 						n++
 						if p.Scaling == nil || *p.Scaling != "none" || p.Dynamic != nil || p.Base == nil || *p.Base != 10000 || p.Layout != "half_split" {
 							t.Errorf("%s: base %v, layout %v, scaling %v, dynamic %v", f.Name, fmtPtr(p.Base), p.Layout, fmtPtr(p.Scaling), fmtPtr(p.Dynamic))
@@ -285,9 +286,9 @@ func dynamicNTKInHalf(t *testing.T, dt graph.DataType) {
 			if err != nil {
 				t.Fatalf("%s: %v", what, err)
 			}
-			var ps []*passes.RoPEParams
+			var ps []*rope.Params
 			for _, fd := range rep.Findings {
-				if p, ok := fd.Params.(*passes.RoPEParams); ok {
+				if p, ok := fd.Params.(*rope.Params); ok {
 					ps = append(ps, p)
 				}
 			}

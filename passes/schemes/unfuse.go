@@ -4,11 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/rewrite"
-	"github.com/onnxpe/onnxpe/passes/scheme/alibi"
-	"github.com/onnxpe/onnxpe/passes/scheme/rope"
 	"github.com/onnxpe/onnxpe/passes/work"
 )
 
@@ -33,8 +30,11 @@ attention. ALiBiBias becomes slope·(j - (key_length-1)) (or
 		ch := r.Begin("unfuse", "")
 		defer r.End(ch)
 		for _, n := range r.M.Graph.Nodes() {
-			for _, lower := range lowerers {
-				done, err := lower(r, n)
+			for _, sc := range All {
+				if sc.Lower == nil {
+					continue
+				}
+				done, err := sc.Lower(r, n)
 				if err != nil {
 					if errors.Is(err, rewrite.ErrRewrite) {
 						ch.Skipped = append(ch.Skipped, fmt.Sprintf("%s (%s): %s", work.NodeName(n), n.OpType, rewrite.Reason(err)))
@@ -50,7 +50,3 @@ attention. ALiBiBias becomes slope·(j - (key_length-1)) (or
 		return ch, nil
 	},
 }
-
-// lowerers lower the fused ops of each scheme: false when n is none of
-// theirs.
-var lowerers = []func(r *rewrite.Rewrite, n *graph.Node) (bool, error){rope.LowerRoPE, alibi.LowerALiBi}

@@ -11,7 +11,7 @@ import (
 )
 
 // ALiBiEvidence is what the ALiBi detector read.
-type ALiBiEvidence struct {
+type Evidence struct {
 	// Bias is the original value added to the scores.
 	Bias string
 	// Slopes are the measured slopes (bias per key position), per head.
@@ -21,8 +21,8 @@ type ALiBiEvidence struct {
 }
 
 func alibiFinding(w *work.Work, b *attn.Block, bt attn.BiasTerm, bv scorebias.BiasView, slopes []float64, sym bool, cone []*graph.Node, eps float64) *passes.Finding {
-	ev := &ALiBiEvidence{Bias: w.OrigValue(bt.Value), Slopes: slopes}
-	params := &passes.ALiBiParams{NumHeads: len(slopes), Slopes: slopes}
+	ev := &Evidence{Bias: w.OrigValue(bt.Value), Slopes: slopes}
+	params := &Params{NumHeads: len(slopes), Slopes: slopes}
 	var notes []string
 	// Exact slopes from a constant holding them.
 	if cv, vals := slopeConst(w, cone, slopes, eps); cv != nil {
@@ -71,7 +71,7 @@ func alibiFinding(w *work.Work, b *attn.Block, bt attn.BiasTerm, bv scorebias.Bi
 	if bm, ok := alibiBiasMax(params.Slopes); ok {
 		params.AlibiBiasMax = passes.Ptr(bm)
 	}
-	f := &passes.Finding{Scheme: passes.ALiBi, Layers: []int{b.Index}, Params: params, Notes: notes, Evidence: ev}
+	f := &passes.Finding{Scheme: Name, Layers: []int{b.Index}, Params: params, Notes: notes, Evidence: ev}
 	for _, n := range cone {
 		if work.OpKey(n) == "ai.onnxpe.ALiBiBias" {
 			f.Fused = true // onnxpe's fused ALiBi op computes the bias

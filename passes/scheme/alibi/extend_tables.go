@@ -12,7 +12,7 @@ func PlanALiBi(x *rewrite.Extended, f *passes.Finding) (*rewrite.ExtendItem, err
 	if x.Opts.Method != "" {
 		return nil, rewrite.ExtendErr("--method %s does not fit %s: ALiBi bias constants are continued with their own slopes (no --method)", x.Opts.Method, where)
 	}
-	p := f.Params.(*passes.ALiBiParams)
+	p := f.Params.(*Params)
 	it.Params["slopes"] = p.Slopes
 	if p.MaxPositions == nil {
 		it.Form, it.Method = rewrite.FormComputed, "none"

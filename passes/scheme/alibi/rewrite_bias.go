@@ -15,7 +15,7 @@ import (
 )
 
 // RewriteALiBi folds or fuses the ALiBi bias added to the scores.
-var RewriteALiBi = &passes.Pass[*rewrite.Change]{
+var Rewrite = &passes.Pass[*rewrite.Change]{
 	Name: "rewrite_alibi",
 	Doc: `Fold the ALiBi bias into constants (--alibi fold) or fuse it (--alibi fuse).
 
@@ -36,17 +36,17 @@ for symmetric biases), which differs from the model's by a constant per
 query row where the model counts positions otherwise: softmax does not
 see it. ONNX Runtime has no ALiBiBias: the fused model is for onnxpe's
 executor and generated code.`,
-	Requires: []passes.Analyzer{work.Normalize, attn.Blocks, ALiBiPass, rewrite.Edit},
+	Requires: []passes.Analyzer{work.Normalize, attn.Blocks, Detect, rewrite.Edit},
 	Run:      runRewriteALiBi,
 }
 
 func runRewriteALiBi(c *passes.Context) (*rewrite.Change, error) {
 	r := rewrite.Of(c)
 	w := work.Of(c)
-	ch := r.Begin("rewrite_alibi", passes.ALiBi)
+	ch := r.Begin("rewrite_alibi", Name)
 	defer r.End(ch)
 	blocks := passes.Result(c, attn.Blocks)
-	for _, f := range passes.Result(c, ALiBiPass) {
+	for _, f := range passes.Result(c, Detect) {
 		if f.Fused {
 			continue
 		}
@@ -282,7 +282,7 @@ func alibiFold(r *rewrite.Rewrite, w *work.Work, f *passes.Finding, terms []bias
 
 // alibiFuse replaces each layer's bias by an ALiBiBias node.
 func alibiFuse(r *rewrite.Rewrite, w *work.Work, f *passes.Finding, terms []biasTerm) (bool, error) {
-	p, ok := f.Params.(*passes.ALiBiParams)
+	p, ok := f.Params.(*Params)
 	if !ok || len(p.Slopes) == 0 {
 		return false, fmt.Errorf("%w: the finding has no slopes", rewrite.ErrRewrite)
 	}

@@ -7,7 +7,7 @@ import (
 )
 
 // ALiBiPass finds ALiBi biases added to the attention scores.
-var ALiBiPass = &passes.Pass[[]*passes.Finding]{
+var Detect = &passes.Pass[[]*passes.Finding]{
 	Name: "alibi",
 	Doc: `Find ALiBi: a score bias linear in the key position, with a slope per head.
 

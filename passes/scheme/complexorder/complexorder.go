@@ -13,7 +13,7 @@ import (
 )
 
 // ComplexOrderEvidence is what the complex-order detector read.
-type ComplexOrderEvidence struct {
+type Evidence struct {
 	// Phase names the value Sin and Cos read (position·frequency, plus a
 	// phase); Positions the position operand, Frequency the per-word
 	// frequencies and Amplitude the amplitude they multiply.
@@ -35,7 +35,7 @@ type ComplexOrderEvidence struct {
 }
 
 // ComplexOrderPass finds complex-order embeddings (Wang et al. 2020).
-var ComplexOrderPass = &passes.Pass[[]*passes.Finding]{
+var Detect = &passes.Pass[[]*passes.Finding]{
 	Name: "complex_order",
 	Doc: `Find complex-order word embeddings: r(w)·exp(i(ω(w)·pos + θ(w))) as real and imaginary parts.
 
@@ -149,7 +149,7 @@ func complexOrderAt(w *work.Work, phase *graph.Value, sinN *graph.Node, blocks [
 	if len(pv) != S {
 		return nil, fmt.Sprintf("the position operand has %d values at length %d, not one per token", len(pv), S)
 	}
-	params := &passes.ComplexOrderParams{}
+	params := &Params{}
 	switch {
 	case stepsBy(pv, 1):
 		params.PositionOrder = "ascending"
@@ -161,7 +161,7 @@ func complexOrderAt(w *work.Work, phase *graph.Value, sinN *graph.Node, blocks [
 	if d := w.Shape(omega).Last(); d.Known() {
 		params.Dim = int(d)
 	}
-	ev := &ComplexOrderEvidence{Phase: w.Name(phase), Positions: w.Name(pos), Frequency: w.Name(omega), Amplitude: w.Name(amp), Pos: pv}
+	ev := &Evidence{Phase: w.Name(phase), Positions: w.Name(pos), Frequency: w.Name(omega), Amplitude: w.Name(amp), Pos: pv}
 	if parts[0] != nil && parts[1] != nil {
 		ev.Real, ev.Imag = w.Name(parts[0]), w.Name(parts[1])
 	}
@@ -196,7 +196,7 @@ func complexOrderAt(w *work.Work, phase *graph.Value, sinN *graph.Node, blocks [
 	for l := range reached {
 		layers = append(layers, l)
 	}
-	f := &passes.Finding{Scheme: passes.ComplexOrder, Layers: passes.SortedUnique(layers), Params: params, Evidence: ev}
+	f := &passes.Finding{Scheme: Name, Layers: passes.SortedUnique(layers), Params: params, Evidence: ev}
 	f.Nodes = w.OrigNames(nodes)
 	return f, ""
 }

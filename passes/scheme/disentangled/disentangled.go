@@ -13,7 +13,7 @@ import (
 )
 
 // DisentangledEvidence is what the disentangled-attention detector read.
-type DisentangledEvidence struct {
+type Evidence struct {
 	// Buckets is the relative position (before the clamp to the table)
 	// of every distance q - k from -MaxDist to MaxDist, index n + MaxDist,
 	// as the model computes it.
@@ -49,7 +49,7 @@ type DisentangledBlock struct {
 }
 
 // DisentangledPass finds DeBERTa's disentangled attention.
-var DisentangledPass = &passes.Pass[[]*passes.Finding]{
+var Detect = &passes.Pass[[]*passes.Finding]{
 	Name: "disentangled",
 	Doc: `Find disentangled attention (DeBERTa): content-to-position and position-to-content terms.
 
@@ -112,7 +112,7 @@ func disentangledAt(w *work.Work, b *attn.Block) (*passes.Finding, string) {
 	if main == nil {
 		main = p2c
 	}
-	params := &passes.DisentangledParams{}
+	params := &Params{}
 	var notes []string
 	if c2p != nil {
 		params.AttTypes = append(params.AttTypes, "c2p")
@@ -159,7 +159,7 @@ func disentangledAt(w *work.Work, b *attn.Block) (*passes.Finding, string) {
 			}
 		}
 	}
-	ev := &DisentangledEvidence{Buckets: buckets, MaxDist: S - 1, Span: span, Index: w.Name(main.Index), Relative: w.Name(rel)}
+	ev := &Evidence{Buckets: buckets, MaxDist: S - 1, Span: span, Index: w.Name(main.Index), Relative: w.Name(rel)}
 	at := func(n int) int { return buckets[n+S-1] }
 	exact := true
 	for n := -(S - 1); n < S; n++ {
@@ -231,7 +231,7 @@ func disentangledAt(w *work.Work, b *attn.Block) (*passes.Finding, string) {
 		blk.P2C = w.OrigName(p2c.Prod)
 	}
 	ev.Blocks = []DisentangledBlock{blk}
-	f := &passes.Finding{Scheme: passes.Disentangled, Layers: []int{b.Index}, Params: params, Notes: notes, Evidence: ev}
+	f := &passes.Finding{Scheme: Name, Layers: []int{b.Index}, Params: params, Notes: notes, Evidence: ev}
 	f.Nodes = w.OrigNames(nodes)
 	return f, ""
 }
@@ -604,6 +604,6 @@ func invert(a [][]float64) ([][]float64, bool) {
 }
 
 // MergeEvidence takes the blocks of another finding's evidence.
-func (ev *DisentangledEvidence) MergeEvidence(from any, _ func([]string) []string) {
-	ev.Blocks = append(ev.Blocks, from.(*DisentangledEvidence).Blocks...)
+func (ev *Evidence) MergeEvidence(from any, _ func([]string) []string) {
+	ev.Blocks = append(ev.Blocks, from.(*Evidence).Blocks...)
 }

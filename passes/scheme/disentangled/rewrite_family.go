@@ -12,7 +12,7 @@ import (
 )
 
 // RewriteDisentangled stores DeBERTa's bucket function.
-var RewriteDisentangled = &passes.Pass[*rewrite.Change]{
+var Rewrite = &passes.Pass[*rewrite.Change]{
 	Name: "rewrite_disentangled",
 	Doc: `Replace DeBERTa's log-bucket computation by a table gathered at q - k.
 
@@ -23,18 +23,18 @@ entries gathered at q - k + N-1 where the model computed signs,
 logarithms and ceilings. Relative positions that are not bucketed
 (DeBERTa v2 with position_buckets <= 0: q - k clamped into the relative
 table) are left, with that reason: a Clip is as cheap as a Gather.`,
-	Requires: []passes.Analyzer{work.Normalize, DisentangledPass, rewrite.Edit},
+	Requires: []passes.Analyzer{work.Normalize, Detect, rewrite.Edit},
 	Run: func(c *passes.Context) (*rewrite.Change, error) {
 		r := rewrite.Of(c)
-		return r.FindingsPass(c, "rewrite_disentangled", passes.Disentangled, DisentangledPass, nil,
+		return r.FindingsPass(c, "rewrite_disentangled", Name, Detect, nil,
 			func(w *work.Work, f *passes.Finding, _ *rewrite.Change) error { return disentangled(r, w, f) })
 	},
 }
 
 // disentangled stores DeBERTa's bucket function.
 func disentangled(r *rewrite.Rewrite, w *work.Work, f *passes.Finding) error {
-	ev, ok := f.Evidence.(*DisentangledEvidence)
-	p, ok2 := f.Params.(*passes.DisentangledParams)
+	ev, ok := f.Evidence.(*Evidence)
+	p, ok2 := f.Params.(*Params)
 	if !ok || !ok2 {
 		return fmt.Errorf("%w: no disentangled evidence", rewrite.ErrRewrite)
 	}

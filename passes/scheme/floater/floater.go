@@ -15,7 +15,7 @@ import (
 )
 
 // FloaterEvidence is what the FLOATER detector read.
-type FloaterEvidence struct {
+type Evidence struct {
 	// Table names the value holding the integrated states, one per
 	// position ([positions, ...state]); Rows its positions.
 	Table string
@@ -36,17 +36,17 @@ type FloaterEvidence struct {
 	Sample [][]float64
 	// Blocks are the layers reading the states: the original values added
 	// to their q, k (and v).
-	Blocks []FloaterBlock
+	Blocks []Block
 }
 
 // FloaterBlock is one layer's position biases (original value names).
-type FloaterBlock struct {
+type Block struct {
 	Layer   int
 	Q, K, V string
 }
 
 // FloaterPass finds FLOATER's integrated position encodings (Liu et al. 2020).
-var FloaterPass = &passes.Pass[[]*passes.Finding]{
+var Detect = &passes.Pass[[]*passes.Finding]{
 	Name: "floater",
 	Doc: `Find position encodings integrated by a dynamical system (FLOATER).
 
@@ -114,8 +114,8 @@ func runFloater(c *passes.Context) ([]*passes.Finding, error) {
 		}
 		f.Layers = passes.SortedUnique(append(f.Layers, h.b.Index))
 		f.Nodes = w.SortOrig(append(f.Nodes, w.OrigNames(h.nodes)...))
-		ev := f.Evidence.(*FloaterEvidence)
-		fb := FloaterBlock{Layer: h.b.Index, Q: w.Name(h.q), K: w.Name(h.k)}
+		ev := f.Evidence.(*Evidence)
+		fb := Block{Layer: h.b.Index, Q: w.Name(h.q), K: w.Name(h.k)}
 		if h.v != nil {
 			fb.V = w.Name(h.v)
 		}
@@ -206,11 +206,11 @@ func floaterFinding(w *work.Work, h floaterHit) (*passes.Finding, string) {
 	if err != nil {
 		return nil, "the table could not be evaluated: " + err.Error()
 	}
-	params := &passes.FloaterParams{Injection: "per_layer"}
+	params := &Params{Injection: "per_layer"}
 	if t, err := p.Value(h.q); err == nil && t.Rank() > 0 {
 		params.Dim = t.Shape[t.Rank()-1]
 	}
-	ev := &FloaterEvidence{Table: w.Name(h.table), Rows: tab.Shape[0]}
+	ev := &Evidence{Table: w.Name(h.table), Rows: tab.Shape[0]}
 	params.MaxPositions = passes.Ptr(tab.Shape[0])
 	ev.Sample = flatRows(tab, 64, 64)
 	var notes []string
@@ -265,7 +265,7 @@ func floaterFinding(w *work.Work, h floaterHit) (*passes.Finding, string) {
 		params.Step = passes.Ptr(probe.Snap(first.h, 1e-5))
 		ev.A, ev.B, ev.C, ev.Stages = first.a, first.b, first.c, len(first.b)
 	}
-	f := &passes.Finding{Scheme: passes.Floater, Params: params, Notes: notes, Evidence: ev}
+	f := &passes.Finding{Scheme: Name, Params: params, Notes: notes, Evidence: ev}
 	f.Nodes = w.OrigNames(nodes)
 	return f, ""
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // RewriteFloater stores FLOATER's integrated states.
-var RewriteFloater = &passes.Pass[*rewrite.Change]{
+var Rewrite = &passes.Pass[*rewrite.Change]{
 	Name: "rewrite_floater",
 	Doc: `Replace FLOATER's integration (an unrolled chain of solver steps or a Loop) by the table of states it produces.
 
@@ -23,18 +23,18 @@ the Loop run) and stored as a constant; the solver's nodes are removed.
 The table keeps the model's own number of states: positions past them
 would be an extension (onnxpe extend refuses FLOATER), so --max-positions
 does not apply. States that follow the call's length are refused.`,
-	Requires: []passes.Analyzer{work.Normalize, FloaterPass, rewrite.Edit},
+	Requires: []passes.Analyzer{work.Normalize, Detect, rewrite.Edit},
 	Run: func(c *passes.Context) (*rewrite.Change, error) {
 		r := rewrite.Of(c)
-		return r.FindingsPass(c, "rewrite_floater", passes.Floater, FloaterPass, nil,
+		return r.FindingsPass(c, "rewrite_floater", Name, Detect, nil,
 			func(w *work.Work, f *passes.Finding, _ *rewrite.Change) error { return floater(r, w, f) })
 	},
 }
 
 // floater stores the states of one FLOATER finding.
 func floater(r *rewrite.Rewrite, w *work.Work, f *passes.Finding) error {
-	ev, ok := f.Evidence.(*FloaterEvidence)
-	p, ok2 := f.Params.(*passes.FloaterParams)
+	ev, ok := f.Evidence.(*Evidence)
+	p, ok2 := f.Params.(*Params)
 	if !ok || !ok2 {
 		return fmt.Errorf("%w: no FLOATER evidence", rewrite.ErrRewrite)
 	}

@@ -14,7 +14,7 @@ func PlanLearned(x *rewrite.Extended, f *passes.Finding) (*rewrite.ExtendItem, e
 		return nil, rewrite.ExtendErr("the model has a learned position table besides RoPE: --method %s does not fit it", o.Method)
 	}
 	it, where := rewrite.NewTableItem(f)
-	p := f.Params.(*passes.LearnedParams)
+	p := f.Params.(*Params)
 	ev, ok := f.Evidence.(*absolute.TableEvidence)
 	if !ok || ev.Table == "" || p.MaxPositions == nil {
 		return nil, rewrite.ExtendErr("%s: no stored table found", where)

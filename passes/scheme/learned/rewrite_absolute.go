@@ -9,7 +9,7 @@ import (
 
 // RewriteLearned turns a learned table gathered at 0, 1, 2, ... into a
 // slice of the table.
-var RewriteLearned = &passes.Pass[*rewrite.Change]{
+var Rewrite = &passes.Pass[*rewrite.Change]{
 	Name: "rewrite_learned",
 	Doc: `Replace the Gather of a learned position table at 0, 1, 2, ... by a Slice.
 
@@ -22,8 +22,8 @@ data (computed from a mask, given as input) and tables added whole are
 left as they are, and so, with the reason, are positions computed from a
 Range otherwise and rows read by a one-hot MatMul (which gives zero rows
 past the table, where a Slice refuses the sequence).`,
-	Requires: []passes.Analyzer{work.Normalize, LearnedPass, rewrite.Edit},
+	Requires: []passes.Analyzer{work.Normalize, Detect, rewrite.Edit},
 	Run: func(c *passes.Context) (*rewrite.Change, error) {
-		return absolute.AbsolutePass(rewrite.Of(c), c, "rewrite_learned", passes.LearnedAbsolute, LearnedPass)
+		return absolute.AbsolutePass(rewrite.Of(c), c, "rewrite_learned", Name, Detect)
 	},
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // LearnedPass finds learned position tables added to the embeddings.
-var LearnedPass = &passes.Pass[[]*passes.Finding]{
+var Detect = &passes.Pass[[]*passes.Finding]{
 	Name: "learned",
 	Doc: `Find learned position tables added to the embeddings.
 
@@ -31,8 +31,8 @@ func learnedFinding(w *work.Work, e *absolute.Encoding) *passes.Finding {
 	if e.Sin != nil && e.Unread == "" && (e.Fused || e.Varies) {
 		return nil
 	}
-	f := &passes.Finding{Scheme: passes.LearnedAbsolute, Layers: e.Layers, Nodes: e.Nodes, Fused: e.Fused, Evidence: e.Evidence, Notes: slices.Clone(e.Notes)}
-	p := &passes.LearnedParams{Dim: e.Dim}
+	f := &passes.Finding{Scheme: Name, Layers: e.Layers, Nodes: e.Nodes, Fused: e.Fused, Evidence: e.Evidence, Notes: slices.Clone(e.Notes)}
+	p := &Params{Dim: e.Dim}
 	switch {
 	case e.Unread != "":
 		if e.TableRows > 0 {

@@ -12,7 +12,7 @@ import (
 )
 
 // Temperatures finds query temperature tuning (Llama 4's NoPE layers).
-var Temperatures = &passes.Pass[map[int]*passes.Temperature]{
+var Temperatures = &passes.Pass[map[int]*Temperature]{
 	Name: "temperature",
 	Doc: `Find position-dependent scaling of the queries (attention temperature tuning).
 
@@ -22,9 +22,9 @@ at single positions finds where it first departs from 1 (floor_scale)
 and by how much (attn_scale), for Llama 4's
 log(floor((pos+1)/floor_scale)+1)·attn_scale+1.`,
 	Requires: []passes.Analyzer{work.Normalize, attn.Blocks, attn.Sides},
-	Run: func(c *passes.Context) (map[int]*passes.Temperature, error) {
+	Run: func(c *passes.Context) (map[int]*Temperature, error) {
 		w := work.Of(c)
-		out := map[int]*passes.Temperature{}
+		out := map[int]*Temperature{}
 		for b, bs := range passes.Result(c, attn.Sides) {
 			if bs.Q == nil || len(bs.Q.Nodes) != 1 || len(bs.Q.Pos) != 1 {
 				continue
@@ -65,7 +65,7 @@ func scaleAt(w *work.Work, v *graph.Value, pos int64, posInput bool) (float64, b
 	return x[len(x)-1], true
 }
 
-func temperature(w *work.Work, v *graph.Value, inverse bool) (*passes.Temperature, string) {
+func temperature(w *work.Work, v *graph.Value, inverse bool) (*Temperature, string) {
 	posInput := probe.ReadsPositions(w, w.Cone(v))
 	at := func(pos int64) (float64, bool) {
 		x, ok := scaleAt(w, v, pos, posInput)
@@ -116,5 +116,5 @@ func temperature(w *work.Work, v *graph.Value, inverse bool) (*passes.Temperatur
 			return nil, "the scale of q departs from 1 but does not follow log(floor((pos+1)/floor_scale)+1)·attn_scale+1"
 		}
 	}
-	return &passes.Temperature{FloorScale: fs, AttnScale: probe.Snap(as, 1e-5)}, ""
+	return &Temperature{FloorScale: fs, AttnScale: probe.Snap(as, 1e-5)}, ""
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // RelSinEvidence is what the relative-sinusoid detector measured.
-type RelSinEvidence struct {
+type Evidence struct {
 	// Angles names the value holding distance·frequency (what Sin and Cos
 	// read); Table the sinusoid of the distances (the value the position
 	// projection reads), when one value holds it.
@@ -57,7 +57,7 @@ type RelSinBlock struct {
 
 // RelativeSinusoidalPass finds Transformer-XL's and XLNet's relative
 // attention.
-var RelativeSinusoidalPass = &passes.Pass[[]*passes.Finding]{
+var Detect = &passes.Pass[[]*passes.Finding]{
 	Name: "relative_sinusoidal",
 	Doc: `Find relative attention over a sinusoid of relative distances (Transformer-XL, XLNet).
 
@@ -255,7 +255,7 @@ func relSinAt(w *work.Work, b *attn.Block, t attn.ScoreTerm) (*passes.Finding, s
 			}
 		}
 	}
-	params := &passes.RelSinParams{Dim: 2 * len(omega)}
+	params := &Params{Dim: 2 * len(omega)}
 	var notes []string
 	first, last := pos[0], pos[len(pos)-1]
 	expect := func(S int) (float64, float64) { return float64(S - 1), 0 }
@@ -324,7 +324,7 @@ func relSinAt(w *work.Work, b *attn.Block, t attn.ScoreTerm) (*passes.Finding, s
 	default:
 		notes = append(notes, "rel_shift: the position scores reach the scores without a pad/reshape/slice shift")
 	}
-	rev := &RelSinEvidence{S: 32, Omega: omega, Blocks: []RelSinBlock{ev}}
+	rev := &Evidence{S: 32, Omega: omega, Blocks: []RelSinBlock{ev}}
 	if angles != nil {
 		rev.Angles = w.Name(angles)
 	}
@@ -343,7 +343,7 @@ func relSinAt(w *work.Work, b *attn.Block, t attn.ScoreTerm) (*passes.Finding, s
 	} else {
 		rev.ExactWhy = "no one value computes the sinusoid from its angles (a stored table, or sin and cos not joined)"
 	}
-	f := &passes.Finding{Scheme: passes.RelativeSinusoidal, Layers: []int{b.Index}, Params: params, Notes: notes, Evidence: rev}
+	f := &passes.Finding{Scheme: Name, Layers: []int{b.Index}, Params: params, Notes: notes, Evidence: rev}
 	f.Nodes = w.OrigNames(nodes)
 	return f, ""
 }
@@ -429,7 +429,7 @@ func sinCosTable(w *work.Work, cone []*graph.Node, sinN, cosN *graph.Node) *grap
 // (by value, on the sample rows at their distances) and the product of
 // distances and frequencies the Sin and Cos read, confirmed on the
 // sample.
-func relSinExact(w *work.Work, angles, table *graph.Value, ev *RelSinEvidence) (*probe.Angles, [][2]int, string) {
+func relSinExact(w *work.Work, angles, table *graph.Value, ev *Evidence) (*probe.Angles, [][2]int, string) {
 	rows, dist, omega := ev.Sample, ev.Distances, ev.Omega
 	if len(rows) != len(dist) || len(rows) == 0 || len(rows[0]) != 2*len(omega) {
 		return nil, nil, "the sample rows do not match the distances and frequencies"
@@ -482,6 +482,6 @@ func relSinExact(w *work.Work, angles, table *graph.Value, ev *RelSinEvidence) (
 }
 
 // MergeEvidence takes the blocks of another finding's evidence.
-func (ev *RelSinEvidence) MergeEvidence(from any, _ func([]string) []string) {
-	ev.Blocks = append(ev.Blocks, from.(*RelSinEvidence).Blocks...)
+func (ev *Evidence) MergeEvidence(from any, _ func([]string) []string) {
+	ev.Blocks = append(ev.Blocks, from.(*Evidence).Blocks...)
 }

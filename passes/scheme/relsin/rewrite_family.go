@@ -18,7 +18,7 @@ import (
 // computed it.
 
 // RewriteRelSin stores the relative sinusoid of Transformer-XL and XLNet.
-var RewriteRelSin = &passes.Pass[*rewrite.Change]{
+var Rewrite = &passes.Pass[*rewrite.Change]{
 	Name: "rewrite_relative_sinusoidal",
 	Doc: `Replace the relative sinusoid (sin and cos of distance·frequency) by a table gathered at the distances.
 
@@ -27,17 +27,17 @@ what the model's own subgraph computes from the distances (evaluated with
 the kernels, the distances replaced): a constant [2N+1, dim] table,
 gathered at distance + N where the model computed sin and cos. The
 distances themselves (a Range, clamp_len's Clip) stay in the graph.`,
-	Requires: []passes.Analyzer{work.Normalize, RelativeSinusoidalPass, rewrite.Edit},
+	Requires: []passes.Analyzer{work.Normalize, Detect, rewrite.Edit},
 	Run: func(c *passes.Context) (*rewrite.Change, error) {
 		r := rewrite.Of(c)
-		return r.FindingsPass(c, "rewrite_relative_sinusoidal", passes.RelativeSinusoidal, RelativeSinusoidalPass, nil,
+		return r.FindingsPass(c, "rewrite_relative_sinusoidal", Name, Detect, nil,
 			func(w *work.Work, f *passes.Finding, _ *rewrite.Change) error { return relSin(r, w, f) })
 	},
 }
 
 // relSin stores one relative sinusoid.
 func relSin(r *rewrite.Rewrite, w *work.Work, f *passes.Finding) error {
-	ev, ok := f.Evidence.(*RelSinEvidence)
+	ev, ok := f.Evidence.(*Evidence)
 	if !ok {
 		return fmt.Errorf("%w: no relative sinusoid evidence", rewrite.ErrRewrite)
 	}

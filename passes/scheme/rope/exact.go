@@ -98,7 +98,7 @@ func storedCosSin(w *work.Work, vs []*graph.Value, start int, cos, sin [][]float
 
 // ropeExact reads the exact arithmetic (or the stored tables) of the cos
 // and sin a rotation applies, confirmed on the evidence's measured rows.
-func ropeExact(w *work.Work, s *attn.Side, r *rotation, ev *RoPEEvidence) (*probe.Angles, *StoredCosSin, string) {
+func ropeExact(w *work.Work, s *attn.Side, r *rotation, ev *Evidence) (*probe.Angles, *StoredCosSin, string) {
 	if r.synthetic {
 		return nil, nil, "the cos/sin come from graph inputs"
 	}

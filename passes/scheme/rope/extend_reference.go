@@ -12,7 +12,7 @@ import (
 
 // RoPERules lists the RoPE items of the extension (nil for other
 // schemes).
-func RoPERules(x *rewrite.Extended) []*rewrite.ExtendItem {
+func Rules(x *rewrite.Extended) []*rewrite.ExtendItem {
 	var out []*rewrite.ExtendItem
 	for _, it := range x.Report.Items {
 		if it.Rule != nil {
@@ -55,8 +55,8 @@ func Reference(x *rewrite.Extended, seqLen int) (*graph.Model, error) {
 	}
 	w := work.Of(x.Ctx)
 	r.Work = w
-	ch := r.Begin("reference", passes.RoPEScheme)
-	for _, it := range RoPERules(x) {
+	ch := r.Begin("reference", Name)
+	for _, it := range Rules(x) {
 		pl := it.Plan.(*ropePlan)
 		if pl.amp0 != 1 || it.Expect == nil {
 			return nil, fmt.Errorf("%w: the rule is composed with the model's own, which no published formula describes", ErrNoReference)
@@ -180,12 +180,12 @@ func Reference(x *rewrite.Extended, seqLen int) (*graph.Model, error) {
 // cannot tell apart (llama3's original length when no frequency falls
 // between its bands, YaRN's when the ramp is a step) give the same
 // model.
-func (rule *RoPERule) Equivalent(got passes.Params) bool {
-	p, ok := got.(*passes.RoPEParams)
+func (rule *Rule) Equivalent(got passes.Params) bool {
+	p, ok := got.(*Params)
 	if !ok || p.Scaling == nil || p.Base == nil || p.Factor == nil {
 		return false
 	}
-	u := RoPERule{Method: *p.Scaling, Factor: *p.Factor, Low: deref(p.LowFreqFactor), High: deref(p.HighFreqFactor),
+	u := Rule{Method: *p.Scaling, Factor: *p.Factor, Low: deref(p.LowFreqFactor), High: deref(p.HighFreqFactor),
 		BetaFast: deref(p.BetaFast), BetaSlow: deref(p.BetaSlow), AttentionFactor: deref(p.AttentionFactor)}
 	if p.OriginalMaxPositions != nil {
 		u.Orig = *p.OriginalMaxPositions
@@ -249,7 +249,7 @@ func inPlaceReference(x *rewrite.Extended, r *rewrite.Rewrite, it *rewrite.Exten
 // position 16380 by 5e-4 rad). A model that has a rule of its own (its
 // frequencies scaled, or following the length) gets the formula's
 // frequencies of the base: the new rule replaces its own.
-func ReferenceFrequencies(u RoPERule, ev *RoPEEvidence, p *passes.RoPEParams, seqLen int) ([]float64, float64, error) {
+func ReferenceFrequencies(u Rule, ev *Evidence, p *Params, seqLen int) ([]float64, float64, error) {
 	if p.Base == nil {
 		return nil, 0, fmt.Errorf("the audit could not fit the base")
 	}
@@ -262,7 +262,7 @@ func ReferenceFrequencies(u RoPERule, ev *RoPEEvidence, p *passes.RoPEParams, se
 	if ev.Angles != nil && len(ev.Angles.Freq) == len(ev.InvFreq) {
 		own = ev.Angles.Freq
 	}
-	plain, _ := ReferenceRoPE(RoPERule{Method: "default"}, *p.Base, p.RotaryDim, seqLen)
+	plain, _ := ReferenceRoPE(Rule{Method: "default"}, *p.Base, p.RotaryDim, seqLen)
 	if len(own) != len(inv) || len(plain) != len(inv) {
 		return nil, 0, fmt.Errorf("%d reference frequencies for %d of the model's", len(inv), len(own))
 	}

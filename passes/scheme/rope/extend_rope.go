@@ -26,9 +26,9 @@ func CheckRoPEMethod(o rewrite.ExtendOptions) error {
 
 // ropePlan is what applyRoPE needs beyond the report item.
 type ropePlan struct {
-	rule  *RoPERule
-	ev    *RoPEEvidence
-	p     *passes.RoPEParams
+	rule  *Rule
+	ev    *Evidence
+	p     *Params
 	omega []float64 // the frequencies the rule applies to, pair order
 	amp0  float64   // the amplitude kept under the rule's (compose)
 }
@@ -37,12 +37,12 @@ type ropePlan struct {
 // rule and its parameters.
 func PlanRoPE(x *rewrite.Extended, f *passes.Finding) (*rewrite.ExtendItem, error) {
 	o := x.Opts
-	ev, ok := f.Evidence.(*RoPEEvidence)
-	p, ok2 := f.Params.(*passes.RoPEParams)
+	ev, ok := f.Evidence.(*Evidence)
+	p, ok2 := f.Params.(*Params)
 	if !ok || !ok2 {
 		return nil, rewrite.ExtendErr("the RoPE of layers %s has no evidence", rewrite.LayerList(f.Layers))
 	}
-	it := &rewrite.ExtendItem{Scheme: passes.RoPEScheme, Layers: f.Layers, Method: o.Method, Finding: f}
+	it := &rewrite.ExtendItem{Scheme: Name, Layers: f.Layers, Method: o.Method, Finding: f}
 	where := "the RoPE of layers " + rewrite.LayerList(f.Layers)
 	if p.Axes == 2 {
 		grid := "an image's patch grid (its size follows the image)"
@@ -150,7 +150,7 @@ func PlanRoPE(x *rewrite.Extended, f *passes.Finding) (*rewrite.ExtendItem, erro
 	if !(factor > 1) {
 		return nil, rewrite.ExtendErr("the factor must be larger than 1, not %g", factor)
 	}
-	u := &RoPERule{Method: o.Method, Factor: factor, Orig: orig, RotaryDim: p.RotaryDim,
+	u := &Rule{Method: o.Method, Factor: factor, Orig: orig, RotaryDim: p.RotaryDim,
 		Low: rewrite.CmpOr(o.LowFreqFactor, rewrite.DefaultLowFreqFactor), High: rewrite.CmpOr(o.HighFreqFactor, rewrite.DefaultHighFreqFactor),
 		BetaFast: rewrite.CmpOr(o.BetaFast, rewrite.DefaultBetaFast), BetaSlow: rewrite.CmpOr(o.BetaSlow, rewrite.DefaultBetaSlow)}
 	if p.Base != nil {
@@ -181,7 +181,7 @@ func PlanRoPE(x *rewrite.Extended, f *passes.Finding) (*rewrite.ExtendItem, erro
 	return it, nil
 }
 
-func fusedOpName(ev *RoPEEvidence) string {
+func fusedOpName(ev *Evidence) string {
 	for _, b := range ev.Blocks {
 		if b.Op != "" {
 			return b.Op
@@ -190,14 +190,14 @@ func fusedOpName(ev *RoPEEvidence) string {
 	return "that rotates q and k"
 }
 
-func baseString(p *passes.RoPEParams) string {
+func baseString(p *Params) string {
 	if p.Base == nil {
 		return "(unknown)"
 	}
 	return fmt.Sprint(*p.Base)
 }
 
-func scalingSummary(p *passes.RoPEParams) string {
+func scalingSummary(p *Params) string {
 	s := ""
 	if p.Factor != nil {
 		s += fmt.Sprintf(", factor %g", *p.Factor)
@@ -213,7 +213,7 @@ func scalingSummary(p *passes.RoPEParams) string {
 
 // expectParams are the params the audit of the extended model must give:
 // the model's, with the rule's.
-func expectParams(p *passes.RoPEParams, u *RoPERule, form string, to int, compose bool) *passes.RoPEParams {
+func expectParams(p *Params, u *Rule, form string, to int, compose bool) *Params {
 	if compose {
 		return nil
 	}
@@ -248,7 +248,7 @@ func expectParams(p *passes.RoPEParams, u *RoPERule, form string, to int, compos
 // tables (stored tables, caches of fused ops) of one finding.
 func ApplyRoPE(x *rewrite.Extended, it *rewrite.ExtendItem) error {
 	r := x.R
-	ch := r.Begin("extend", passes.RoPEScheme)
+	ch := r.Begin("extend", Name)
 	defer r.End(ch)
 	pl := it.Plan.(*ropePlan)
 	u := pl.rule
@@ -270,7 +270,7 @@ func ApplyRoPE(x *rewrite.Extended, it *rewrite.ExtendItem) error {
 // positions by: a constant of the same shape and type (static rules), or
 // their computation from the largest position (dynamic NTK). values, when
 // set, are the frequencies to write (pair order) instead of the rule's.
-func ropeFrequencies(x *rewrite.Extended, it *rewrite.ExtendItem, pl *ropePlan, u *RoPERule, values []float64) error {
+func ropeFrequencies(x *rewrite.Extended, it *rewrite.ExtendItem, pl *ropePlan, u *Rule, values []float64) error {
 	r, ev := x.R, pl.ev
 	a := ev.Angles
 	name := a.FreqFrom
@@ -396,7 +396,7 @@ func ropeFrequencies(x *rewrite.Extended, it *rewrite.ExtendItem, pl *ropePlan, 
 
 // maxPositionPlus1 is L = the largest position of a call + 1, a scalar of
 // type dt, read where the rotation reads its positions.
-func maxPositionPlus1(x *rewrite.Extended, ev *RoPEEvidence, dt graph.DataType) (*graph.Value, error) {
+func maxPositionPlus1(x *rewrite.Extended, ev *Evidence, dt graph.DataType) (*graph.Value, error) {
 	L, err := callLength(x, ev)
 	if err != nil {
 		return nil, err
@@ -408,7 +408,7 @@ func maxPositionPlus1(x *rewrite.Extended, ev *RoPEEvidence, dt graph.DataType) 
 // from the positions the rotation reads (the largest, or the first plus
 // the sequence length), or, for fused ops, from their position ids or
 // GroupQueryAttention's total_sequence_length.
-func callLength(x *rewrite.Extended, ev *RoPEEvidence) (*graph.Value, error) {
+func callLength(x *rewrite.Extended, ev *Evidence) (*graph.Value, error) {
 	r, w := x.R, work.Of(x.Ctx)
 	one := r.ScalarInt(1)
 	max1 := func(v *graph.Value, dt graph.DataType) *graph.Value {
@@ -478,7 +478,7 @@ func callLength(x *rewrite.Extended, ev *RoPEEvidence) (*graph.Value, error) {
 // 0..L-1, L the largest position + 1, of ω_k·s(L)^(-2k/(d-2)), in float64
 // (cast to the table's type), each column the cos or sin of its pair as in
 // the stored table.
-func ropeTablesDynamic(x *rewrite.Extended, it *rewrite.ExtendItem, pl *ropePlan, u *RoPERule, amp float64) error {
+func ropeTablesDynamic(x *rewrite.Extended, it *rewrite.ExtendItem, pl *ropePlan, u *Rule, amp float64) error {
 	r := x.R
 	Lint, err := callLength(x, pl.ev)
 	if err != nil {
@@ -562,10 +562,10 @@ func one(r *rewrite.Rewrite) *graph.Value { return r.ScalarInt(1) }
 // positionsInput is the graph input holding position ids [batch, seq]
 // that the cos/sin of ev are computed from, when the detector could not
 // say where the positions are read (dynamic rules).
-func positionsInput(w *work.Work, ev *RoPEEvidence) *probe.Positions {
+func positionsInput(w *work.Work, ev *Evidence) *probe.Positions {
 	var vals []*graph.Value
 	for _, b := range ev.Blocks {
-		for _, s := range []RoPESide{b.Q, b.K} {
+		for _, s := range []Side{b.Q, b.K} {
 			if s.side != nil {
 				vals = append(vals, s.side.Pos...)
 			}
@@ -694,7 +694,7 @@ func ropeTables(x *rewrite.Extended, it *rewrite.ExtendItem, pl *ropePlan, omega
 	return nil
 }
 
-func u2s(u *RoPERule) string { return u.String() }
+func u2s(u *Rule) string { return u.String() }
 
 // storedTable is one stored cos/sin table of a RoPE finding: the constant,
 // read as [rows, width], the row of position 0 and what every column holds.

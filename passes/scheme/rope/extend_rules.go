@@ -26,7 +26,7 @@ import (
 //	llama3       by wavelength λ = 2π/ω: kept when λ < orig/high, divided by
 //	             factor when λ > orig/low, else (1-s)·ω/factor + s·ω with
 //	             s = (orig/λ - low)/(high - low)
-type RoPERule struct {
+type Rule struct {
 	Method string
 	Factor float64
 	// Orig is the original maximum length (original_max_positions).
@@ -41,14 +41,14 @@ type RoPERule struct {
 }
 
 // Dynamic reports whether the frequencies depend on the length of a call.
-func (u *RoPERule) Dynamic() bool { return u.Method == rewrite.MethodDynamicNTK }
+func (u *Rule) Dynamic() bool { return u.Method == rewrite.MethodDynamicNTK }
 
 // OriginalLength is the length the rule was made for (the one a dynamic
 // rule changes at).
-func (u *RoPERule) OriginalLength() int { return u.Orig }
+func (u *Rule) OriginalLength() int { return u.Orig }
 
 // Amplitude is what the rule multiplies cos and sin by.
-func (u *RoPERule) Amplitude() float64 {
+func (u *Rule) Amplitude() float64 {
 	if u.Method == rewrite.MethodYaRN {
 		return u.AttentionFactor
 	}
@@ -57,7 +57,7 @@ func (u *RoPERule) Amplitude() float64 {
 
 // Frequencies applies the rule to omega (pair k at index k); L is the
 // largest position + 1 of a call, which only dynamic-ntk reads.
-func (u *RoPERule) Frequencies(omega []float64, L int) []float64 {
+func (u *Rule) Frequencies(omega []float64, L int) []float64 {
 	out := make([]float64, len(omega))
 	d := float64(u.RotaryDim)
 	switch u.Method {
@@ -100,13 +100,13 @@ func (u *RoPERule) Frequencies(omega []float64, L int) []float64 {
 }
 
 // DynamicScale is dynamic NTK's s(L) = max(1, factor·L/orig - (factor-1)).
-func (u *RoPERule) DynamicScale(L int) float64 {
+func (u *Rule) DynamicScale(L int) float64 {
 	return max(1, u.Factor*float64(L)/float64(u.Orig)-(u.Factor-1))
 }
 
 // DynamicExponents are the exponents e_k = 2k/(d-2) of dynamic NTK's
 // ω_k·s^(-e_k), for n pairs.
-func (u *RoPERule) DynamicExponents(n int) []float64 {
+func (u *Rule) DynamicExponents(n int) []float64 {
 	e := make([]float64, n)
 	for k := range e {
 		e[k] = 2 * float64(k) / float64(u.RotaryDim-2)
@@ -116,7 +116,7 @@ func (u *RoPERule) DynamicExponents(n int) []float64 {
 
 // CorrectionRange is YaRN's [low, high] (HF find_correction_range with
 // truncation; high nudged by 0.001 when equal to low).
-func (u *RoPERule) CorrectionRange() (float64, float64) {
+func (u *Rule) CorrectionRange() (float64, float64) {
 	d := float64(u.RotaryDim)
 	c := func(rot float64) float64 {
 		return d * math.Log(float64(u.Orig)/(rot*2*math.Pi)) / (2 * math.Log(u.Base))
@@ -126,7 +126,7 @@ func (u *RoPERule) CorrectionRange() (float64, float64) {
 	return lo, hi
 }
 
-func (u *RoPERule) ramp(k, lo, hi float64) float64 {
+func (u *Rule) ramp(k, lo, hi float64) float64 {
 	if lo == hi {
 		hi += 0.001
 	}
@@ -134,7 +134,7 @@ func (u *RoPERule) ramp(k, lo, hi float64) float64 {
 }
 
 // Params are the rule's parameters in the report's vocabulary.
-func (u *RoPERule) Params() map[string]any {
+func (u *Rule) Params() map[string]any {
 	m := map[string]any{"method": u.Method, "factor": u.Factor}
 	switch u.Method {
 	case rewrite.MethodDynamicNTK, rewrite.MethodLlama3, rewrite.MethodYaRN:
@@ -152,7 +152,7 @@ func (u *RoPERule) Params() map[string]any {
 }
 
 // String is the rule in one line.
-func (u *RoPERule) String() string {
+func (u *Rule) String() string {
 	s := fmt.Sprintf("%s, factor %g", u.Method, u.Factor)
 	switch u.Method {
 	case rewrite.MethodDynamicNTK:
@@ -166,7 +166,7 @@ func (u *RoPERule) String() string {
 }
 
 // scaling is the audit vocabulary's name of the rule.
-func (u *RoPERule) scaling() string {
+func (u *Rule) scaling() string {
 	if u.Method == rewrite.MethodDynamicNTK {
 		return "ntk"
 	}
@@ -180,7 +180,7 @@ func (u *RoPERule) scaling() string {
 // functions in float64: base and dim (the rotary dim) as in the config,
 // seqLen the length dynamic NTK is evaluated at. It is the reference the
 // extended model is checked against.
-func ReferenceRoPE(u RoPERule, base float64, dim, seqLen int) ([]float64, float64) {
+func ReferenceRoPE(u Rule, base float64, dim, seqLen int) ([]float64, float64) {
 	invFreq := func(b float64) []float64 {
 		out := make([]float64, dim/2)
 		for i := range out {

@@ -23,7 +23,7 @@ func plainFreqs(base float64, d int) []float64 {
 // model's frequencies give, on the plain frequencies of a base, what the
 // separate transcription of Hugging Face's functions gives.
 func TestRoPERulesAgainstReference(t *testing.T) {
-	rules := []RoPERule{
+	rules := []Rule{
 		{Method: rewrite.MethodLinear, Factor: 4},
 		{Method: rewrite.MethodLinear, Factor: 2.5},
 		{Method: rewrite.MethodNTK, Factor: 4},
@@ -62,7 +62,7 @@ func TestRoPERulesAgainstReference(t *testing.T) {
 		}
 	}
 	// Dynamic NTK at the original length and below is plain RoPE.
-	u := RoPERule{Method: rewrite.MethodDynamicNTK, Factor: 4, Orig: 32, RotaryDim: 16}
+	u := Rule{Method: rewrite.MethodDynamicNTK, Factor: 4, Orig: 32, RotaryDim: 16}
 	if !slices.Equal(u.Frequencies(plainFreqs(1e4, 16), 32), plainFreqs(1e4, 16)) {
 		t.Fatal("dynamic NTK changes the frequencies at the original length")
 	}
@@ -78,13 +78,13 @@ func TestReferenceRoPEMatchesHF(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := map[string]struct {
-		u    RoPERule
+		u    Rule
 		base float64
 		tol  float64
 	}{
-		"rope_llama3": {RoPERule{Method: rewrite.MethodLlama3, Factor: 8, Orig: 8192, Low: 1, High: 4}, 500000, 1e-6},
-		"rope_yarn":   {RoPERule{Method: rewrite.MethodYaRN, Factor: 4, Orig: 4096, BetaFast: 32, BetaSlow: 1}, 10000, 1e-6},
-		"rope_linear": {RoPERule{Method: rewrite.MethodLinear, Factor: 2}, 10000, 1e-5},
+		"rope_llama3": {Rule{Method: rewrite.MethodLlama3, Factor: 8, Orig: 8192, Low: 1, High: 4}, 500000, 1e-6},
+		"rope_yarn":   {Rule{Method: rewrite.MethodYaRN, Factor: 4, Orig: 4096, BetaFast: 32, BetaSlow: 1}, 10000, 1e-6},
+		"rope_linear": {Rule{Method: rewrite.MethodLinear, Factor: 2}, 10000, 1e-5},
 	}
 	done := 0
 	for _, e := range man.Models {
@@ -97,11 +97,11 @@ func TestReferenceRoPEMatchesHF(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, err := passes.Run(m, passes.Options{}, RoPE)
+		ctx, err := passes.Run(m, passes.Options{}, Detect)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev := passes.Result(ctx, RoPE)[0].Evidence.(*RoPEEvidence)
+		ev := passes.Result(ctx, Detect)[0].Evidence.(*Evidence)
 		got := ev.InvFreq
 		if ev.Angles != nil && ev.Angles.Freq != nil {
 			got = ev.Angles.Freq

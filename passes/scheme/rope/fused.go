@@ -87,7 +87,7 @@ func fusedRotary(w *work.Work, c *passes.Context, blocks []*attn.Block, sides ma
 				uses[kr] = append(uses[kr], rotUse{b, true, bs.K})
 			}
 			f := rotaryOpFinding(w, c, b, qr, kr)
-			if p, ok := f.Params.(*passes.RoPEParams); ok && qr != nil {
+			if p, ok := f.Params.(*Params); ok && qr != nil {
 				p.QKNorm = bs.Q.Norm // q and k normalised after the op
 			}
 			out = append(out, f)
@@ -220,7 +220,7 @@ func rotaryOpFinding(w *work.Work, c *passes.Context, b *attn.Block, qr, kr *gra
 	if op.AttrInt("interleaved", 0) == 1 {
 		layout = "interleaved"
 	}
-	p := &passes.RoPEParams{Layout: layout, HeadDim: sz.headDim, RotaryDim: sz.rotaryDim}
+	p := &Params{Layout: layout, HeadDim: sz.headDim, RotaryDim: sz.rotaryDim}
 	notes := append([]string{}, sz.notes...)
 	if qr != nil && sz.heads > 0 {
 		p.NumHeads = passes.Ptr(sz.heads)
@@ -252,7 +252,7 @@ func rotaryOpFinding(w *work.Work, c *passes.Context, b *attn.Block, qr, kr *gra
 	}
 	ev, cnotes := cacheParams(w, c, p, a.cos, a.sin, a.pos != nil, op)
 	notes = append(notes, cnotes...)
-	f := &passes.Finding{Scheme: passes.RoPEScheme, Fused: true, Params: p, Notes: notes, Evidence: ev}
+	f := &passes.Finding{Scheme: Name, Fused: true, Params: p, Notes: notes, Evidence: ev}
 	var nodes []*graph.Node
 	for _, n := range []*graph.Node{qr, kr} {
 		if n != nil {
@@ -262,7 +262,7 @@ func rotaryOpFinding(w *work.Work, c *passes.Context, b *attn.Block, qr, kr *gra
 	}
 	if b != nil {
 		f.Layers = []int{b.Index}
-		rb := RoPEBlock{Layer: b.Index}
+		rb := Block{Layer: b.Index}
 		if qr != nil {
 			rb.Q = opSide(w, qr)
 		}
@@ -275,9 +275,9 @@ func rotaryOpFinding(w *work.Work, c *passes.Context, b *attn.Block, qr, kr *gra
 	return f
 }
 
-func opSide(w *work.Work, n *graph.Node) RoPESide {
+func opSide(w *work.Work, n *graph.Node) Side {
 	a := rotaryOperands(n)
-	s := RoPESide{In: w.OrigValue(a.x), Out: w.OrigValue(n.Output(0)), Nodes: w.OrigNames([]*graph.Node{n})}
+	s := Side{In: w.OrigValue(a.x), Out: w.OrigValue(n.Output(0)), Nodes: w.OrigNames([]*graph.Node{n})}
 	for _, v := range []*graph.Value{a.cos, a.sin, a.pos} {
 		if v != nil {
 			s.Pos = append(s.Pos, w.OrigValue(v))
@@ -335,7 +335,7 @@ func opRotation(w *work.Work, c *passes.Context, b *attn.Block) *passes.Finding 
 	if n.AttrInt("rotary_interleaved", 0) == 1 {
 		layout = "interleaved"
 	}
-	p := &passes.RoPEParams{Layout: layout, HeadDim: hd}
+	p := &Params{Layout: layout, HeadDim: hd}
 	if nq > 0 {
 		p.NumHeads = passes.Ptr(nq)
 	}
@@ -343,7 +343,7 @@ func opRotation(w *work.Work, c *passes.Context, b *attn.Block) *passes.Finding 
 		p.NumKVHeads = passes.Ptr(nkv)
 	}
 	var notes []string
-	f := &passes.Finding{Scheme: passes.RoPEScheme, Fused: true, Layers: []int{b.Index}, Params: p}
+	f := &passes.Finding{Scheme: Name, Fused: true, Layers: []int{b.Index}, Params: p}
 	nodes := []*graph.Node{n}
 	cosV, sinV := in(spec.CosCache), in(spec.SinCache)
 	if cosV == nil || sinV == nil {
@@ -356,7 +356,7 @@ func opRotation(w *work.Work, c *passes.Context, b *attn.Block) *passes.Finding 
 		}
 		p.Layout = ""
 		notes = append(notes, fmt.Sprintf("layout, base, scaling, factor: %s rotates with cos/sin it computes inside (do_rotary without cos/sin inputs); the graph holds neither their frequencies nor the pairing of dimensions", n.OpType))
-		ev := &RoPEEvidence{Blocks: []RoPEBlock{{Layer: b.Index}}}
+		ev := &Evidence{Blocks: []Block{{Layer: b.Index}}}
 		f.Notes, f.Evidence = notes, ev
 		f.Nodes = w.OrigNames(nodes)
 		return f
@@ -369,7 +369,7 @@ func opRotation(w *work.Work, c *passes.Context, b *attn.Block) *passes.Finding 
 		p.PositionSource = "past_length"
 	}
 	ev, cnotes := cacheParams(w, c, p, cosV, sinV, true, n)
-	ev.Blocks = append(ev.Blocks, RoPEBlock{Layer: b.Index, Op: w.OrigName(n)})
+	ev.Blocks = append(ev.Blocks, Block{Layer: b.Index, Op: w.OrigName(n)})
 	f.Notes = append(notes, cnotes...)
 	f.Evidence = ev
 	nodes = append(nodes, w.Cone(cosV, sinV, posV)...)
@@ -387,8 +387,8 @@ const maxCacheRows = 4096
 // rows of a stored table (max_positions) and the base and scaling rule
 // fitted from the values. table says whether the caches are indexed by
 // position ids (a table) or hold one row per token.
-func cacheParams(w *work.Work, c *passes.Context, p *passes.RoPEParams, cosV, sinV *graph.Value, table bool, op *graph.Node) (*RoPEEvidence, []string) {
-	ev := &RoPEEvidence{Amplitude: math.NaN()}
+func cacheParams(w *work.Work, c *passes.Context, p *Params, cosV, sinV *graph.Value, table bool, op *graph.Node) (*Evidence, []string) {
+	ev := &Evidence{Amplitude: math.NaN()}
 	var notes []string
 	half := p.RotaryDim / 2
 	if half > 0 {
@@ -485,7 +485,7 @@ func cacheParams(w *work.Work, c *passes.Context, p *passes.RoPEParams, cosV, si
 // both, and the length where the choice switches, fitted with the
 // unfused detector's LongRoPE rule. It reports false when the caches are
 // not chosen so.
-func switchedCaches(w *work.Work, c *passes.Context, p *passes.RoPEParams, ev *RoPEEvidence, cosV, sinV *graph.Value, op *graph.Node) ([]string, bool) {
+func switchedCaches(w *work.Work, c *passes.Context, p *Params, ev *Evidence, cosV, sinV *graph.Value, op *graph.Node) ([]string, bool) {
 	cn, ci := ifOutput(cosV)
 	sn, si := ifOutput(sinV)
 	if cn == nil || cn != sn {
@@ -781,7 +781,7 @@ func customRotation(w *work.Work, c *passes.Context, b *attn.Block, bs *attn.Blo
 	}
 	hd := int(qs.Last())
 	op := qc.Domain + "." + qc.OpType
-	p := &passes.RoPEParams{HeadDim: hd, RotaryDim: hd}
+	p := &Params{HeadDim: hd, RotaryDim: hd}
 	var notes []string
 	if why := rotatesHalves(w, qc, bs.Q, hd); why != "" {
 		p.Layout = "half_split"
@@ -818,14 +818,14 @@ func customRotation(w *work.Work, c *passes.Context, b *attn.Block, bs *attn.Blo
 		notes = append(notes, "base, scaling, factor: not fitted, the pairing of dimensions the op makes is not known")
 	}
 	nodes := append(append([]*graph.Node{}, bs.Q.Nodes...), cone...)
-	rb := RoPEBlock{Layer: b.Index, Q: sideEvidence(w, bs.Q)}
+	rb := Block{Layer: b.Index, Q: sideEvidence(w, bs.Q)}
 	if bs.K != nil {
 		nodes = append(nodes, bs.K.Nodes...)
 		rb.K = sideEvidence(w, bs.K)
 	}
-	ev := &RoPEEvidence{Amplitude: math.NaN(), Synthetic: true, Table: name, Blocks: []RoPEBlock{rb}, CosSinNodes: w.OrigNames(cone)}
+	ev := &Evidence{Amplitude: math.NaN(), Synthetic: true, Table: name, Blocks: []Block{rb}, CosSinNodes: w.OrigNames(cone)}
 	_ = kc
-	return &passes.Finding{Scheme: passes.RoPEScheme, Layers: []int{b.Index}, Params: p, Notes: notes, Evidence: ev, Nodes: w.OrigNames(nodes)}
+	return &passes.Finding{Scheme: Name, Layers: []int{b.Index}, Params: p, Notes: notes, Evidence: ev, Nodes: w.OrigNames(nodes)}
 }
 
 // rotateHalfOps are ops of other domains whose contract is rotate_half.

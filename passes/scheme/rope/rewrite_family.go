@@ -26,12 +26,12 @@ one Gather per table at the position ids gives the [streams, batch, seq,
 dim] values the model computed. The sections stay as the model takes
 them. (RotaryEmbedding turns every pair with one position: M-RoPE is not
 fused.)`,
-	Requires: []passes.Analyzer{work.Normalize, RoPE, rewrite.Edit},
+	Requires: []passes.Analyzer{work.Normalize, Detect, rewrite.Edit},
 	Run: func(c *passes.Context) (*rewrite.Change, error) {
 		r := rewrite.Of(c)
-		return r.FindingsPass(c, "rewrite_mrope", passes.RoPEScheme, RoPE,
+		return r.FindingsPass(c, "rewrite_mrope", Name, Detect,
 			func(f *passes.Finding) bool {
-				p, ok := f.Params.(*passes.RoPEParams)
+				p, ok := f.Params.(*Params)
 				return ok && !f.Fused && p.MultimodalSections != nil
 			},
 			func(w *work.Work, f *passes.Finding, _ *rewrite.Change) error { return mrope(r, w, f) })
@@ -40,7 +40,7 @@ fused.)`,
 
 // mrope stores the cos and sin of a multimodal rotation.
 func mrope(r *rewrite.Rewrite, w *work.Work, f *passes.Finding) error {
-	ev, ok := f.Evidence.(*RoPEEvidence)
+	ev, ok := f.Evidence.(*Evidence)
 	if !ok || ev.Synthetic || len(ev.Blocks) == 0 {
 		return fmt.Errorf("%w: no measured rotation", rewrite.ErrRewrite)
 	}
@@ -127,12 +127,12 @@ each such value is the model's own subgraph evaluated with the kernels
 (normalisation folds it), stored as a constant over the grid's cells,
 and what computed it is removed. The grid is the image's: --max-positions
 does not apply. Cos and sin the model already stores are left.`,
-	Requires: []passes.Analyzer{work.Normalize, RoPE, rewrite.Edit},
+	Requires: []passes.Analyzer{work.Normalize, Detect, rewrite.Edit},
 	Run: func(c *passes.Context) (*rewrite.Change, error) {
 		r := rewrite.Of(c)
-		return r.FindingsPass(c, "rewrite_axial_rope", passes.RoPEScheme, RoPE,
+		return r.FindingsPass(c, "rewrite_axial_rope", Name, Detect,
 			func(f *passes.Finding) bool {
-				p, ok := f.Params.(*passes.RoPEParams)
+				p, ok := f.Params.(*Params)
 				return ok && p.Axes == 2 && !f.Fused
 			},
 			func(w *work.Work, f *passes.Finding, ch *rewrite.Change) error { return axial(r, w, f, ch) })
@@ -151,8 +151,8 @@ func computesTrig(nodes []*graph.Node) bool {
 
 // axial stores the cos and sin of a rotation over a fixed grid.
 func axial(r *rewrite.Rewrite, w *work.Work, f *passes.Finding, ch *rewrite.Change) error {
-	ev, ok := f.Evidence.(*RoPEEvidence)
-	p := f.Params.(*passes.RoPEParams)
+	ev, ok := f.Evidence.(*Evidence)
+	p := f.Params.(*Params)
 	if !ok || ev.Synthetic || len(ev.Blocks) == 0 {
 		return fmt.Errorf("%w: no measured rotation over a grid", rewrite.ErrRewrite)
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 // RewriteRoPE fuses every unfused RoPE rotation into a RotaryEmbedding node.
-var RewriteRoPE = &passes.Pass[*rewrite.Change]{
+var Rewrite = &passes.Pass[*rewrite.Change]{
 	Name: "rewrite_rope",
 	Doc: `Replace each rotation of q and k by one fused RotaryEmbedding node.
 
@@ -36,20 +36,20 @@ start of a slice). When the cos/sin depend on more than the positions
 (dynamic NTK, frequencies given as inputs) the rotation is fused and the
 cos/sin stay computed in the graph. --rope-op onnx emits the standard op
 of opset 23 and upgrades the model's opset.`,
-	Requires: []passes.Analyzer{work.Normalize, RoPE, rewrite.Edit},
+	Requires: []passes.Analyzer{work.Normalize, Detect, rewrite.Edit},
 	Run:      runRewriteRoPE,
 }
 
 func runRewriteRoPE(c *passes.Context) (*rewrite.Change, error) {
 	r := rewrite.Of(c)
 	w := work.Of(c)
-	ch := r.Begin("rewrite_rope", passes.RoPEScheme)
+	ch := r.Begin("rewrite_rope", Name)
 	defer r.End(ch)
-	for _, f := range passes.Result(c, RoPE) {
+	for _, f := range passes.Result(c, Detect) {
 		if f.Fused {
 			continue
 		}
-		if p, ok := f.Params.(*passes.RoPEParams); ok && (p.MultimodalSections != nil || p.Axes == 2) {
+		if p, ok := f.Params.(*Params); ok && (p.MultimodalSections != nil || p.Axes == 2) {
 			// RotaryEmbedding turns every pair by one position per token:
 			// these findings are their own passes' (which say what they
 			// did with them); said here only when that pass does not run.
@@ -112,8 +112,8 @@ type ropeCaches func(n, half int, col func([2]int) int) (cos, sin []float64, err
 // more than the positions), and caches, when set, replaces the model's
 // own cos/sin.
 func ropeWith(r *rewrite.Rewrite, w *work.Work, f *passes.Finding, ch *rewrite.Change, pos *probe.Positions, caches ropeCaches) error {
-	ev, ok := f.Evidence.(*RoPEEvidence)
-	p, ok2 := f.Params.(*passes.RoPEParams)
+	ev, ok := f.Evidence.(*Evidence)
+	p, ok2 := f.Params.(*Params)
 	if !ok || !ok2 || len(ev.Blocks) == 0 {
 		return fmt.Errorf("%w: the finding has no RoPE evidence", rewrite.ErrRewrite)
 	}
@@ -124,7 +124,7 @@ func ropeWith(r *rewrite.Rewrite, w *work.Work, f *passes.Finding, ch *rewrite.C
 	}
 	var targets []ropeTarget
 	for _, b := range ev.Blocks {
-		for _, s := range []RoPESide{b.Q, b.K} {
+		for _, s := range []Side{b.Q, b.K} {
 			if s.side == nil || s.In == "" {
 				continue
 			}
@@ -198,7 +198,7 @@ func ropeWith(r *rewrite.Rewrite, w *work.Work, f *passes.Finding, ch *rewrite.C
 // ropeCache evaluates the model's own cos/sin at positions 0..n-1 (the
 // rows a stored table holds; beyond it, float64 from the measured
 // frequencies and amplitude), [n, rotary_dim/2] each.
-func ropeCache(w *work.Work, s *attn.Side, ev *RoPEEvidence, p *passes.RoPEParams, n int, col func([2]int) int) ([]float64, []float64, error) {
+func ropeCache(w *work.Work, s *attn.Side, ev *Evidence, p *Params, n int, col func([2]int) int) ([]float64, []float64, error) {
 	half := p.RotaryDim / 2
 	exact := n
 	if p.MaxPositions != nil && *p.MaxPositions < exact {
@@ -283,7 +283,7 @@ func ropeCache(w *work.Work, s *attn.Side, ev *RoPEEvidence, p *passes.RoPEParam
 //
 // With second set, q is 1 at the second dimension of every pair instead:
 // the rotated q holds cos at the second dimension and -sin at the first.
-func ropeCacheExact(w *work.Work, s *attn.Side, ev *RoPEEvidence, n int, col func([2]int) int, half int, second bool) ([]float64, []float64, error) {
+func ropeCacheExact(w *work.Work, s *attn.Side, ev *Evidence, n int, col func([2]int) int, half int, second bool) ([]float64, []float64, error) {
 	try := func(reduce bool) ([]float64, []float64, error) {
 		pr := probe.NewProbe(w, 1, n, 0)
 		pr.Budget = 1 << 20
@@ -364,7 +364,7 @@ func ropeCacheExact(w *work.Work, s *attn.Side, ev *RoPEEvidence, n int, col fun
 // ropePairsMatch checks that the second dimension of every pair is turned
 // by the cos and sin the first dimension's probe read (cos, sin at
 // positions 0..n-1): a fused RotaryEmbedding applies one of each per pair.
-func ropePairsMatch(w *work.Work, s *attn.Side, ev *RoPEEvidence, n int, col func([2]int) int, half int, cos, sin []float64) error {
+func ropePairsMatch(w *work.Work, s *attn.Side, ev *Evidence, n int, col func([2]int) int, half int, cos, sin []float64) error {
 	c2, s2, err := ropeCacheExact(w, s, ev, n, col, half, true)
 	if err != nil {
 		return err
@@ -384,7 +384,7 @@ func ropePairsMatch(w *work.Work, s *attn.Side, ev *RoPEEvidence, n int, col fun
 // stored cos/sin tables of ev are kept in (float16: 2^-11, bfloat16:
 // 2^-8), 0 when the cos/sin are not read from stored tables or are kept in
 // float32 or wider.
-func storedRoundoff(w *work.Work, ev *RoPEEvidence) float64 {
+func storedRoundoff(w *work.Work, ev *Evidence) float64 {
 	if ev.Stored == nil {
 		return 0
 	}
@@ -420,7 +420,7 @@ type runtimeCache struct {
 // ropeRuntimeCache finds, among the values entering the rotation, those
 // holding cos and sin of every pair at every position (a column each),
 // for rotations whose cos/sin stay computed.
-func ropeRuntimeCache(w *work.Work, s *attn.Side, ev *RoPEEvidence, p *passes.RoPEParams, col func([2]int) int) (*runtimeCache, error) {
+func ropeRuntimeCache(w *work.Work, s *attn.Side, ev *Evidence, p *Params, col func([2]int) int) (*runtimeCache, error) {
 	half := p.RotaryDim / 2
 	pr := probe.NewProbe(w, 1, 8, 0)
 	shape, ok := pr.BindShape(w.Shape(s.In))
@@ -553,7 +553,7 @@ func ropeRuntimeCache(w *work.Work, s *attn.Side, ev *RoPEEvidence, p *passes.Ro
 }
 
 // fuseRotation replaces one rotation by a RotaryEmbedding node.
-func fuseRotation(r *rewrite.Rewrite, w *work.Work, t ropeTarget, ev *RoPEEvidence, p *passes.RoPEParams, dt graph.DataType, cosV, sinV *graph.Value, rt *runtimeCache) error {
+func fuseRotation(r *rewrite.Rewrite, w *work.Work, t ropeTarget, ev *Evidence, p *Params, dt graph.DataType, cosV, sinV *graph.Value, rt *runtimeCache) error {
 	ws := w.Shape(t.work.In)
 	rank := ws.Rank()
 	var attrs []*graph.Attr
@@ -684,7 +684,7 @@ func positionIDs(r *rewrite.Rewrite, w *work.Work, pos *probe.Positions, t ropeT
 // RotaryEmbedding reads: rows of [rows, width] (batch·seq rows, or seq
 // rows shared by the batch), the pairs' columns, and position ids that
 // number the rows.
-func runtimeCaches(r *rewrite.Rewrite, rt *runtimeCache, t ropeTarget, ev *RoPEEvidence, dt graph.DataType, onnx bool) (*graph.Value, *graph.Value, *graph.Value, error) {
+func runtimeCaches(r *rewrite.Rewrite, rt *runtimeCache, t ropeTarget, ev *Evidence, dt graph.DataType, onnx bool) (*graph.Value, *graph.Value, *graph.Value, error) {
 	key := fmt.Sprintf("rt|%s|%s|%v|%s|%d", rt.cos, rt.sin, onnx, t.in.Name, ev.Axis)
 	if v, ok := r.Memo[key+"|cos"]; ok {
 		return v, r.Memo[key+"|sin"], r.Memo[key+"|pos"], nil

@@ -14,7 +14,7 @@ import (
 )
 
 // RoPEEvidence is what the RoPE detector measured, per finding.
-type RoPEEvidence struct {
+type Evidence struct {
 	// Pairs are the rotary pairs (dimension indexes of the head) in
 	// frequency order.
 	Pairs [][2]int
@@ -30,7 +30,7 @@ type RoPEEvidence struct {
 	// Table names the stored cos/sin (or sin|cos) table, when there is one.
 	Table string
 	// Blocks are the rotations found, per block and side.
-	Blocks []RoPEBlock
+	Blocks []Block
 	// CosSinNodes compute the values that enter the rotations (positions,
 	// frequencies, cos and sin).
 	CosSinNodes []string
@@ -70,9 +70,9 @@ type RoPEEvidence struct {
 }
 
 // RoPEBlock is one block's rotations of q and k.
-type RoPEBlock struct {
+type Block struct {
 	Layer int
-	Q, K  RoPESide
+	Q, K  Side
 	// Op names the fused attention op that rotates q and k inside itself
 	// (GroupQueryAttention's do_rotary), when no node of the graph does.
 	Op string
@@ -80,7 +80,7 @@ type RoPEBlock struct {
 
 // RoPESide is the rotation of one operand: the original values it reads
 // and writes, the values that enter it besides (cos, sin) and its nodes.
-type RoPESide struct {
+type Side struct {
 	In, Out string
 	Pos     []string
 	Nodes   []string
@@ -94,7 +94,7 @@ type RoPESide struct {
 }
 
 // RoPE finds rotary position embeddings in unfused form.
-var RoPE = &passes.Pass[[]*passes.Finding]{
+var Detect = &passes.Pass[[]*passes.Finding]{
 	Name: "rope",
 	Doc: `Find rotary position embeddings (RoPE) on q and k.
 
@@ -134,8 +134,8 @@ func runRoPE(c *passes.Context) (any, error) {
 	cache := map[string]*ropeMeasure{}
 	type hit struct {
 		b      *attn.Block
-		params *passes.RoPEParams
-		ev     RoPEBlock
+		params *Params
+		ev     Block
 		m      *ropeMeasure
 		nodes  []*graph.Node
 		notes  []string
@@ -164,7 +164,7 @@ func runRoPE(c *passes.Context) (any, error) {
 			}
 		}
 		p, notes := ropeParams(w, b, bs, mq, mk)
-		ev := RoPEBlock{Layer: b.Index, Q: sideEvidence(w, bs.Q)}
+		ev := Block{Layer: b.Index, Q: sideEvidence(w, bs.Q)}
 		nodes := append([]*graph.Node{}, bs.Q.Nodes...)
 		if bs.K != nil && mk != nil {
 			ev.K = sideEvidence(w, bs.K)
@@ -187,10 +187,10 @@ func runRoPE(c *passes.Context) (any, error) {
 		}
 		if f == nil {
 			keys = append(keys, key)
-			f = &passes.Finding{Scheme: passes.RoPEScheme, Params: h.params, Evidence: &RoPEEvidence{
+			f = &passes.Finding{Scheme: Name, Params: h.params, Evidence: &Evidence{
 				Pairs: h.m.rot.pairs, InvFreq: h.m.rot.omega, InvFreqLong: h.m.rot.omegaLong, Amplitude: h.m.rot.amp,
 				Synthetic: h.m.rot.synthetic, Table: h.m.rot.table, Axis: h.m.rot.posAxis}}
-			ev := f.Evidence.(*RoPEEvidence)
+			ev := f.Evidence.(*Evidence)
 			if ax := h.m.rot.axial; ax != nil {
 				ev.PairAxis, ev.GridOffset = ax.Axis, ax.Offset
 			}
@@ -202,7 +202,7 @@ func runRoPE(c *passes.Context) (any, error) {
 			ev.Angles, ev.Stored, ev.ExactWhy = ropeExact(w, sides[h.b].Q, h.m.rot, ev)
 			out = append(out, f)
 		}
-		ev := f.Evidence.(*RoPEEvidence)
+		ev := f.Evidence.(*Evidence)
 		ev.Blocks = append(ev.Blocks, h.ev)
 		f.Layers = append(f.Layers, h.b.Index)
 		for _, n := range h.notes {
@@ -213,7 +213,7 @@ func runRoPE(c *passes.Context) (any, error) {
 		f.Nodes = append(f.Nodes, w.OrigNames(h.nodes)...)
 	}
 	for _, f := range out {
-		ev := f.Evidence.(*RoPEEvidence)
+		ev := f.Evidence.(*Evidence)
 		var pos []*graph.Value
 		for _, b := range blocks {
 			if bs := sides[b]; bs != nil && slices.Contains(f.Layers, b.Index) {
@@ -238,8 +238,8 @@ func runRoPE(c *passes.Context) (any, error) {
 	return out, nil
 }
 
-func sideEvidence(w *work.Work, s *attn.Side) RoPESide {
-	r := RoPESide{In: w.OrigValue(s.In), Out: w.OrigValue(s.Out), Nodes: w.OrigNames(s.Nodes), side: s}
+func sideEvidence(w *work.Work, s *attn.Side) Side {
+	r := Side{In: w.OrigValue(s.In), Out: w.OrigValue(s.Out), Nodes: w.OrigNames(s.Nodes), side: s}
 	form, nodes := rotationForm(w, s)
 	r.Form, r.RotateNodes = form, w.OrigNames(nodes)
 	for _, p := range s.Pos {
@@ -286,9 +286,9 @@ func (r *rotation) fitFrequencies() ropeFit {
 }
 
 // ropeParams assembles the params of one block.
-func ropeParams(w *work.Work, b *attn.Block, bs *attn.BlockSides, mq, mk *ropeMeasure) (*passes.RoPEParams, []string) {
+func ropeParams(w *work.Work, b *attn.Block, bs *attn.BlockSides, mq, mk *ropeMeasure) (*Params, []string) {
 	r := mq.rot
-	p := &passes.RoPEParams{Layout: r.layout, HeadDim: r.headDim, RotaryDim: r.rotaryDim, QKNorm: bs.Q.Norm}
+	p := &Params{Layout: r.layout, HeadDim: r.headDim, RotaryDim: r.rotaryDim, QKNorm: bs.Q.Norm}
 	var notes []string
 	if r.heads > 0 {
 		p.NumHeads = passes.Ptr(r.heads)
@@ -328,7 +328,7 @@ func ropeParams(w *work.Work, b *attn.Block, bs *attn.BlockSides, mq, mk *ropeMe
 // the rule's parameters) from their fit f, and returns the notes of the
 // fit. The fused detectors use it for frequencies read from cos/sin
 // caches.
-func setFit(p *passes.RoPEParams, r *rotation, f ropeFit) []string {
+func setFit(p *Params, r *rotation, f ropeFit) []string {
 	var notes []string
 	if f.Scaling == "unknown" {
 		p.Scaling = passes.Ptr("unknown")
@@ -377,8 +377,8 @@ func fusedIn(nodes []*graph.Node) *graph.Node {
 
 // MergeEvidence takes the blocks and cos/sin nodes of another finding's
 // evidence.
-func (ev *RoPEEvidence) MergeEvidence(from any, order func([]string) []string) {
-	if fe, ok := from.(*RoPEEvidence); ok {
+func (ev *Evidence) MergeEvidence(from any, order func([]string) []string) {
+	if fe, ok := from.(*Evidence); ok {
 		ev.Blocks = append(ev.Blocks, fe.Blocks...)
 		ev.CosSinNodes = order(append(ev.CosSinNodes, fe.CosSinNodes...))
 	}

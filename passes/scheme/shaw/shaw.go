@@ -12,10 +12,10 @@ import (
 )
 
 // ShawEvidence is what the relative-embedding detector read.
-type ShawEvidence struct {
+type Evidence struct {
 	// Blocks: per layer, the original tables of keys and values (Value
 	// empty without relative values) and the index value.
-	Blocks []ShawBlock
+	Blocks []Block
 	// IndexMap is the table row of every relative position key - query
 	// from -MaxRel to MaxRel (index n + MaxRel) in the probe.
 	IndexMap []int
@@ -23,7 +23,7 @@ type ShawEvidence struct {
 }
 
 // ShawBlock is one layer's relative tables.
-type ShawBlock struct {
+type Block struct {
 	Layer             int
 	Key, Value, Index string
 	// KeyEmb and ValueEmb are the relative embeddings the layer gathers
@@ -33,7 +33,7 @@ type ShawBlock struct {
 }
 
 // Shaw finds relative position embeddings in the style of Shaw et al.
-var Shaw = &passes.Pass[[]*passes.Finding]{
+var Detect = &passes.Pass[[]*passes.Finding]{
 	Name: "relative_clipped",
 	Doc: `Find relative position embeddings added through products (Shaw et al. 2018).
 
@@ -65,7 +65,7 @@ func runShaw(c *passes.Context) ([]*passes.Finding, error) {
 		}
 	}
 	for _, f := range out {
-		p := f.Params.(*passes.ShawParams)
+		p := f.Params.(*Params)
 		p.PerLayerTables = len(f.Layers) > 1 && len(tables) >= len(f.Layers)
 	}
 	return out, nil
@@ -142,11 +142,11 @@ func shawAt(w *work.Work, b *attn.Block, term *graph.Node) (*passes.Finding, *gr
 			clipped = true
 		}
 	}
-	params := &passes.ShawParams{MaxRelativePosition: center, Dim: dim, Distance: "key_minus_query", Clipped: clipped}
+	params := &Params{MaxRelativePosition: center, Dim: dim, Distance: "key_minus_query", Clipped: clipped}
 	if s < 0 {
 		params.Distance = "query_minus_key"
 	}
-	ev := &ShawEvidence{IndexMap: im, MaxRel: S - 1, Blocks: []ShawBlock{{Layer: b.Index, Key: w.Name(table), Index: w.Name(g.Input(1)), KeyEmb: w.Name(g.Output(0))}}}
+	ev := &Evidence{IndexMap: im, MaxRel: S - 1, Blocks: []Block{{Layer: b.Index, Key: w.Name(table), Index: w.Name(g.Input(1)), KeyEmb: w.Name(g.Output(0))}}}
 	nodes := append([]*graph.Node{term}, w.Cone(e)...)
 	var notes []string
 	if !clipped {
@@ -165,12 +165,12 @@ func shawAt(w *work.Work, b *attn.Block, term *graph.Node) (*passes.Finding, *gr
 			}
 		}
 	}
-	f := &passes.Finding{Scheme: passes.RelativeClipped, Layers: []int{b.Index}, Params: params, Notes: notes, Evidence: ev}
+	f := &passes.Finding{Scheme: Name, Layers: []int{b.Index}, Params: params, Notes: notes, Evidence: ev}
 	f.Nodes = w.OrigNames(nodes)
 	return f, table, ""
 }
 
 // MergeEvidence takes the blocks of another finding's evidence.
-func (ev *ShawEvidence) MergeEvidence(from any, _ func([]string) []string) {
-	ev.Blocks = append(ev.Blocks, from.(*ShawEvidence).Blocks...)
+func (ev *Evidence) MergeEvidence(from any, _ func([]string) []string) {
+	ev.Blocks = append(ev.Blocks, from.(*Evidence).Blocks...)
 }

@@ -18,7 +18,7 @@ func PlanSinusoidal(x *rewrite.Extended, f *passes.Finding) (*rewrite.ExtendItem
 	if x.Opts.Method != "" {
 		return nil, rewrite.ExtendErr("--method %s does not fit %s: sinusoidal tables are continued with their own formula (no --method)", x.Opts.Method, where)
 	}
-	p := f.Params.(*passes.SinusoidalParams)
+	p := f.Params.(*Params)
 	if p.Computed || p.MaxPositions == nil {
 		it.Form, it.Method = rewrite.FormComputed, "none"
 		it.Note("computed in the graph for any position: nothing to enlarge")
@@ -51,7 +51,7 @@ func PlanSinusoidal(x *rewrite.Extended, f *passes.Finding) (*rewrite.ExtendItem
 // ω_k·(row - row0), checked on every stored row first.
 func sinusoidRows(x *rewrite.Extended, it *rewrite.ExtendItem, tab *rewrite.TableConst, vals []float64, rows int) error {
 	ev := it.Plan.(*absolute.TablePlan).Ev
-	p := it.Finding.Params.(*passes.SinusoidalParams)
+	p := it.Finding.Params.(*Params)
 	if len(ev.Pairs) == 0 || len(ev.Pairs) != len(ev.Omega) {
 		return rewrite.ExtendErr("the sinusoidal table has no measured frequencies")
 	}
@@ -168,7 +168,7 @@ func sinusoidRows(x *rewrite.Extended, it *rewrite.ExtendItem, tab *rewrite.Tabl
 	return nil
 }
 
-func baseOrMeasured(p *passes.SinusoidalParams) string {
+func baseOrMeasured(p *Params) string {
 	if p.Base == nil {
 		return "(measured)"
 	}

@@ -9,7 +9,7 @@ import (
 
 // RewriteSinusoidal turns sinusoidal encodings computed in the graph into
 // a constant table read at the positions.
-var RewriteSinusoidal = &passes.Pass[*rewrite.Change]{
+var Rewrite = &passes.Pass[*rewrite.Change]{
 	Name: "rewrite_sinusoidal",
 	Doc: `Replace a sinusoidal encoding computed in the graph by a constant table.
 
@@ -19,8 +19,8 @@ the kernels with the positions replaced), N being --max-positions or
 4096. It is sliced by the positions where they are consecutive (from a
 Range, or 0..S-1) and gathered where they are data (computed from a
 mask). A stored table gathered at 0, 1, 2, ... is sliced instead.`,
-	Requires: []passes.Analyzer{work.Normalize, SinusoidalPass, rewrite.Edit},
+	Requires: []passes.Analyzer{work.Normalize, Detect, rewrite.Edit},
 	Run: func(c *passes.Context) (*rewrite.Change, error) {
-		return absolute.AbsolutePass(rewrite.Of(c), c, "rewrite_sinusoidal", passes.Sinusoidal, SinusoidalPass)
+		return absolute.AbsolutePass(rewrite.Of(c), c, "rewrite_sinusoidal", Name, Detect)
 	},
 }

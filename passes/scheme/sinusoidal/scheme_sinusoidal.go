@@ -10,7 +10,7 @@ import (
 )
 
 // SinusoidalPass finds sinusoidal tables added to the embeddings.
-var SinusoidalPass = &passes.Pass[[]*passes.Finding]{
+var Detect = &passes.Pass[[]*passes.Finding]{
 	Name: "sinusoidal",
 	Doc: `Find sinusoidal position encodings added to the embeddings.
 
@@ -36,8 +36,8 @@ func sinusoidalFinding(w *work.Work, e *absolute.Encoding) *passes.Finding {
 		return nil
 	}
 	ev := e.Evidence
-	f := &passes.Finding{Scheme: passes.Sinusoidal, Layers: e.Layers, Nodes: e.Nodes, Fused: e.Fused, Evidence: ev, Notes: slices.Clone(e.Notes)}
-	p := &passes.SinusoidalParams{Layout: sp.Layout, Dim: e.Dim, Computed: e.Table == nil, FreqDenominator: sp.Denom}
+	f := &passes.Finding{Scheme: Name, Layers: e.Layers, Nodes: e.Nodes, Fused: e.Fused, Evidence: ev, Notes: slices.Clone(e.Notes)}
+	p := &Params{Layout: sp.Layout, Dim: e.Dim, Computed: e.Table == nil, FreqDenominator: sp.Denom}
 	if !math.IsNaN(sp.Base) {
 		p.Base = passes.Ptr(sp.Base)
 	}

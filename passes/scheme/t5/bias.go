@@ -14,7 +14,7 @@ import (
 )
 
 // T5Evidence is what the T5 detector read.
-type T5Evidence struct {
+type Evidence struct {
 	// Bias is the original value added to the scores; Table the bias table
 	// [num_buckets, heads]; Buckets the bucket value; Distance the matrix
 	// of relative positions the buckets are computed from ("" when no
@@ -102,7 +102,7 @@ func t5Finding(w *work.Work, b *attn.Block, bt attn.BiasTerm, cone []*graph.Node
 	if len(mds) == 0 {
 		return nil, "the bucket map is not T5's (no max_distance reproduces it)"
 	}
-	params := &passes.T5Params{NumBuckets: nb, Bidirectional: bidir, NumHeads: heads, ScaledScores: b.Scaled}
+	params := &Params{NumBuckets: nb, Bidirectional: bidir, NumHeads: heads, ScaledScores: b.Scaled}
 	var notes []string
 	switch {
 	case len(mds) == 1:
@@ -122,14 +122,14 @@ func t5Finding(w *work.Work, b *attn.Block, bt attn.BiasTerm, cone []*graph.Node
 	}
 	users := readers[bt.Value]
 	params.SharedAcrossLayers = len(users) > 1
-	ev := &T5Evidence{Bias: w.OrigValue(bt.Value), Table: w.Name(table), Buckets: w.Name(gather.Input(1)), BucketMap: bm, MaxRel: S - 1, MaxDistances: mds, Weights: probe.TableValues(w, table)}
+	ev := &Evidence{Bias: w.OrigValue(bt.Value), Table: w.Name(table), Buckets: w.Name(gather.Input(1)), BucketMap: bm, MaxRel: S - 1, MaxDistances: mds, Weights: probe.TableValues(w, table)}
 	if d := attn.DistanceIn(w, cone); d != nil {
 		ev.Distance = w.Name(d)
 	}
 	if params.MaxDistance != nil {
 		ev.LogRatio, ev.LogRatioFrom = probe.LogRatio(w, cone, math.Log(float64(*params.MaxDistance)/float64(maxExact)))
 	}
-	f := &passes.Finding{Scheme: passes.T5RelativeBias, Layers: users, Params: params, Notes: notes, Evidence: ev}
+	f := &passes.Finding{Scheme: Name, Layers: users, Params: params, Notes: notes, Evidence: ev}
 	if !slices.Contains(f.Layers, b.Index) {
 		f.Layers = append(f.Layers, b.Index)
 	}

@@ -54,7 +54,7 @@ func relPosBiases(w *work.Work, c *passes.Context, blocks []*attn.Block) []*pass
 // is_bidirectional.
 func relPosBias(w *work.Work, c *passes.Context, n *graph.Node, bs []*attn.Block, gate *graph.Node) *passes.Finding {
 	ts := w.Shape(n.Input(0))
-	p := &passes.T5Params{Bidirectional: n.AttrInt("is_bidirectional", 0) == 1, SharedAcrossLayers: len(bs) > 1}
+	p := &Params{Bidirectional: n.AttrInt("is_bidirectional", 0) == 1, SharedAcrossLayers: len(bs) > 1}
 	var notes []string
 	if ts.Rank() == 2 && ts.Dims[0].Known() && ts.Dims[1].Known() {
 		p.NumBuckets, p.NumHeads = int(ts.Dims[0]), int(ts.Dims[1])
@@ -66,7 +66,7 @@ func relPosBias(w *work.Work, c *passes.Context, n *graph.Node, bs []*attn.Block
 	} else {
 		notes = append(notes, "max_distance: the op has no max_distance attribute")
 	}
-	f := &passes.Finding{Scheme: passes.T5RelativeBias, Fused: true, Params: p, Notes: notes}
+	f := &passes.Finding{Scheme: Name, Fused: true, Params: p, Notes: notes}
 	for _, b := range bs {
 		f.Layers = append(f.Layers, b.Index)
 		p.ScaledScores = p.ScaledScores || attn.ScaledScores(w, b)
@@ -78,7 +78,7 @@ func relPosBias(w *work.Work, c *passes.Context, n *graph.Node, bs []*attn.Block
 		f.Notes = append(f.Notes, fmt.Sprintf("the bias is gated per token by the query (%s)", work.OpName(gate)))
 	}
 	f.Nodes = w.OrigNames(nodes)
-	ev := &T5Evidence{Bias: w.OrigValue(n.Output(0)), Table: w.Name(n.Input(0))}
+	ev := &Evidence{Bias: w.OrigValue(n.Output(0)), Table: w.Name(n.Input(0))}
 	if p.MaxDistance != nil && p.NumBuckets > 0 {
 		const S = 512
 		ev.MaxRel = S - 1

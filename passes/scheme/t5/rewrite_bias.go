@@ -14,7 +14,7 @@ import (
 
 // RewriteT5 replaces T5's bucketed relative bias by a table read at the
 // relative positions.
-var RewriteT5 = &passes.Pass[*rewrite.Change]{
+var Rewrite = &passes.Pass[*rewrite.Change]{
 	Name: "rewrite_t5",
 	Doc: `Replace the T5 bucket computation by a table gathered at key - query.
 
@@ -34,20 +34,20 @@ it. A decoder with a KV cache is rewritten the same way: its key - query
 is [S, past + S] (queries after the cache). --t5-op com.microsoft emits
 com.microsoft RelativePositionBias instead (ONNX Runtime has it on CUDA
 only; after a cache it covers past + S queries, the last S kept).`,
-	Requires: []passes.Analyzer{work.Normalize, T5Pass, rewrite.Edit},
+	Requires: []passes.Analyzer{work.Normalize, Detect, rewrite.Edit},
 	Run:      runRewriteT5,
 }
 
 func runRewriteT5(c *passes.Context) (*rewrite.Change, error) {
 	r := rewrite.Of(c)
-	return r.FindingsPass(c, "rewrite_t5", passes.T5RelativeBias, T5Pass,
+	return r.FindingsPass(c, "rewrite_t5", Name, Detect,
 		func(f *passes.Finding) bool { return !f.Fused },
 		func(w *work.Work, f *passes.Finding, _ *rewrite.Change) error { return t5(r, w, f) })
 }
 
 func t5(r *rewrite.Rewrite, w *work.Work, f *passes.Finding) error {
-	ev, ok := f.Evidence.(*T5Evidence)
-	p, ok2 := f.Params.(*passes.T5Params)
+	ev, ok := f.Evidence.(*Evidence)
+	p, ok2 := f.Params.(*Params)
 	if !ok || !ok2 {
 		return fmt.Errorf("%w: the finding has no T5 evidence", rewrite.ErrRewrite)
 	}
@@ -158,7 +158,7 @@ func t5(r *rewrite.Rewrite, w *work.Work, f *passes.Finding) error {
 
 // t5Saturation is the distance from which the bucket map no longer
 // changes, in both directions (0 when it changes up to the map's end).
-func t5Saturation(ev *T5Evidence) int {
+func t5Saturation(ev *Evidence) int {
 	bm, m := ev.BucketMap, ev.MaxRel
 	if len(bm) != 2*m+1 {
 		return 0
@@ -181,7 +181,7 @@ func t5Saturation(ev *T5Evidence) int {
 // RelativePositionBias numbers the queries from 0; when they sit after a
 // KV cache (cached: rel is [S, past + S]), the op gives the bias of all
 // past + S positions as queries and the last S rows are kept.
-func t5Fused(r *rewrite.Rewrite, w *work.Work, p *passes.T5Params, ev *T5Evidence, gather *graph.Node, rel *graph.Value, dt graph.DataType, cached bool) error {
+func t5Fused(r *rewrite.Rewrite, w *work.Work, p *Params, ev *Evidence, gather *graph.Node, rel *graph.Value, dt graph.DataType, cached bool) error {
 	if p.MaxDistance == nil {
 		return fmt.Errorf("%w: max_distance is not known exactly; RelativePositionBias needs it", rewrite.ErrRewrite)
 	}

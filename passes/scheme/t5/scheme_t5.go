@@ -8,7 +8,7 @@ import (
 )
 
 // T5Pass finds T5's bucketed relative bias.
-var T5Pass = &passes.Pass[[]*passes.Finding]{
+var Detect = &passes.Pass[[]*passes.Finding]{
 	Name: "t5",
 	Doc: `Find T5's bucketed relative bias added to the attention scores.
 

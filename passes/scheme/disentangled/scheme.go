@@ -1,0 +1,24 @@
+package disentangled
+
+import (
+	"github.com/onnxpe/onnxpe/passes/rewrite"
+	"github.com/onnxpe/onnxpe/passes/scheme"
+)
+
+// Scheme is disentangled's entry in the list of schemes (passes/schemes).
+var Scheme = &scheme.Scheme{
+	Name: Name,
+	Doc: `DeBERTa's disentangled attention: content-to-position and position-to-content scores of bucketed distances.
+
+DeBERTa's disentangled attention: a relative embedding of the
+log-bucketed distance projected by the key (c2p) and query (p2c)
+projections, gathered by q - k and added to the content scores, scaled by
+sqrt(d·s).`,
+	Rank:   3,
+	Params: &Params{},
+	Detect: Detect,
+	Rewrites: []scheme.Rewrite{{Name: "disentangled", Pass: Rewrite, Help: `DeBERTa's log buckets become a table of 2N-1 relative
+positions gathered at q - k`}},
+	Extend: &rewrite.Extender{Plan: rewrite.PlanRelative},
+	Lower:  nil,
+}

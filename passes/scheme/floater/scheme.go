@@ -1,0 +1,25 @@
+package floater
+
+import (
+	"github.com/onnxpe/onnxpe/passes/rewrite"
+	"github.com/onnxpe/onnxpe/passes/scheme"
+)
+
+// Scheme is floater's entry in the list of schemes (passes/schemes).
+var Scheme = &scheme.Scheme{
+	Name: Name,
+	Doc: `FLOATER: positions as the states of a learned ODE, integrated by a solver and added per layer.
+
+FLOATER (Liu et al.): the positions are the states of a learned
+dynamical system, integrated by an ODE solver (unrolled, in a Loop, or
+folded into a table) and added to the embeddings or to each layer's q, k
+and v.`,
+	Rank:   4,
+	Params: &Params{},
+	Detect: Detect,
+	Rewrites: []scheme.Rewrite{{Name: "floater", Pass: Rewrite, Help: `FLOATER's integration (an unrolled chain of solver steps or a
+Loop) becomes the table of states it produces, the model's own
+number of them (--max-positions does not apply)`}},
+	Extend: &rewrite.Extender{Plan: PlanFloater},
+	Lower:  nil,
+}

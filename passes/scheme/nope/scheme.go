@@ -1,0 +1,23 @@
+package nope
+
+import (
+	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/rewrite"
+	"github.com/onnxpe/onnxpe/passes/scheme"
+)
+
+// Scheme is nope's entry in the list of schemes (passes/schemes).
+var Scheme = &scheme.Scheme{
+	Name: Name,
+	Doc: `No positional encoding: the attention block receives no position information.
+
+No positional encoding (NoPE): an attention block whose scores, q and
+k receive no position information (order only through a causal mask);
+Llama 4's temperature tuning of q by the position is its one parameter.`,
+	Rank:     9,
+	Params:   &Params{},
+	Detect:   nil,
+	Rewrites: nil,
+	Extend:   &rewrite.Extender{Plan: func(*rewrite.Extended, *passes.Finding) (*rewrite.ExtendItem, error) { return nil, nil }},
+	Lower:    nil,
+}

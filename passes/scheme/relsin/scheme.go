@@ -1,0 +1,24 @@
+package relsin
+
+import (
+	"github.com/onnxpe/onnxpe/passes/rewrite"
+	"github.com/onnxpe/onnxpe/passes/scheme"
+)
+
+// Scheme is relsin's entry in the list of schemes (passes/schemes).
+var Scheme = &scheme.Scheme{
+	Name: Name,
+	Doc: `Transformer-XL / XLNet relative attention: sinusoids of the distance projected and scored with global biases.
+
+Transformer-XL and XLNet relative attention: a sinusoid table of the
+distances, projected by its own key weights, scored against q plus learned
+global biases u and v, aligned to key - query by a relative shift.`,
+	Rank:   3,
+	Params: &Params{},
+	Detect: Detect,
+	Rewrites: []scheme.Rewrite{{Name: "relative_sinusoidal", Pass: Rewrite, Help: `Transformer-XL's and XLNet's sinusoid of relative
+distances becomes a [2N+1, dim] table gathered at the
+distances (which stay computed, clamp_len included)`}},
+	Extend: &rewrite.Extender{Plan: rewrite.PlanRelative},
+	Lower:  nil,
+}

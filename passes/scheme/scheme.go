@@ -1,0 +1,52 @@
+// Package scheme says what a positional-encoding scheme is to the
+// commands: each package below passes/scheme/ declares one Scheme value
+// (its name, what it is, how it is detected, rewritten, extended and
+// lowered), and passes/schemes lists them all, once. The audit's
+// detectors, rewrite's passes and --passes, extend's dispatch, unfuse and
+// the report schema's scheme names are all read from that list.
+//
+// It is not a registry: nothing registers itself; the list is written
+// out in passes/schemes, as go vet's main lists its analyzers.
+package scheme
+
+import (
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/rewrite"
+)
+
+// Scheme describes one scheme of the vocabulary (DESIGN.md).
+type Scheme struct {
+	// Name is the scheme's name in reports ("rope", "learned_absolute").
+	Name string
+	// Doc says what the scheme is, first line a summary.
+	Doc string
+	// Rank orders the schemes of two findings that reach one layer: the
+	// layer gets the lower (relative schemes before absolute ones).
+	Rank int
+	// Params is a zero value of the scheme's params (the keys the report
+	// prints for it).
+	Params passes.Params
+	// Detect finds the scheme's encodings: its findings, those of fused
+	// ops after the others. Nil for nope, which the audit gives the
+	// blocks no finding reaches.
+	Detect *passes.Pass[[]*passes.Finding]
+	// Rewrites are the scheme's rewrite passes, in the order they run,
+	// with the names --passes gives them.
+	Rewrites []Rewrite
+	// Extend says how extend treats the scheme's findings (nil: computed
+	// for any position, nothing to enlarge).
+	Extend *rewrite.Extender
+	// Lower lowers the scheme's fused ops to primitive ops (rewrite
+	// --unfuse): false when n is none of them. Nil when the scheme has
+	// no fused op onnxpe lowers.
+	Lower func(r *rewrite.Rewrite, n *graph.Node) (bool, error)
+}
+
+// Rewrite is a rewrite pass, the name --passes gives it and what rewrite's
+// help says it does (wrapped at 62 columns).
+type Rewrite struct {
+	Name string
+	Pass *passes.Pass[*rewrite.Change]
+	Help string
+}

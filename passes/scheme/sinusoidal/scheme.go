@@ -1,0 +1,26 @@
+package sinusoidal
+
+import (
+	"github.com/onnxpe/onnxpe/passes/absolute"
+	"github.com/onnxpe/onnxpe/passes/rewrite"
+	"github.com/onnxpe/onnxpe/passes/scheme"
+)
+
+// Scheme is sinusoidal's entry in the list of schemes (passes/schemes).
+var Scheme = &scheme.Scheme{
+	Name: Name,
+	Doc: `Sinusoidal absolute encoding: sin/cos of position·frequency added to the embeddings.
+
+Sinusoidal absolute encoding (Vaswani et al.): sin and cos of
+position·base^(-k/D) (D = d/2 or d/2 - 1), interleaved or [sin | cos],
+added to the token embeddings; computed in the graph or read from a
+stored table (fairseq's with a zeroed padding row).`,
+	Rank:   4,
+	Params: &Params{},
+	Detect: Detect,
+	Rewrites: []scheme.Rewrite{{Name: "sinusoidal", Pass: Rewrite, Help: `a sinusoidal encoding computed in the graph becomes a
+constant table sliced (or gathered) by the positions; a
+stored table gathered at 0, 1, 2, ... is sliced instead`}},
+	Extend: &rewrite.Extender{Plan: PlanSinusoidal, Apply: absolute.ApplyTable},
+	Lower:  nil,
+}

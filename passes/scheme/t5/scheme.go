@@ -1,0 +1,26 @@
+package t5
+
+import (
+	"github.com/onnxpe/onnxpe/passes/rewrite"
+	"github.com/onnxpe/onnxpe/passes/scheme"
+)
+
+// Scheme is t5's entry in the list of schemes (passes/schemes).
+var Scheme = &scheme.Scheme{
+	Name: Name,
+	Doc: `T5's relative bias: a learned bias per head and bucket of key - query added to the scores.
+
+T5's relative attention bias: key - query mapped to log-spaced buckets
+(bidirectional or causal, exact below num_buckets/2, saturating at
+max_distance), a learned [buckets, heads] table gathered by bucket and
+added to the scores; fused as RelativePositionBias.`,
+	Rank:   2,
+	Params: &Params{},
+	Detect: Detect,
+	Rewrites: []scheme.Rewrite{{Name: "t5", Pass: Rewrite, Help: `the bucketed relative bias becomes a table of 2N-1 rows of
+heads gathered by key - query (ONNX Runtime's CPU provider runs
+it); --t5-op com.microsoft emits RelativePositionBias, which
+ONNX Runtime has on CUDA only`}},
+	Extend: &rewrite.Extender{Plan: rewrite.PlanRelative},
+	Lower:  nil,
+}
