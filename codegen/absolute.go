@@ -49,30 +49,54 @@ type absGolden struct {
 	Want      *table
 }
 
-func emitAbsolute(g *gen, f *passes.Finding, suffix string) (*part, error) {
+// absSpec is what a scheme of absolute encodings says of its finding to
+// the shared emitter: the names of the generated code and of what it is,
+// the encoding's width, the table row of position 0, the positions a
+// stored table holds (nil: its rows) and whether the encoding is a
+// sinusoid (one computed in the graph is transcribed).
+type absSpec struct {
+	Name, Func, Kind string
+	Dim, Offset      int
+	MaxPositions     *int
+	Sinusoid         bool
+}
+
+// emitSinusoidal is the code of a sinusoidal encoding.
+func emitSinusoidal(g *gen, f *passes.Finding, suffix string) (*part, error) {
+	p, ok := f.Params.(*sinusoidal.Params)
+	if !ok {
+		return nil, skip("params of %s", f.Scheme)
+	}
+	return emitAbsolute(g, f, suffix, absSpec{Name: "Sinusoidal", Func: "SinusoidalTable", Kind: "sinusoidal position encoding",
+		Dim: p.Dim, Offset: deref(p.PositionOffset), MaxPositions: p.MaxPositions, Sinusoid: true})
+}
+
+// emitLearned is the code of a learned position table.
+func emitLearned(g *gen, f *passes.Finding, suffix string) (*part, error) {
+	p, ok := f.Params.(*learned.Params)
+	if !ok {
+		return nil, skip("params of %s", f.Scheme)
+	}
+	return emitAbsolute(g, f, suffix, absSpec{Name: "PositionEmbedding", Func: "PositionEmbedding", Kind: "learned position embedding",
+		Dim: p.Dim, Offset: deref(p.PositionOffset), MaxPositions: p.MaxPositions})
+}
+
+func deref(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// emitAbsolute is the code of an absolute encoding added to the
+// embeddings: the model's stored table, or its sinusoid transcribed.
+func emitAbsolute(g *gen, f *passes.Finding, suffix string, sp absSpec) (*part, error) {
 	ev, _ := f.Evidence.(*absolute.TableEvidence)
 	if ev == nil || ev.Value == "" {
 		return nil, skip("no evidence of the encoding's values")
 	}
-	d := &absData{Name: "PositionEmbedding", Func: "PositionEmbedding"}
-	offset := 0
-	var maxPos *int
-	switch p := f.Params.(type) {
-	case *sinusoidal.Params:
-		d.Name, d.Func, d.Dim = "Sinusoidal", "SinusoidalTable", p.Dim
-		if p.PositionOffset != nil {
-			offset = *p.PositionOffset
-		}
-		maxPos = p.MaxPositions
-	case *learned.Params:
-		d.Dim = p.Dim
-		if p.PositionOffset != nil {
-			offset = *p.PositionOffset
-		}
-		maxPos = p.MaxPositions
-	default:
-		return nil, skip("params of %s", f.Scheme)
-	}
+	d := &absData{Name: sp.Name, Func: sp.Func, Dim: sp.Dim}
+	offset, maxPos := sp.Offset, sp.MaxPositions
 	d.Offset = offset
 	pt := &part{Tmpl: "absolute", Data: d}
 	vs := suffix
@@ -104,7 +128,7 @@ func emitAbsolute(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		}
 		d.Table = &table{Name: lowerFirst(d.Name) + "Data" + vs, Type: floatType(outType), Vals: vals, From: "the stored table " + ev.Table}
 		pt.Tables = append(pt.Tables, d.Table)
-	case ev.Angles != nil && f.Scheme == sinusoidal.Name:
+	case ev.Angles != nil && sp.Sinusoid:
 		a := ev.Angles
 		if a.Program != nil {
 			return nil, skip("frequencies that depend on the positions")
@@ -116,7 +140,7 @@ func emitAbsolute(g *gen, f *passes.Finding, suffix string) (*part, error) {
 			d.Scale, d.ScaleFrom = a.Scale, a.ScaleFrom
 		}
 		outType = a.Out
-	case f.Scheme == sinusoidal.Name:
+	case sp.Sinusoid:
 		return nil, skip("the sinusoid's arithmetic could not be read exactly (%s)", ev.ExactWhy)
 	default:
 		return nil, skip("the learned encoding is computed, not a stored table")
@@ -183,11 +207,7 @@ func emitAbsolute(g *gen, f *passes.Finding, suffix string) (*part, error) {
 			d.G.Want.Vals = append(d.G.Want.Vals, x)
 		}
 	}
-	kind := "learned position embedding"
-	if f.Scheme == sinusoidal.Name {
-		kind = "sinusoidal position encoding"
-	}
-	line := fmt.Sprintf("The %s added to the embeddings (before layers %s), %d wide", kind, layerList(f.Layers), d.Dim)
+	line := fmt.Sprintf("The %s added to the embeddings (before layers %s), %d wide", sp.Kind, layerList(f.Layers), d.Dim)
 	switch d.Form {
 	case "table":
 		line += fmt.Sprintf(": the model's stored table %s (%d rows; position p is row p+%d).", d.TableFrom, d.Rows, offset)

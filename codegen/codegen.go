@@ -120,8 +120,8 @@ type emitter func(g *gen, f *passes.Finding, suffix string) (*part, error)
 // emitters are the schemes codegen knows, by scheme name.
 var emitters = map[string]emitter{
 	rope.Name:         emitRoPE,
-	sinusoidal.Name:   emitAbsolute,
-	learned.Name:      emitAbsolute,
+	sinusoidal.Name:   emitSinusoidal,
+	learned.Name:      emitLearned,
 	alibi.Name:        emitALiBi,
 	t5.Name:           emitT5,
 	shaw.Name:         emitShaw,
