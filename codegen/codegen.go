@@ -6,64 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"go/format"
-	"go/token"
+	"io/fs"
 	"path"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"text/template"
 
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/passes"
-	"github.com/onnxpe/onnxpe/passes/scheme/alibi"
-	"github.com/onnxpe/onnxpe/passes/scheme/complexorder"
-	"github.com/onnxpe/onnxpe/passes/scheme/disentangled"
-	"github.com/onnxpe/onnxpe/passes/scheme/floater"
-	"github.com/onnxpe/onnxpe/passes/scheme/learned"
 	"github.com/onnxpe/onnxpe/passes/scheme/nope"
-	"github.com/onnxpe/onnxpe/passes/scheme/relsin"
-	"github.com/onnxpe/onnxpe/passes/scheme/rope"
-	"github.com/onnxpe/onnxpe/passes/scheme/shaw"
-	"github.com/onnxpe/onnxpe/passes/scheme/sinusoidal"
-	"github.com/onnxpe/onnxpe/passes/scheme/t5"
+	"github.com/onnxpe/onnxpe/passes/schemes"
 )
-
-// Options configure Generate.
-type Options struct {
-	// Lang is "go" or "c".
-	Lang string
-	// Package is the Go package name, or the prefix of every C name (and
-	// the name of the C files).
-	Package string
-	// Module, for Go, also writes a go.mod declaring this module path, so
-	// that the folder builds on its own.
-	Module string
-	// Model is the model's file name and SHA256 the hex SHA-256 of its
-	// bytes, for the package documentation.
-	Model  string
-	SHA256 string
-	// MaxPositions is how far the golden vectors go for encodings the
-	// model computes at any position (no stored table bounds them): 0
-	// means DefaultPositions. Stored tables are tested at all their rows.
-	MaxPositions int
-	// Version is onnxpe's version, for the header ("" leaves it out).
-	Version string
-}
-
-// DefaultPositions is the number of positions the golden vectors cover
-// for encodings without a stored table (positions 0..4095).
-const DefaultPositions = 4096
-
-// Languages are the values of Options.Lang.
-var Languages = []string{"go", "c"}
 
 // ErrNothing is returned when the model has no positional encoding to
 // generate code for (NoPE in every layer, or no attention at all).
 var ErrNothing = errors.New("no positional encoding to generate code for")
-
-// ErrOptions marks bad options (an unknown language, a package name that
-// is not an identifier).
-var ErrOptions = errors.New("bad options")
 
 // File is one file of the generated source.
 type File struct {
@@ -74,32 +32,9 @@ type File struct {
 // Result is what Generate made: the files, what each finding became and
 // the findings it could not turn into code.
 type Result struct {
-	Files   []File    `json:"-"`
-	Emitted []Emitted `json:"emitted"`
-	Skipped []Skipped `json:"skipped"`
-}
-
-// Emitted describes the code of one finding.
-type Emitted struct {
-	Scheme string `json:"scheme"`
-	Layers []int  `json:"layers"`
-	// Functions are the exported functions (Go names; C names are the
-	// package prefix and the snake-case name).
-	Functions []string `json:"functions"`
-	// Form says how the code computes the encoding: "computed" (the
-	// graph's arithmetic), "dynamic" (frequencies recomputed from the
-	// positions), "table" (a table as data: the model's stored table, or
-	// the states FLOATER's solver integrates, as onnxpe's executor
-	// computes them).
-	Form string `json:"form"`
-	// Positions is how many positions the golden vectors cover (0..n-1),
-	// and MaxPositions the positions the model supports (0: any).
-	Positions    int `json:"golden_positions"`
-	MaxPositions int `json:"max_positions"`
-	// Golden counts the values the generated tests compare.
-	Golden int `json:"golden_values"`
-	// Embedded names the data files of tables too large for literals.
-	Embedded []string `json:"embedded,omitempty"`
+	Files   []File         `json:"-"`
+	Emitted []emit.Emitted `json:"emitted"`
+	Skipped []Skipped      `json:"skipped"`
 }
 
 // Skipped is a finding left out, with the reason.
@@ -115,116 +50,27 @@ var templateFS embed.FS
 // emitter builds the part of one finding: template data and golden
 // vectors. It returns errSkip (wrapped with the reason) for findings whose
 // encoding cannot be reproduced exactly.
-type emitter func(g *gen, f *passes.Finding, suffix string) (*part, error)
-
-// emitters are the schemes codegen knows, by scheme name.
-var emitters = map[string]emitter{
-	rope.Name:         emitRoPE,
-	sinusoidal.Name:   emitSinusoidal,
-	learned.Name:      emitLearned,
-	alibi.Name:        emitALiBi,
-	t5.Name:           emitT5,
-	shaw.Name:         emitShaw,
-	relsin.Name:       emitRelSin,
-	disentangled.Name: emitDisentangled,
-	complexorder.Name: emitComplexOrder,
-	floater.Name:      emitFloater,
-}
-
-// errSkip marks findings the generator leaves out (with a reason), as
-// opposed to failures.
-var errSkip = errors.New("skipped")
-
-// findingOf returns f's evidence and params as a scheme's types, or the
-// skip why (the finding does not carry what its template reads).
-func findingOf[E, P any](f *passes.Finding, why string) (*E, *P, error) {
-	ev, _ := f.Evidence.(*E)
-	p, _ := any(f.Params).(*P)
-	if ev == nil || p == nil {
-		return nil, nil, skip("%s", why)
-	}
-	return ev, p, nil
-}
-
-func skip(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", errSkip, fmt.Sprintf(format, args...))
-}
-
-// gen is one generation: the model's audit and the options.
-type gen struct {
-	ctx  *passes.Context
-	rep  *passes.Report
-	opts Options
-	lang string
-}
-
-// part is the code of one finding: the scheme's template data (Data),
-// the tables it holds and what the report says about it.
-type part struct {
-	Scheme string
-	Layers []int
-	// Tmpl is the template (templates/<lang>/<Tmpl>.tmpl defines Tmpl and
-	// Tmpl+"_test").
-	Tmpl string
-	// Go and C name suffixes distinguishing several findings of a scheme
-	// ("" for the first).
-	Suffix string
-	Data   any
-	Tables []*table
-	// Doc is the part's paragraph of the package documentation.
-	Doc     string
-	Emitted Emitted
-	Half    bool // needs the float16 helpers
-	BHalf   bool // needs the bfloat16 helpers
-	// B2F and Pick: the part's Go code calls the b2f and pick helpers (a
-	// transcribed program compares or chooses).
-	B2F, Pick bool
-	Imports   []string
-	TestImps  []string
-}
-
-// CTest is the name of the part's C test function.
-func (p *part) CTest() string { return "test_" + p.Scheme + p.Suffix }
-
-// Check returns an ErrOptions error for options Generate refuses (callers
-// check them before auditing the model).
-func (opts Options) Check() error {
-	if !slices.Contains(Languages, opts.Lang) {
-		return fmt.Errorf("%w: language %q (want go or c)", ErrOptions, opts.Lang)
-	}
-	if !token.IsIdentifier(opts.Package) || token.IsKeyword(opts.Package) || opts.Package == "_" || strings.ToLower(opts.Package) != opts.Package || strings.Contains(opts.Package, "__") {
-		return fmt.Errorf("%w: package name %q is not a lower-case identifier", ErrOptions, opts.Package)
-	}
-	if opts.Lang == "go" && opts.Package == "main" {
-		return fmt.Errorf("%w: package name main: the generated code is a library package", ErrOptions)
-	}
-	if opts.Module != "" && (opts.Lang != "go" || !modulePath.MatchString(opts.Module) || strings.Contains("/"+opts.Module+"/", "/.") || strings.Contains("/"+opts.Module+"/", "./")) {
-		return fmt.Errorf("%w: module path %q (want a Go module path such as example.com/pe, with --lang go)", ErrOptions, opts.Module)
-	}
-	return nil
-}
-
-// modulePath is what a Go module path is made of: elements of letters,
-// digits and -._~ separated by slashes (none beginning or ending with a
-// dot, which Check tests apart).
-var modulePath = regexp.MustCompile(`^[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*$`)
+type emitter func(g *emit.Gen, f *passes.Finding, suffix string) (*emit.Part, error)
 
 // Generate turns the findings of rep (the audit of ctx's model) into
 // source. It returns ErrNothing when no finding has a positional encoding
 // to generate.
-func Generate(rep *passes.Report, ctx *passes.Context, opts Options) (*Result, error) {
+func Generate(rep *passes.Report, ctx *passes.Context, opts emit.Options) (*Result, error) {
 	if err := opts.Check(); err != nil {
 		return nil, err
 	}
 	if opts.MaxPositions <= 0 {
-		opts.MaxPositions = DefaultPositions
+		opts.MaxPositions = emit.DefaultPositions
 	}
-	g := &gen{ctx: ctx, rep: rep, opts: opts, lang: opts.Lang}
-	res := &Result{Emitted: []Emitted{}, Skipped: []Skipped{}}
-	var parts []*part
+	g := &emit.Gen{Ctx: ctx, Rep: rep, Opts: opts, Lang: opts.Lang}
+	res := &Result{Emitted: []emit.Emitted{}, Skipped: []Skipped{}}
+	var parts []*emit.Part
 	count := map[string]int{}
 	for _, f := range rep.Findings {
-		em := emitters[f.Scheme]
+		var em emitter
+		if sc := schemes.Lookup(f.Scheme); sc != nil && sc.Codegen != nil {
+			em = sc.Codegen.Emit
+		}
 		if em == nil {
 			if f.Scheme != nope.Name {
 				res.Skipped = append(res.Skipped, Skipped{f.Scheme, f.Layers, "no code generator for this scheme"})
@@ -243,7 +89,7 @@ func Generate(rep *passes.Report, ctx *passes.Context, opts Options) (*Result, e
 		if err != nil {
 			// Code that cannot be tested against the model is not written:
 			// the finding is left out with the reason.
-			res.Skipped = append(res.Skipped, Skipped{f.Scheme, f.Layers, strings.TrimPrefix(err.Error(), errSkip.Error()+": ")})
+			res.Skipped = append(res.Skipped, Skipped{f.Scheme, f.Layers, strings.TrimPrefix(err.Error(), emit.ErrSkip.Error()+": ")})
 			continue
 		}
 		count[f.Scheme]++
@@ -254,15 +100,15 @@ func Generate(rep *passes.Report, ctx *passes.Context, opts Options) (*Result, e
 	if len(parts) == 0 {
 		return res, ErrNothing
 	}
-	files, err := g.render(parts)
+	files, err := render(g, parts)
 	if err != nil {
 		return nil, err
 	}
 	res.Files = files
 	for _, p := range parts {
-		if g.lang == "c" {
+		if g.Lang == "c" {
 			for i, fn := range p.Emitted.Functions {
-				p.Emitted.Functions[i] = cname(opts.Package, fn)
+				p.Emitted.Functions[i] = emit.Cname(opts.Package, fn)
 			}
 		}
 		res.Emitted = append(res.Emitted, p.Emitted)
@@ -272,21 +118,21 @@ func Generate(rep *passes.Report, ctx *passes.Context, opts Options) (*Result, e
 
 // fileData is what the file templates see.
 type fileData struct {
-	Opts     Options
-	Parts    []*part
+	Opts     emit.Options
+	Parts    []*emit.Part
 	Half     bool
 	BHalf    bool
 	Imports  []string
 	TestImps []string
 	Schemes  string
 	// Embeds are the tables stored as data files (Go).
-	Embeds []*table
+	Embeds []*emit.Table
 	// B2F and Pick: a transcribed program compares or chooses (Go helpers).
 	B2F, Pick bool
 }
 
-func (g *gen) render(parts []*part) ([]File, error) {
-	fd := &fileData{Opts: g.opts, Parts: parts}
+func render(g *emit.Gen, parts []*emit.Part) ([]File, error) {
+	fd := &fileData{Opts: g.Opts, Parts: parts}
 	imps := map[string]bool{"math": true}
 	timps := map[string]bool{"testing": true, "math": true}
 	var schemes []string
@@ -303,7 +149,7 @@ func (g *gen) render(parts []*part) ([]File, error) {
 		fd.B2F = fd.B2F || p.B2F
 		fd.Pick = fd.Pick || p.Pick
 		for _, t := range p.Tables {
-			if g.lang == "go" && t.embed() {
+			if g.Lang == "go" && t.Embed() {
 				fd.Embeds = append(fd.Embeds, t)
 				imps["embed"], imps["encoding/binary"] = true, true
 			}
@@ -312,13 +158,13 @@ func (g *gen) render(parts []*part) ([]File, error) {
 	fd.Imports, fd.TestImps = sortedKeys(imps), sortedKeys(timps)
 	for _, p := range parts {
 		for _, t := range p.Tables {
-			if g.lang == "go" && t.embed() {
-				p.Emitted.Embedded = append(p.Emitted.Embedded, t.file(g.opts.Package))
+			if g.Lang == "go" && t.Embed() {
+				p.Emitted.Embedded = append(p.Emitted.Embedded, t.File(g.Opts.Package))
 			}
 		}
 	}
 	fd.Schemes = strings.Join(slices.Compact(schemes), ", ")
-	t, err := g.templates()
+	t, err := templates(g)
 	if err != nil {
 		return nil, err
 	}
@@ -330,8 +176,8 @@ func (g *gen) render(parts []*part) ([]File, error) {
 		}
 		return b.Bytes(), nil
 	}
-	pkg := g.opts.Package
-	switch g.lang {
+	pkg := g.Opts.Package
+	switch g.Lang {
 	case "go":
 		for _, f := range []struct{ tmpl, name string }{{"file", pkg + ".go"}, {"testfile", pkg + "_test.go"}} {
 			src, err := exec(f.tmpl, fd)
@@ -345,10 +191,10 @@ func (g *gen) render(parts []*part) ([]File, error) {
 			files = append(files, File{f.name, out})
 		}
 		for _, t := range fd.Embeds {
-			files = append(files, File{t.file(pkg), t.bytes()})
+			files = append(files, File{t.File(pkg), t.Bytes()})
 		}
-		if g.opts.Module != "" {
-			files = append(files, File{"go.mod", []byte("// Code generated by onnxpe; DO NOT EDIT.\n\nmodule " + g.opts.Module + "\n\ngo 1.21\n")})
+		if g.Opts.Module != "" {
+			files = append(files, File{"go.mod", []byte("// Code generated by onnxpe; DO NOT EDIT.\n\nmodule " + g.Opts.Module + "\n\ngo 1.21\n")})
 		}
 	case "c":
 		for _, f := range []struct{ tmpl, name string }{{"file", pkg + ".h"}, {"testfile", pkg + "_test.c"}} {
@@ -364,23 +210,34 @@ func (g *gen) render(parts []*part) ([]File, error) {
 }
 
 // templates parses the templates of the language, with the helpers.
-func (g *gen) templates() (*template.Template, error) {
+func templates(g *emit.Gen) (*template.Template, error) {
 	var t *template.Template
-	funcs := g.funcs()
-	funcs["part"] = func(p *part) (string, error) {
+	funcs := g.Funcs()
+	funcs["part"] = func(p *emit.Part) (string, error) {
 		var b bytes.Buffer
 		err := t.ExecuteTemplate(&b, p.Tmpl, p)
 		return b.String(), err
 	}
-	funcs["parttest"] = func(p *part) (string, error) {
+	funcs["parttest"] = func(p *emit.Part) (string, error) {
 		var b bytes.Buffer
 		err := t.ExecuteTemplate(&b, p.Tmpl+"_test", p)
 		return b.String(), err
 	}
-	t = template.New(g.lang).Funcs(funcs)
-	pattern := path.Join("templates", g.lang, "*.tmpl")
+	t = template.New(g.Lang).Funcs(funcs)
+	pattern := path.Join("templates", g.Lang, "*.tmpl")
 	if _, err := t.ParseFS(templateFS, pattern); err != nil {
 		return nil, fmt.Errorf("codegen: templates: %w", err)
+	}
+	// The schemes' templates (each once: two schemes may share theirs).
+	seen := map[fs.FS]bool{}
+	for _, sc := range schemes.All {
+		if sc.Codegen == nil || seen[sc.Codegen.Templates] {
+			continue
+		}
+		seen[sc.Codegen.Templates] = true
+		if _, err := t.ParseFS(sc.Codegen.Templates, pattern); err != nil {
+			return nil, fmt.Errorf("codegen: the templates of %s: %w", sc.Name, err)
+		}
 	}
 	return t, nil
 }

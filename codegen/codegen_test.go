@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/onnxpe/onnxpe/codegen"
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
@@ -106,7 +107,7 @@ func generate(t *testing.T, m model) (goRes, cRes *codegen.Result, err error) {
 	if err != nil {
 		t.Fatalf("%s: audit: %v", m.name, err)
 	}
-	opts := codegen.Options{Package: pkgName(m.name), Model: m.name + ".onnx", SHA256: strings.Repeat("0", 64)}
+	opts := emit.Options{Package: pkgName(m.name), Model: m.name + ".onnx", SHA256: strings.Repeat("0", 64)}
 	opts.Lang = "go"
 	goRes, err = codegen.Generate(rep, ctx, opts)
 	if err != nil {
@@ -365,8 +366,8 @@ func TestTwoFindingsOfAScheme(t *testing.T) {
 	second.Layers = []int{7}
 	rep.Findings = append(rep.Findings, &second)
 	root := t.TempDir()
-	for _, lang := range codegen.Languages {
-		res, err := codegen.Generate(rep, ctx, codegen.Options{Lang: lang, Package: "two", Model: "rope_gptj.onnx", SHA256: strings.Repeat("0", 64)})
+	for _, lang := range emit.Languages {
+		res, err := codegen.Generate(rep, ctx, emit.Options{Lang: lang, Package: "two", Model: "rope_gptj.onnx", SHA256: strings.Repeat("0", 64)})
 		if err != nil {
 			t.Fatal(err)
 		}

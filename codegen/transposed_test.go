@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/onnxpe/onnxpe/codegen"
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/absolute"
@@ -92,8 +93,8 @@ func TestTransposedLearnedTableMatchesTheModel(t *testing.T) {
 		}
 		list := strings.Join(bits, ", ")
 
-		for _, lang := range codegen.Languages {
-			res, err := codegen.Generate(rep, ctx, codegen.Options{Lang: lang, Package: c.name, Model: c.name + ".onnx", SHA256: strings.Repeat("0", 64)})
+		for _, lang := range emit.Languages {
+			res, err := codegen.Generate(rep, ctx, emit.Options{Lang: lang, Package: c.name, Model: c.name + ".onnx", SHA256: strings.Repeat("0", 64)})
 			if err != nil {
 				t.Fatalf("%s %s: %v", c.name, lang, err)
 			}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/onnxpe/onnxpe/codegen"
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
@@ -55,8 +56,8 @@ func TestGoldenCodegen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, lang := range codegen.Languages {
-			res, err := codegen.Generate(rep, ctx, codegen.Options{Lang: lang, Package: strings.ReplaceAll(name, "_", ""),
+		for _, lang := range emit.Languages {
+			res, err := codegen.Generate(rep, ctx, emit.Options{Lang: lang, Package: strings.ReplaceAll(name, "_", ""),
 				Model: name + ".onnx", SHA256: fmt.Sprintf("%x", sha256.Sum256(data))})
 			if err != nil {
 				t.Fatalf("%s, %s: %v", name, lang, err)

@@ -33,6 +33,7 @@ var layers = [][]string{
 	{"passes/probe"},
 	{"passes/attn"},
 	{"passes/rewrite"},
+	{"codegen/emit"},
 	{"passes/absolute", "passes/scorebias"},
 	{"passes/scheme"},
 	{"passes/scheme/*"},

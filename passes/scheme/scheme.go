@@ -1,15 +1,17 @@
 // Package scheme says what a positional-encoding scheme is to the
 // commands: each package below passes/scheme/ declares one Scheme value
 // (its name, what it is, how it is detected, rewritten, extended and
-// lowered), and passes/schemes lists them all, once. The audit's
-// detectors, rewrite's passes and --passes, extend's dispatch, unfuse and
-// the report schema's scheme names are all read from that list.
+// lowered, how its code is generated), and passes/schemes lists them
+// all, once. The audit's detectors, rewrite's passes and --passes,
+// extend's dispatch, unfuse, codegen's emitters and the report schema's
+// scheme names are all read from that list.
 //
 // It is not a registry: nothing registers itself; the list is written
 // out in passes/schemes, as go vet's main lists its analyzers.
 package scheme
 
 import (
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/rewrite"
@@ -41,6 +43,8 @@ type Scheme struct {
 	// --unfuse): false when n is none of them. Nil when the scheme has
 	// no fused op onnxpe lowers.
 	Lower func(r *rewrite.Rewrite, n *graph.Node) (bool, error)
+	// Codegen generates the scheme's code (onnxpe codegen; nil: none).
+	Codegen *emit.Generator
 }
 
 // Rewrite is a rewrite pass, the name --passes gives it and what rewrite's

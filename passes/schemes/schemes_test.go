@@ -2,6 +2,7 @@ package schemes_test
 
 import (
 	"encoding/json"
+	"io/fs"
 	"maps"
 	"slices"
 	"strings"
@@ -40,6 +41,15 @@ func TestTheListIsWhole(t *testing.T) {
 			t.Errorf("scheme %s: its params are not the scheme's", s.Name)
 		case s.Detect == nil && s.Name != "nope":
 			t.Errorf("scheme %s has no detector", s.Name)
+		case s.Name != "nope" && (s.Codegen == nil || s.Codegen.Emit == nil || s.Codegen.Templates == nil):
+			t.Errorf("scheme %s has no code generator", s.Name)
+		}
+		if s.Codegen != nil {
+			for _, lang := range []string{"go", "c"} {
+				if m, _ := fs.Glob(s.Codegen.Templates, "templates/"+lang+"/*.tmpl"); len(m) == 0 {
+					t.Errorf("scheme %s has no %s templates", s.Name, lang)
+				}
+			}
 		}
 		seen[s.Name] = true
 		if schemes.Lookup(s.Name) != s {

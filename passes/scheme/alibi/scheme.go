@@ -1,9 +1,17 @@
 package alibi
 
 import (
+	"embed"
+
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/passes/rewrite"
 	"github.com/onnxpe/onnxpe/passes/scheme"
 )
+
+// templates are the code generator's (templates/go, templates/c).
+//
+//go:embed templates
+var templates embed.FS
 
 // Scheme is alibi's entry in the list of schemes (passes/schemes).
 var Scheme = &scheme.Scheme{
@@ -21,6 +29,7 @@ no position information enters q, k or the embeddings.`,
 become constants, leaving the smallest subgraph ONNX Runtime
 runs; --alibi fuse: one ai.onnxpe ALiBiBias node (onnxpe's
 executor and generated code; not ONNX Runtime)`}},
-	Extend: &rewrite.Extender{Plan: PlanALiBi},
-	Lower:  LowerALiBi,
+	Extend:  &rewrite.Extender{Plan: PlanALiBi},
+	Codegen: &emit.Generator{Emit: EmitALiBi, Templates: templates},
+	Lower:   LowerALiBi,
 }

@@ -1,8 +1,16 @@
 package complexorder
 
 import (
+	"embed"
+
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/passes/scheme"
 )
+
+// templates are the code generator's (templates/go, templates/c).
+//
+//go:embed templates
+var templates embed.FS
 
 // Scheme is complexorder's entry in the list of schemes (passes/schemes).
 var Scheme = &scheme.Scheme{
@@ -17,5 +25,6 @@ the real and imaginary parts the embedding.`,
 	Detect:   Detect,
 	Rewrites: nil,
 	Extend:   nil,
+	Codegen:  &emit.Generator{Emit: EmitComplexOrder, Templates: templates},
 	Lower:    nil,
 }

@@ -1,9 +1,17 @@
 package disentangled
 
 import (
+	"embed"
+
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/passes/rewrite"
 	"github.com/onnxpe/onnxpe/passes/scheme"
 )
+
+// templates are the code generator's (templates/go, templates/c).
+//
+//go:embed templates
+var templates embed.FS
 
 // Scheme is disentangled's entry in the list of schemes (passes/schemes).
 var Scheme = &scheme.Scheme{
@@ -19,6 +27,7 @@ sqrt(d·s).`,
 	Detect: Detect,
 	Rewrites: []scheme.Rewrite{{Name: "disentangled", Pass: Rewrite, Help: `DeBERTa's log buckets become a table of 2N-1 relative
 positions gathered at q - k`}},
-	Extend: &rewrite.Extender{Plan: rewrite.PlanRelative},
-	Lower:  nil,
+	Extend:  &rewrite.Extender{Plan: rewrite.PlanRelative},
+	Codegen: &emit.Generator{Emit: EmitDisentangled, Templates: templates},
+	Lower:   nil,
 }

@@ -1,9 +1,17 @@
 package floater
 
 import (
+	"embed"
+
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/passes/rewrite"
 	"github.com/onnxpe/onnxpe/passes/scheme"
 )
+
+// templates are the code generator's (templates/go, templates/c).
+//
+//go:embed templates
+var templates embed.FS
 
 // Scheme is floater's entry in the list of schemes (passes/schemes).
 var Scheme = &scheme.Scheme{
@@ -20,6 +28,7 @@ and v.`,
 	Rewrites: []scheme.Rewrite{{Name: "floater", Pass: Rewrite, Help: `FLOATER's integration (an unrolled chain of solver steps or a
 Loop) becomes the table of states it produces, the model's own
 number of them (--max-positions does not apply)`}},
-	Extend: &rewrite.Extender{Plan: PlanFloater},
-	Lower:  nil,
+	Extend:  &rewrite.Extender{Plan: PlanFloater},
+	Codegen: &emit.Generator{Emit: EmitFloater, Templates: templates},
+	Lower:   nil,
 }

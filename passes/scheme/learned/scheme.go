@@ -1,6 +1,7 @@
 package learned
 
 import (
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/passes/absolute"
 	"github.com/onnxpe/onnxpe/passes/rewrite"
 	"github.com/onnxpe/onnxpe/passes/scheme"
@@ -19,5 +20,6 @@ added to the token embeddings; fused in EmbedLayerNormalization.`,
 	Detect:   Detect,
 	Rewrites: []scheme.Rewrite{{Name: "learned", Pass: Rewrite, Help: `a learned table gathered at 0, 1, 2, ... is sliced instead`}},
 	Extend:   &rewrite.Extender{Methods: []string{rewrite.MethodHierarchical}, Absent: "decomposes learned position tables; the model has none", Plan: PlanLearned, Apply: absolute.ApplyTable},
+	Codegen:  &emit.Generator{Emit: EmitLearned, Templates: absolute.Templates},
 	Lower:    nil,
 }

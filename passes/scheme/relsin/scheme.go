@@ -1,9 +1,17 @@
 package relsin
 
 import (
+	"embed"
+
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/passes/rewrite"
 	"github.com/onnxpe/onnxpe/passes/scheme"
 )
+
+// templates are the code generator's (templates/go, templates/c).
+//
+//go:embed templates
+var templates embed.FS
 
 // Scheme is relsin's entry in the list of schemes (passes/schemes).
 var Scheme = &scheme.Scheme{
@@ -19,6 +27,7 @@ global biases u and v, aligned to key - query by a relative shift.`,
 	Rewrites: []scheme.Rewrite{{Name: "relative_sinusoidal", Pass: Rewrite, Help: `Transformer-XL's and XLNet's sinusoid of relative
 distances becomes a [2N+1, dim] table gathered at the
 distances (which stay computed, clamp_len included)`}},
-	Extend: &rewrite.Extender{Plan: rewrite.PlanRelative},
-	Lower:  nil,
+	Extend:  &rewrite.Extender{Plan: rewrite.PlanRelative},
+	Codegen: &emit.Generator{Emit: EmitRelSin, Templates: templates},
+	Lower:   nil,
 }

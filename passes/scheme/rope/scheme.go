@@ -1,9 +1,17 @@
 package rope
 
 import (
+	"embed"
+
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/passes/rewrite"
 	"github.com/onnxpe/onnxpe/passes/scheme"
 )
+
+// templates are the code generator's (templates/go, templates/c).
+//
+//go:embed templates
+var templates embed.FS
 
 // Scheme is rope's entry in the list of schemes (passes/schemes).
 var Scheme = &scheme.Scheme{
@@ -38,6 +46,7 @@ at the [streams, batch, seq] position ids; the sections stay`}, {Name: "axial", 
 grid (rows t / cols, columns t % cols, or a meshgrid) become
 constants over the grid's cells (the image's size fixes them;
 --max-positions does not apply)`}},
-	Extend: &rewrite.Extender{Methods: rewrite.RoPEMethods, Absent: "is a RoPE rule; the model has no RoPE", Check: CheckRoPEMethod, Plan: PlanRoPE, Apply: ApplyRoPE},
-	Lower:  LowerRoPE,
+	Extend:  &rewrite.Extender{Methods: rewrite.RoPEMethods, Absent: "is a RoPE rule; the model has no RoPE", Check: CheckRoPEMethod, Plan: PlanRoPE, Apply: ApplyRoPE},
+	Codegen: &emit.Generator{Emit: EmitRoPE, Templates: templates},
+	Lower:   LowerRoPE,
 }

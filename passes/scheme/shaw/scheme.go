@@ -1,9 +1,17 @@
 package shaw
 
 import (
+	"embed"
+
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/passes/rewrite"
 	"github.com/onnxpe/onnxpe/passes/scheme"
 )
+
+// templates are the code generator's (templates/go, templates/c).
+//
+//go:embed templates
+var templates embed.FS
 
 // Scheme is shaw's entry in the list of schemes (passes/schemes).
 var Scheme = &scheme.Scheme{
@@ -18,5 +26,6 @@ the scores (and with the weights, to the values).`,
 	Detect:   Detect,
 	Rewrites: nil,
 	Extend:   &rewrite.Extender{Plan: rewrite.PlanRelative},
+	Codegen:  &emit.Generator{Emit: EmitShaw, Templates: templates},
 	Lower:    nil,
 }

@@ -1,6 +1,7 @@
 package sinusoidal
 
 import (
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/passes/absolute"
 	"github.com/onnxpe/onnxpe/passes/rewrite"
 	"github.com/onnxpe/onnxpe/passes/scheme"
@@ -21,6 +22,7 @@ stored table (fairseq's with a zeroed padding row).`,
 	Rewrites: []scheme.Rewrite{{Name: "sinusoidal", Pass: Rewrite, Help: `a sinusoidal encoding computed in the graph becomes a
 constant table sliced (or gathered) by the positions; a
 stored table gathered at 0, 1, 2, ... is sliced instead`}},
-	Extend: &rewrite.Extender{Plan: PlanSinusoidal, Apply: absolute.ApplyTable},
-	Lower:  nil,
+	Extend:  &rewrite.Extender{Plan: PlanSinusoidal, Apply: absolute.ApplyTable},
+	Codegen: &emit.Generator{Emit: EmitSinusoidal, Templates: absolute.Templates},
+	Lower:   nil,
 }

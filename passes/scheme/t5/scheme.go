@@ -1,9 +1,17 @@
 package t5
 
 import (
+	"embed"
+
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/passes/rewrite"
 	"github.com/onnxpe/onnxpe/passes/scheme"
 )
+
+// templates are the code generator's (templates/go, templates/c).
+//
+//go:embed templates
+var templates embed.FS
 
 // Scheme is t5's entry in the list of schemes (passes/schemes).
 var Scheme = &scheme.Scheme{
@@ -21,6 +29,7 @@ added to the scores; fused as RelativePositionBias.`,
 heads gathered by key - query (ONNX Runtime's CPU provider runs
 it); --t5-op com.microsoft emits RelativePositionBias, which
 ONNX Runtime has on CUDA only`}},
-	Extend: &rewrite.Extender{Plan: rewrite.PlanRelative},
-	Lower:  nil,
+	Extend:  &rewrite.Extender{Plan: rewrite.PlanRelative},
+	Codegen: &emit.Generator{Emit: EmitT5, Templates: templates},
+	Lower:   nil,
 }

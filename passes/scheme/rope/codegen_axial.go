@@ -1,4 +1,4 @@
-package codegen
+package rope
 
 import (
 	"fmt"
@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
-	"github.com/onnxpe/onnxpe/passes/scheme/rope"
 )
 
 // axialData is what the axial templates read: 2-D RoPE over a patch grid
@@ -28,7 +28,7 @@ type axialData struct {
 	Rows, Cols int
 	// Freq are the frequencies per pair, exactly as the model stores them
 	// (FreqFrom), multiplied by the row or column in Type.
-	Freq     *table
+	Freq     *emit.Table
 	FreqFrom string
 	Type     string
 
@@ -46,20 +46,20 @@ type axialData struct {
 // and sin, [rows·cols][K].
 type axialCase struct {
 	Rows, Cols int
-	Cos, Sin   *table
+	Cos, Sin   *emit.Table
 	// Apply is the model's rotation of x over the grid's tokens (nil
 	// when ApplyAxialRoPE is not written).
 	Apply *rotationCase
 }
 
-func emitAxial(g *gen, f *passes.Finding, p *rope.Params, ev *rope.Evidence, suffix string) (*part, error) {
+func emitAxial(g *emit.Gen, f *passes.Finding, p *Params, ev *Evidence, suffix string) (*emit.Part, error) {
 	if len(ev.PairAxis) != len(ev.Pairs) {
-		return nil, skip("2-D RoPE: the audit did not say which axis turns each pair")
+		return nil, emit.Skip("2-D RoPE: the audit did not say which axis turns each pair")
 	}
 	if len(ev.Blocks) == 0 {
-		return nil, skip("no rotation of q or k to test the code against")
+		return nil, emit.Skip("no rotation of q or k to test the code against")
 	}
-	rot, err := g.rotationOf(ev.Blocks[0])
+	rot, err := rotationOf(g, ev.Blocks[0])
 	if err != nil {
 		return nil, err
 	}
@@ -67,14 +67,14 @@ func emitAxial(g *gen, f *passes.Finding, p *rope.Params, ev *rope.Evidence, suf
 	if len(p.Grid) == 2 {
 		d.Rows, d.Cols = p.Grid[0], p.Grid[1]
 	}
-	freq, from, err := g.axialFreqs(ev)
+	freq, from, err := axialFreqs(g, ev)
 	if err != nil {
 		return nil, err
 	}
-	d.Freq = &table{Name: "AxialRoPEInvFreq" + suffix, Type: "float64", Vals: freq, From: strings.Join(from, " and ")}
+	d.Freq = &emit.Table{Name: "AxialRoPEInvFreq" + suffix, Type: "float64", Vals: freq, From: strings.Join(from, " and ")}
 	d.FreqFrom = d.Freq.From
-	pt := &part{Tmpl: "axial", Data: d}
-	d.Arith, d.ApplyWhy = g.rotationArith(rot)
+	pt := &emit.Part{Tmpl: "axial", Data: d}
+	d.Arith, d.ApplyWhy = rotationArith(g, rot)
 
 	// The golden vectors: every cell of the model's grid, or (an image of
 	// open size) of the grids of several image sizes.
@@ -83,7 +83,7 @@ func emitAxial(g *gen, f *passes.Finding, p *rope.Params, ev *rope.Evidence, suf
 		seqs = []int{8, 16, 32, 64}
 	}
 	for _, seq := range seqs {
-		c, err := g.axialCase(d, rot, ev, seq, suffix)
+		c, err := goldenAxialCase(g, d, rot, ev, seq, suffix)
 		if err != nil {
 			return nil, err
 		}
@@ -98,7 +98,7 @@ func emitAxial(g *gen, f *passes.Finding, p *rope.Params, ev *rope.Evidence, suf
 		}
 	}
 	if len(d.Cases) == 0 || d.Rows == 0 && len(d.Cases) < 2 {
-		return nil, skip("2-D RoPE over images of open size: fewer than two grids of several rows to test the code against")
+		return nil, emit.Skip("2-D RoPE over images of open size: fewer than two grids of several rows to test the code against")
 	}
 	cols, rows := 0, 0
 	for _, a := range d.PairAxis {
@@ -109,7 +109,7 @@ func emitAxial(g *gen, f *passes.Finding, p *rope.Params, ev *rope.Evidence, suf
 		}
 	}
 	line := fmt.Sprintf("Axial 2-D RoPE of layers %s: head dim %d, %d pairs, %d turning with the column and %d with the row of a patch (t = row·cols + col)",
-		layerList(f.Layers), d.HeadDim, d.K, cols, rows)
+		emit.LayerList(f.Layers), d.HeadDim, d.K, cols, rows)
 	if d.Rows > 0 {
 		line += fmt.Sprintf(", over the model's %d x %d grid", d.Rows, d.Cols)
 	} else {
@@ -117,14 +117,14 @@ func emitAxial(g *gen, f *passes.Finding, p *rope.Params, ev *rope.Evidence, suf
 		for _, c := range d.Cases {
 			gs = append(gs, fmt.Sprintf("%d x %d", c.Rows, c.Cols))
 		}
-		line += fmt.Sprintf(", over a grid that follows the image's size (tested on the grids %s)", joinAnd(gs))
+		line += fmt.Sprintf(", over a grid that follows the image's size (tested on the grids %s)", emit.JoinAnd(gs))
 	}
 	if d.Offset > 0 {
 		line += fmt.Sprintf(" after %d unrotated token(s)", d.Offset)
 	}
 	line += fmt.Sprintf(". The angles are the column or row times the frequencies of %s, computed in %s as the model does, then cos and sin.", d.FreqFrom, d.Type)
 	d.Doc = []string{line, applyDoc("ApplyAxialRoPE"+suffix, p.Layout, p.RotaryDim, p.HeadDim, d.Arith, d.ApplyWhy)}
-	pt.Emitted = Emitted{Functions: []string{"AxialRoPECell" + suffix, "AxialRoPECosSin" + suffix}, Form: "computed"}
+	pt.Emitted = emit.Emitted{Functions: []string{"AxialRoPECell" + suffix, "AxialRoPECosSin" + suffix}, Form: "computed"}
 	if d.ApplyWhy == "" {
 		pt.Emitted.Functions = append(pt.Emitted.Functions, "ApplyAxialRoPE"+suffix)
 	}
@@ -145,8 +145,8 @@ func emitAxial(g *gen, f *passes.Finding, p *rope.Params, ev *rope.Evidence, suf
 // them. The grid of an image of open size is read from the rotation: its
 // columns are the cells before the first whose row pairs turn. nil when
 // the image has one row or the model refuses it.
-func (g *gen) axialCase(d *axialData, rot *rotation, ev *rope.Evidence, seq int, suffix string) (*axialCase, error) {
-	cos, sin, err := g.unitCosSin(rot, ev, d.HeadDim, seq, nil)
+func goldenAxialCase(g *emit.Gen, d *axialData, rot *codeRotation, ev *Evidence, seq int, suffix string) (*axialCase, error) {
+	cos, sin, err := unitCosSin(g, rot, ev, d.HeadDim, seq, nil)
 	if err != nil {
 		if d.Rows == 0 {
 			return nil, nil
@@ -159,7 +159,7 @@ func (g *gen) axialCase(d *axialData, rot *rotation, ev *rope.Evidence, seq int,
 		cols = cells
 		for t := 1; t < cells && cols == cells; t++ {
 			for k, a := range d.PairAxis {
-				if a == 1 && !(close32(cos[d.Offset+t][k], 1) && close32(sin[d.Offset+t][k], 0)) {
+				if a == 1 && !(emit.Close32(cos[d.Offset+t][k], 1) && emit.Close32(sin[d.Offset+t][k], 0)) {
 					cols = t
 					break
 				}
@@ -175,15 +175,15 @@ func (g *gen) axialCase(d *axialData, rot *rotation, ev *rope.Evidence, seq int,
 	}
 	for i := 0; i < d.Offset; i++ {
 		for k := range d.Pairs {
-			if !close32(cos[i][k], 1) || !close32(sin[i][k], 0) {
-				return nil, skip("token %d before the grid is rotated (pair %d: cos %.9g, sin %.9g)", i, k, cos[i][k], sin[i][k])
+			if !emit.Close32(cos[i][k], 1) || !emit.Close32(sin[i][k], 0) {
+				return nil, emit.Skip("token %d before the grid is rotated (pair %d: cos %.9g, sin %.9g)", i, k, cos[i][k], sin[i][k])
 			}
 		}
 	}
 	x := fmt.Sprintf("%s_%dx%d", suffix, rows, cols)
 	c := &axialCase{Rows: rows, Cols: cols,
-		Cos: &table{Name: "goldenAxialRoPECos" + x, Type: "float32", Golden: true},
-		Sin: &table{Name: "goldenAxialRoPESin" + x, Type: "float32", Golden: true}}
+		Cos: &emit.Table{Name: "goldenAxialRoPECos" + x, Type: "float32", Golden: true},
+		Sin: &emit.Table{Name: "goldenAxialRoPESin" + x, Type: "float32", Golden: true}}
 	for t := 0; t < rows*cols; t++ {
 		r, col := t/cols, t%cols
 		mc, ms := cos[d.Offset+t], sin[d.Offset+t]
@@ -192,8 +192,8 @@ func (g *gen) axialCase(d *axialData, rot *rotation, ev *rope.Evidence, seq int,
 		// The arithmetic the templates write must give the model's values.
 		for k := range d.Pairs {
 			ac, as := d.cosSin(r, col, k)
-			if !close32(ac, mc[k]) || !close32(as, ms[k]) {
-				return nil, skip("at row %d column %d of the %d x %d grid pair %d the model gives (%.9g, %.9g), the arithmetic (%.9g, %.9g)",
+			if !emit.Close32(ac, mc[k]) || !emit.Close32(as, ms[k]) {
+				return nil, emit.Skip("at row %d column %d of the %d x %d grid pair %d the model gives (%.9g, %.9g), the arithmetic (%.9g, %.9g)",
 					r, col, rows, cols, k, mc[k], ms[k], ac, as)
 			}
 		}
@@ -203,7 +203,7 @@ func (g *gen) axialCase(d *axialData, rot *rotation, ev *rope.Evidence, seq int,
 	}
 	// ApplyAxialRoPE: the model's rotation of x over the same tokens (those
 	// before the grid left as they are).
-	rc, why, err := g.goldenRotation(rot, ev, d.HeadDim, seq, nil, "goldenApplyAxialRoPEWant"+x, func(tok, k int) (float64, float64, bool) {
+	rc, why, err := goldenRotation(g, rot, ev, d.HeadDim, seq, nil, "goldenApplyAxialRoPEWant"+x, func(tok, k int) (float64, float64, bool) {
 		if tok < d.Offset {
 			return 0, 0, false
 		}
@@ -230,14 +230,14 @@ func (d *axialData) cosSin(row, col, k int) (float64, float64) {
 	if d.PairAxis[k] == 1 {
 		x = float64(row)
 	}
-	t := roundTo(graph.Float, roundTo(graph.Float, x)*d.Freq.Vals[k])
-	return roundTo(graph.Float, math.Cos(t)), roundTo(graph.Float, math.Sin(t))
+	t := emit.RoundTo(graph.Float, emit.RoundTo(graph.Float, x)*d.Freq.Vals[k])
+	return emit.RoundTo(graph.Float, math.Cos(t)), emit.RoundTo(graph.Float, math.Sin(t))
 }
 
 // axialFreqs reads the frequencies of each axis from the float32 constant
 // of the graph's cos/sin computation that holds them (the measured
 // frequencies of the axis's pairs, in order, within 1e-5).
-func (g *gen) axialFreqs(ev *rope.Evidence) ([]float64, []string, error) {
+func axialFreqs(g *emit.Gen, ev *Evidence) ([]float64, []string, error) {
 	nodes := map[string]bool{}
 	for _, n := range ev.CosSinNodes {
 		nodes[n] = true
@@ -250,7 +250,7 @@ func (g *gen) axialFreqs(ev *rope.Evidence) ([]float64, []string, error) {
 	}
 	var consts []constant
 	seen := map[string]bool{}
-	g.ctx.Model.Walk(func(n *graph.Node) {
+	g.Ctx.Model.Walk(func(n *graph.Node) {
 		name := n.Name
 		if name == "" && len(n.Outputs()) > 0 {
 			name = n.Output(0).Name
@@ -309,7 +309,7 @@ func (g *gen) axialFreqs(ev *rope.Evidence) ([]float64, []string, error) {
 			}
 		}
 		if !found {
-			return nil, nil, skip("2-D RoPE: no float32 constant of the cos/sin computation holds the frequencies of the %s", []string{"columns", "rows"}[axis])
+			return nil, nil, emit.Skip("2-D RoPE: no float32 constant of the cos/sin computation holds the frequencies of the %s", []string{"columns", "rows"}[axis])
 		}
 	}
 	return out, from, nil

@@ -1,11 +1,10 @@
-package codegen
+package emit
 
 import (
 	"fmt"
-	"strings"
-
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes/probe"
+	"strings"
 )
 
 // program is a passes.FreqProgram transcribed into Go and C statements:
@@ -13,14 +12,14 @@ import (
 // The statements compute f[k], the frequency of pair k, from maxPos (the
 // largest position) and n (the number of positions), rounding every step
 // to the element type the graph computes it in.
-type program struct {
+type Program struct {
 	K     int
 	Go, C []string
 	Steps []string // one line per step, for the documentation
 }
 
-func newProgram(pg *probe.FreqProgram, pkg string) (*program, error) {
-	pr := &program{K: len(pg.Index)}
+func NewProgram(pg *probe.FreqProgram, pkg string) (*Program, error) {
+	pr := &Program{K: len(pg.Index)}
 	arg := func(a probe.FreqArg, vec []bool, lang string, name string) string {
 		if a.Step >= 0 {
 			if vec[a.Step] {
@@ -32,7 +31,7 @@ func newProgram(pg *probe.FreqProgram, pkg string) (*program, error) {
 			if lang == "c" {
 				return cNum(a.Const[0], "float64")
 			}
-			return fmtFloat(a.Const[0], 64)
+			return FmtFloat(a.Const[0], 64)
 		}
 		return name + "[i]"
 	}
@@ -51,7 +50,7 @@ func newProgram(pg *probe.FreqProgram, pkg string) (*program, error) {
 						if lang == "c" {
 							return cNum(v, "float64")
 						}
-						return fmtFloat(v, 64)
+						return FmtFloat(v, 64)
 					})
 					if lang == "c" {
 						*out = append(*out, fmt.Sprintf("static const double %s[%d] = {%s};", name, pg.Len, list))
@@ -77,7 +76,7 @@ func newProgram(pg *probe.FreqProgram, pkg string) (*program, error) {
 				*out = append(*out, fmt.Sprintf("double s%d = %s;", k, e))
 			}
 		}
-		pr.Steps = append(pr.Steps, fmt.Sprintf("%s (%s, %s)", st.Op, st.Node, typeName(st.Type)))
+		pr.Steps = append(pr.Steps, fmt.Sprintf("%s (%s, %s)", st.Op, st.Node, TypeName(st.Type)))
 	}
 	last := len(pg.Steps) - 1
 	identity := vec[last] && len(pg.Index) == pg.Len

@@ -1,14 +1,14 @@
-package codegen
+package disentangled
 
 import (
 	"fmt"
 	"math"
 
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/probe"
-	"github.com/onnxpe/onnxpe/passes/scheme/disentangled"
 	"github.com/onnxpe/onnxpe/passes/scorebias"
 )
 
@@ -36,23 +36,23 @@ type disData struct {
 	// relative position and indexes; the whole matrix of M queries and
 	// keys.
 	N                   int
-	Buckets, C2PI, P2CI *table
+	Buckets, C2PI, P2CI *emit.Table
 	M                   int
-	Matrix              *table
+	Matrix              *emit.Table
 }
 
-func emitDisentangled(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, p, err := findingOf[disentangled.Evidence, disentangled.Params](f, "no disentangled evidence")
+func EmitDisentangled(g *emit.Gen, f *passes.Finding, suffix string) (*emit.Part, error) {
+	ev, p, err := emit.FindingOf[Evidence, Params](f, "no disentangled evidence")
 	if err != nil {
 		return nil, err
 	}
 	if ev.RelativePositions == "" {
-		return nil, skip("no value holds the relative positions the c2p index offsets (no c2p term, or its index is not the relative positions plus a constant)")
+		return nil, emit.Skip("no value holds the relative positions the c2p index offsets (no c2p term, or its index is not the relative positions plus a constant)")
 	}
 	d := &disData{Span: ev.Span, RelFrom: ev.RelativePositions, C2PFrom: ev.C2PIndex, P2CFrom: ev.P2CIndex, C2P: ev.C2PIndex != "", P2C: ev.P2CIndex != ""}
 	if p.PositionBuckets != nil {
 		if p.MaxRelativePositions == nil {
-			return nil, skip("max_relative_positions is not known: the relative positions follow no logarithmic bucketing the audit recognises")
+			return nil, emit.Skip("max_relative_positions is not known: the relative positions follow no logarithmic bucketing the audit recognises")
 		}
 		d.Bucketed, d.Mid, d.MaxRel = true, *p.PositionBuckets/2, *p.MaxRelativePositions
 		d.LogRatio, d.LogRatioFrom = ev.LogRatio, ev.LogRatioFrom
@@ -63,11 +63,11 @@ func emitDisentangled(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	} else if p.MaxRelativePositions != nil {
 		d.MaxRel = *p.MaxRelativePositions
 	}
-	pt := &part{Tmpl: "disentangled", Data: d}
+	pt := &emit.Part{Tmpl: "disentangled", Data: d}
 	// Golden vectors over a span long enough for the logarithmic buckets
 	// to reach max_relative_positions.
-	n := min(g.opts.MaxPositions, max(64, 4*max(d.MaxRel, d.Span)))
-	if fl := g.fixedLen(ev.RelativePositions, 1); fl > 0 {
+	n := min(g.Opts.MaxPositions, max(64, 4*max(d.MaxRel, d.Span)))
+	if fl := g.FixedLen(ev.RelativePositions, 1); fl > 0 {
 		n = min(n, fl)
 	}
 	d.N = n
@@ -78,21 +78,21 @@ func emitDisentangled(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	if d.P2C {
 		values = append(values, ev.P2CIndex)
 	}
-	r, err := g.extract(probe.ExtractSpec{Values: values, Seq: n})
+	r, err := g.Extract(probe.ExtractSpec{Values: values, Seq: n})
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
-	out, err := r.run(nil)
+	out, err := r.Run(nil)
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
 	// by reads a [.., q, k] value at every relative position q - k.
-	by := func(t *kernels.Tensor, name string) (*table, error) {
+	by := func(t *kernels.Tensor, name string) (*emit.Table, error) {
 		bv, _ := scorebias.NewBiasView(t)
 		if _, q, k := bv.Dims(); q != n || k != n {
 			return nil, fmt.Errorf("golden vectors: %s has shape %v for %d positions", name, t.Shape, n)
 		}
-		tb := &table{Name: name, Type: "int32", Golden: true}
+		tb := &emit.Table{Name: name, Type: "int32", Golden: true}
 		for rel := -(n - 1); rel < n; rel++ {
 			i, j := rel, 0
 			if rel < 0 {
@@ -119,18 +119,18 @@ func emitDisentangled(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	}
 	// The whole matrix of a short sequence (its layout).
 	d.M = min(n, 16)
-	r, err = g.extract(probe.ExtractSpec{Values: []string{ev.RelativePositions}, Seq: d.M})
+	r, err = g.Extract(probe.ExtractSpec{Values: []string{ev.RelativePositions}, Seq: d.M})
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
-	if out, err = r.run(nil); err != nil {
+	if out, err = r.Run(nil); err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
 	bv, _ := scorebias.NewBiasView(out[0])
 	if _, q, k := bv.Dims(); q != d.M || k != d.M {
 		return nil, fmt.Errorf("golden vectors: the relative positions have shape %v for %d positions", out[0].Shape, d.M)
 	}
-	d.Matrix = &table{Name: "goldenDisentangledMatrix" + suffix, Type: "int32", Golden: true}
+	d.Matrix = &emit.Table{Name: "goldenDisentangledMatrix" + suffix, Type: "int32", Golden: true}
 	for i := 0; i < d.M; i++ {
 		for j := 0; j < d.M; j++ {
 			d.Matrix.Vals = append(d.Matrix.Vals, bv.At(0, i, j))
@@ -140,19 +140,19 @@ func emitDisentangled(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	for x, rel := 0, -(n - 1); rel < n; x, rel = x+1, rel+1 {
 		b := d.bucket(rel)
 		if float64(b) != d.Buckets.Vals[x] {
-			return nil, skip("the model's relative position of q - k = %d is %v, make_log_bucket_position in float32 gives %d", rel, d.Buckets.Vals[x], b)
+			return nil, emit.Skip("the model's relative position of q - k = %d is %v, make_log_bucket_position in float32 gives %d", rel, d.Buckets.Vals[x], b)
 		}
 		if d.C2P && float64(d.index(b)) != d.C2PI.Vals[x] {
-			return nil, skip("the model's c2p index of q - k = %d is %v, not clamp(bucket + %d, 0, %d) = %d", rel, d.C2PI.Vals[x], d.Span, 2*d.Span-1, d.index(b))
+			return nil, emit.Skip("the model's c2p index of q - k = %d is %v, not clamp(bucket + %d, 0, %d) = %d", rel, d.C2PI.Vals[x], d.Span, 2*d.Span-1, d.index(b))
 		}
 		if d.P2C && float64(d.index(-b)) != d.P2CI.Vals[x] {
-			return nil, skip("the model's p2c index of q - k = %d is %v, not clamp(-bucket + %d, 0, %d) = %d", rel, d.P2CI.Vals[x], d.Span, 2*d.Span-1, d.index(-b))
+			return nil, emit.Skip("the model's p2c index of q - k = %d is %v, not clamp(-bucket + %d, 0, %d) = %d", rel, d.P2CI.Vals[x], d.Span, 2*d.Span-1, d.index(-b))
 		}
 	}
-	line := fmt.Sprintf("Disentangled attention (DeBERTa) of layers %s: ", layerList(f.Layers))
+	line := fmt.Sprintf("Disentangled attention (DeBERTa) of layers %s: ", emit.LayerList(f.Layers))
 	if d.Bucketed {
 		line += fmt.Sprintf("the relative position q - k goes through the logarithmic bucket function (position_buckets %d, max_relative_positions %d, the log divided by %s from %s) as the model computes it in float32",
-			2*d.Mid, d.MaxRel, fmtFloat(d.LogRatio, 32), d.LogRatioFrom)
+			2*d.Mid, d.MaxRel, emit.FmtFloat(d.LogRatio, 32), d.LogRatioFrom)
 	} else {
 		line += "the relative position is q - k as it is (not bucketed)"
 	}
@@ -176,7 +176,7 @@ func emitDisentangled(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		fns = append(fns, "DisentangledP2CIndex"+suffix)
 		golden += len(d.P2CI.Vals)
 	}
-	pt.Emitted = Emitted{Functions: fns, Form: "computed", Positions: n, Golden: golden}
+	pt.Emitted = emit.Emitted{Functions: fns, Form: "computed", Positions: n, Golden: golden}
 	return pt, nil
 }
 
@@ -197,11 +197,11 @@ func (d *disData) bucket(rel int) int {
 		return rel
 	}
 	f := graph.Float
-	x := roundTo(f, float64(a)/float64(mid))
-	x = roundTo(f, math.Log(x))
-	x = roundTo(f, x/d.LogRatio)
-	x = roundTo(f, x*float64(mid-1))
-	x = roundTo(f, math.Ceil(x)+float64(mid))
+	x := emit.RoundTo(f, float64(a)/float64(mid))
+	x = emit.RoundTo(f, math.Log(x))
+	x = emit.RoundTo(f, x/d.LogRatio)
+	x = emit.RoundTo(f, x*float64(mid-1))
+	x = emit.RoundTo(f, math.Ceil(x)+float64(mid))
 	if rel < 0 {
 		x = -x
 	}

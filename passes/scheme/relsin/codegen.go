@@ -1,13 +1,13 @@
-package codegen
+package relsin
 
 import (
 	"fmt"
 
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/probe"
-	"github.com/onnxpe/onnxpe/passes/scheme/relsin"
 )
 
 // relSinData is what the relsin templates read: the relative sinusoid of
@@ -25,7 +25,7 @@ type relSinData struct {
 	// frequencies as the model stores them (FreqFrom), multiplied by the
 	// distances in Product, in Type.
 	Pairs             [][2]int
-	Freq              *table
+	Freq              *emit.Table
 	FreqFrom, Product string
 	Type              string
 	TableFrom         string
@@ -38,8 +38,8 @@ type relSinData struct {
 
 // relSinRows: the rows of the distances Dist, [len(Dist)][Dim].
 type relSinRows struct {
-	Dist *table
-	Want *table
+	Dist *emit.Table
+	Want *emit.Table
 }
 
 // relSinTable: the table of a sequence of N queries and keys, compared at
@@ -47,19 +47,19 @@ type relSinRows struct {
 type relSinTable struct {
 	N, RowCount int
 	Rows        []int
-	Want        *table
+	Want        *emit.Table
 }
 
-func emitRelSin(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, p, err := findingOf[relsin.Evidence, relsin.Params](f, "no relative sinusoid evidence")
+func EmitRelSin(g *emit.Gen, f *passes.Finding, suffix string) (*emit.Part, error) {
+	ev, p, err := emit.FindingOf[Evidence, Params](f, "no relative sinusoid evidence")
 	if err != nil {
 		return nil, err
 	}
 	if ev.Exact == nil {
-		return nil, skip("the sinusoid's arithmetic could not be read exactly (%s)", ev.ExactWhy)
+		return nil, emit.Skip("the sinusoid's arithmetic could not be read exactly (%s)", ev.ExactWhy)
 	}
 	if ev.Distance == "" {
-		return nil, skip("no value holds the distances the sinusoid is computed at")
+		return nil, emit.Skip("no value holds the distances the sinusoid is computed at")
 	}
 	d := &relSinData{Dim: p.Dim, K: len(ev.Pairs), Pairs: ev.Pairs, TableFrom: ev.Table}
 	switch p.Variant {
@@ -67,24 +67,24 @@ func emitRelSin(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	case "xlnet":
 		d.XLNet = true
 	default:
-		return nil, skip("the rows' distances follow neither Transformer-XL (klen-1 .. 0) nor XLNet (klen .. -qlen+1)")
+		return nil, emit.Skip("the rows' distances follow neither Transformer-XL (klen-1 .. 0) nor XLNet (klen .. -qlen+1)")
 	}
 	if p.ClampLen != nil {
 		d.ClampLen = *p.ClampLen
 	}
 	a := ev.Exact
 	if a.Type != graph.Float || a.Out != graph.Float || a.ScaleFrom != "" {
-		return nil, skip("the sinusoid is computed in %s (cast to %s%s); codegen writes float32 sinusoids", typeName(a.Type), typeName(a.Out), map[bool]string{true: ", scaled", false: ""}[a.ScaleFrom != ""])
+		return nil, emit.Skip("the sinusoid is computed in %s (cast to %s%s); codegen writes float32 sinusoids", emit.TypeName(a.Type), emit.TypeName(a.Out), map[bool]string{true: ", scaled", false: ""}[a.ScaleFrom != ""])
 	}
-	d.Type, d.FreqFrom, d.Product = typeName(a.Type), a.FreqFrom, a.Product
-	d.Freq = &table{Name: "RelSinInvFreq" + suffix, Type: "float64", Vals: a.Freq, From: a.FreqFrom}
-	pt := &part{Tmpl: "relsin", Data: d}
+	d.Type, d.FreqFrom, d.Product = emit.TypeName(a.Type), a.FreqFrom, a.Product
+	d.Freq = &emit.Table{Name: "RelSinInvFreq" + suffix, Type: "float64", Vals: a.Freq, From: a.FreqFrom}
+	pt := &emit.Part{Tmpl: "relsin", Data: d}
 
 	// Rows at distances -N..N (a sample), the distances given to the
 	// model's own subgraph in place of the ones it computes.
-	n := g.opts.MaxPositions
+	n := g.Opts.MaxPositions
 	var dist []float64
-	for _, x := range samplePositions(n + 1) {
+	for _, x := range emit.SamplePositions(n + 1) {
 		if x > 0 {
 			dist = append(dist, float64(-x))
 		}
@@ -92,27 +92,27 @@ func emitRelSin(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	for i, j := 0, len(dist)-1; i < j; i, j = i+1, j-1 {
 		dist[i], dist[j] = dist[j], dist[i]
 	}
-	for _, x := range samplePositions(n + 1) {
+	for _, x := range emit.SamplePositions(n + 1) {
 		dist = append(dist, float64(x))
 	}
 	// The distances' element type, from the value the model computes.
-	r, err := g.extract(probe.ExtractSpec{Values: []string{ev.Distance}, Seq: 4})
+	r, err := g.Extract(probe.ExtractSpec{Values: []string{ev.Distance}, Seq: 4})
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
-	out, err := r.run(nil)
+	out, err := r.Run(nil)
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
-	cut, err := tensorOf(out[0].DType, []int{len(dist)}, dist)
+	cut, err := emit.TensorOf(out[0].DType, []int{len(dist)}, dist)
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
-	r, err = g.extract(probe.ExtractSpec{Values: []string{ev.Table}, Seq: 4, Cuts: map[string]*kernels.Tensor{ev.Distance: cut}})
+	r, err = g.Extract(probe.ExtractSpec{Values: []string{ev.Table}, Seq: 4, Cuts: map[string]*kernels.Tensor{ev.Distance: cut}})
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
-	out, err = r.run(nil)
+	out, err = r.Run(nil)
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
@@ -120,8 +120,8 @@ func emitRelSin(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		return nil, fmt.Errorf("golden vectors: the sinusoid has shape %v at %d distances", t.Shape, len(dist))
 	}
 	d.Rows = &relSinRows{
-		Dist: &table{Name: "goldenRelSinDistances" + suffix, Type: "int64", Vals: dist, Golden: true},
-		Want: &table{Name: "goldenRelSinRows" + suffix, Type: "float32", Vals: out[0].Float64s(), Golden: true},
+		Dist: &emit.Table{Name: "goldenRelSinDistances" + suffix, Type: "int64", Vals: dist, Golden: true},
+		Want: &emit.Table{Name: "goldenRelSinRows" + suffix, Type: "float32", Vals: out[0].Float64s(), Golden: true},
 	}
 	golden := len(d.Rows.Want.Vals)
 	// Whole tables at sequence lengths, the distances the model computes
@@ -131,11 +131,11 @@ func emitRelSin(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		lengths = append(lengths, n)
 	}
 	for _, l := range lengths {
-		r, err := g.extract(probe.ExtractSpec{Values: []string{ev.Table}, Seq: l})
+		r, err := g.Extract(probe.ExtractSpec{Values: []string{ev.Table}, Seq: l})
 		if err != nil {
 			return nil, fmt.Errorf("golden vectors at %d positions: %w", l, err)
 		}
-		out, err := r.run(nil)
+		out, err := r.Run(nil)
 		if err != nil {
 			return nil, fmt.Errorf("golden vectors at %d positions: %w", l, err)
 		}
@@ -152,7 +152,7 @@ func emitRelSin(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		for i := range all {
 			all[i] = i
 		}
-		c := &relSinTable{N: l, RowCount: rows, Rows: thin(all, 24), Want: &table{Name: fmt.Sprintf("goldenRelSinTable%s_%d", suffix, l), Type: "float32", Golden: true}}
+		c := &relSinTable{N: l, RowCount: rows, Rows: emit.Thin(all, 24), Want: &emit.Table{Name: fmt.Sprintf("goldenRelSinTable%s_%d", suffix, l), Type: "float32", Golden: true}}
 		v := t.Float64s()
 		for _, i := range c.Rows {
 			c.Want.Vals = append(c.Want.Vals, v[i*d.Dim:(i+1)*d.Dim]...)
@@ -169,8 +169,8 @@ func emitRelSin(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		clamp = fmt.Sprintf("clamped to ±%d", d.ClampLen)
 	}
 	d.Doc = []string{fmt.Sprintf("The relative sinusoid of layers %s (%s, %s), %d wide: sin and cos of the distance times the frequencies of %s, computed in %s by %s as the model does (the table %s, which each layer projects into its position keys).",
-		layerList(f.Layers), variant, clamp, d.Dim, d.FreqFrom, d.Type, d.Product, d.TableFrom)}
-	pt.Emitted = Emitted{Functions: []string{"RelSinRowCount" + suffix, "RelSinDistances" + suffix, "RelSinRows" + suffix, "RelSinTable" + suffix},
+		emit.LayerList(f.Layers), variant, clamp, d.Dim, d.FreqFrom, d.Type, d.Product, d.TableFrom)}
+	pt.Emitted = emit.Emitted{Functions: []string{"RelSinRowCount" + suffix, "RelSinDistances" + suffix, "RelSinRows" + suffix, "RelSinTable" + suffix},
 		Form: "computed", Positions: n, Golden: golden}
 	return pt, nil
 }

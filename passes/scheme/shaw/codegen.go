@@ -1,13 +1,13 @@
-package codegen
+package shaw
 
 import (
 	"fmt"
 	"slices"
 
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/probe"
-	"github.com/onnxpe/onnxpe/passes/scheme/shaw"
 	"github.com/onnxpe/onnxpe/passes/scorebias"
 )
 
@@ -19,11 +19,11 @@ type shawData struct {
 	Sign         int // +1: key - query, -1: query - key
 	Clipped      bool
 	Layers       []int
-	Keys, Values *table // [len(Layers)][Rows][Dim]
+	Keys, Values *emit.Table // [len(Layers)][Rows][Dim]
 	KeyFrom      []string
 	ValueFrom    []string
 	N            int
-	Index        *table // the model's index of relative positions -(N-1)..N-1
+	Index        *emit.Table // the model's index of relative positions -(N-1)..N-1
 	Emb          []*shawCase
 }
 
@@ -33,32 +33,32 @@ type shawCase struct {
 	Layer  int
 	Values bool
 	Rows   []int
-	Want   *table
+	Want   *emit.Table
 }
 
-func emitShaw(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, _ := f.Evidence.(*shaw.Evidence)
-	p, _ := f.Params.(*shaw.Params)
+func EmitShaw(g *emit.Gen, f *passes.Finding, suffix string) (*emit.Part, error) {
+	ev, _ := f.Evidence.(*Evidence)
+	p, _ := f.Params.(*Params)
 	if ev == nil || p == nil || len(ev.Blocks) == 0 {
-		return nil, skip("no evidence of the relative tables")
+		return nil, emit.Skip("no evidence of the relative tables")
 	}
 	d := &shawData{MaxRel: p.MaxRelativePosition, Dim: p.Dim, Rows: 2*p.MaxRelativePosition + 1, Sign: 1, Clipped: p.Clipped}
 	if p.Distance == "query_minus_key" {
 		d.Sign = -1
 	}
 	blocks := slices.Clone(ev.Blocks)
-	slices.SortFunc(blocks, func(a, b shaw.Block) int { return a.Layer - b.Layer })
-	d.Keys = &table{Name: "shawKeys" + suffix, Type: "float32"}
+	slices.SortFunc(blocks, func(a, b Block) int { return a.Layer - b.Layer })
+	d.Keys = &emit.Table{Name: "shawKeys" + suffix, Type: "float32"}
 	if p.RelativeValues {
-		d.Values = &table{Name: "shawValues" + suffix, Type: "float32"}
+		d.Values = &emit.Table{Name: "shawValues" + suffix, Type: "float32"}
 	}
-	read := func(name string, t *table) error {
-		c := probe.Const(g.ctx, name)
+	read := func(name string, t *emit.Table) error {
+		c := probe.Const(g.Ctx, name)
 		if c == nil || c.Rank() != 2 || c.Shape[0] != d.Rows || c.Shape[1] != d.Dim {
-			return skip("the relative table %q is not a stored [%d, %d] table", name, d.Rows, d.Dim)
+			return emit.Skip("the relative table %q is not a stored [%d, %d] table", name, d.Rows, d.Dim)
 		}
 		if c.DType != graph.Float {
-			return skip("the relative table %q is %v", name, c.DType)
+			return emit.Skip("the relative table %q is %v", name, c.DType)
 		}
 		t.Vals = append(t.Vals, c.Float64s()...)
 		return nil
@@ -74,7 +74,7 @@ func emitShaw(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		d.KeyFrom = append(d.KeyFrom, b.Key)
 		if d.Values != nil {
 			if b.Value == "" {
-				return nil, skip("layer %d has no relative value table", b.Layer)
+				return nil, emit.Skip("layer %d has no relative value table", b.Layer)
 			}
 			if err := read(b.Value, d.Values); err != nil {
 				return nil, err
@@ -83,7 +83,7 @@ func emitShaw(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		}
 	}
 	d.Keys.From = "per layer: " + listOf(d.KeyFrom)
-	pt := &part{Tmpl: "shaw", Data: d, Tables: []*table{d.Keys}}
+	pt := &emit.Part{Tmpl: "shaw", Data: d, Tables: []*emit.Table{d.Keys}}
 	if d.Values != nil {
 		d.Values.From = "per layer: " + listOf(d.ValueFrom)
 		pt.Tables = append(pt.Tables, d.Values)
@@ -94,17 +94,17 @@ func emitShaw(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	if d.Clipped {
 		n = max(16, 4*d.MaxRel)
 	}
-	n = min(n, g.opts.MaxPositions, 64)
+	n = min(n, g.Opts.MaxPositions, 64)
 	b0 := blocks[0]
-	if f := g.fixedLen(b0.Index, 1); f > 0 {
+	if f := g.FixedLen(b0.Index, 1); f > 0 {
 		n = min(n, f)
 	}
 	d.N = n
-	r, err := g.extract(probe.ExtractSpec{Values: []string{b0.Index}, Seq: n})
+	r, err := g.Extract(probe.ExtractSpec{Values: []string{b0.Index}, Seq: n})
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
-	out, err := r.run(nil)
+	out, err := r.Run(nil)
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
@@ -112,7 +112,7 @@ func emitShaw(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	if _, q, k := bv.Dims(); q != n || k != n {
 		return nil, fmt.Errorf("golden vectors: the index has shape %v for %d positions", out[0].Shape, n)
 	}
-	d.Index = &table{Name: "goldenShawIndex" + suffix, Type: "int32", Golden: true}
+	d.Index = &emit.Table{Name: "goldenShawIndex" + suffix, Type: "int32", Golden: true}
 	for rel := -(n - 1); rel < n; rel++ {
 		i, j := 0, rel
 		if rel < 0 {
@@ -130,7 +130,7 @@ func emitShaw(g *gen, f *passes.Finding, suffix string) (*part, error) {
 			if side.emb == "" || side.values && d.Values == nil {
 				continue
 			}
-			c, err := g.shawCase(side.emb, n, rows, d.Dim, fmt.Sprintf("goldenShaw%s%d%s", map[bool]string{false: "Keys", true: "Values"}[side.values], b.Layer, suffix))
+			c, err := goldenShawCase(g, side.emb, n, rows, d.Dim, fmt.Sprintf("goldenShaw%s%d%s", map[bool]string{false: "Keys", true: "Values"}[side.values], b.Layer, suffix))
 			if err != nil {
 				return nil, fmt.Errorf("golden vectors of layer %d: %w", b.Layer, err)
 			}
@@ -147,7 +147,7 @@ func emitShaw(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	if !d.Clipped {
 		clip = fmt.Sprintf("not clipped: valid while |distance| <= %d", d.MaxRel)
 	}
-	line := fmt.Sprintf("Relative position embeddings (Shaw et al.) of layers %s: tables of %d rows by %s, %s, %d wide", layerList(f.Layers), d.Rows, dist, clip, d.Dim)
+	line := fmt.Sprintf("Relative position embeddings (Shaw et al.) of layers %s: tables of %d rows by %s, %s, %d wide", emit.LayerList(f.Layers), d.Rows, dist, clip, d.Dim)
 	if d.Values != nil {
 		line += ", for keys and values"
 	}
@@ -156,18 +156,18 @@ func emitShaw(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	if d.Values != nil {
 		fns = append(fns, "ShawRelativeValues"+suffix)
 	}
-	pt.Emitted = Emitted{Functions: fns, Form: "table", Positions: n, Golden: golden}
+	pt.Emitted = emit.Emitted{Functions: fns, Form: "table", Positions: n, Golden: golden}
 	return pt, nil
 }
 
 // shawCase evaluates gathered relative embeddings at n positions and keeps
 // the query rows rows.
-func (g *gen) shawCase(value string, n int, rows []int, dim int, name string) (*shawCase, error) {
-	r, err := g.extract(probe.ExtractSpec{Values: []string{value}, Seq: n})
+func goldenShawCase(g *emit.Gen, value string, n int, rows []int, dim int, name string) (*shawCase, error) {
+	r, err := g.Extract(probe.ExtractSpec{Values: []string{value}, Seq: n})
 	if err != nil {
 		return nil, err
 	}
-	out, err := r.run(nil)
+	out, err := r.Run(nil)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +176,7 @@ func (g *gen) shawCase(value string, n int, rows []int, dim int, name string) (*
 		return nil, fmt.Errorf("the embeddings have shape %v for %d positions", t.Shape, n)
 	}
 	v := t.Float64s()
-	c := &shawCase{Rows: rows, Want: &table{Name: name, Type: "float32", Golden: true}}
+	c := &shawCase{Rows: rows, Want: &emit.Table{Name: name, Type: "float32", Golden: true}}
 	for _, i := range rows {
 		c.Want.Vals = append(c.Want.Vals, v[i*n*dim:(i+1)*n*dim]...)
 	}

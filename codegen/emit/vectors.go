@@ -1,12 +1,11 @@
-package codegen
+package emit
 
 import (
 	"fmt"
-	"slices"
-
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes/probe"
+	"slices"
 )
 
 // runner runs the model's own subgraph computing some values (extracted by
@@ -18,8 +17,8 @@ type runner struct {
 }
 
 // extract makes the runner of spec.
-func (g *gen) extract(spec probe.ExtractSpec) (*runner, error) {
-	x, err := probe.Extract(g.ctx, spec)
+func (g *Gen) Extract(spec probe.ExtractSpec) (*runner, error) {
+	x, err := probe.Extract(g.Ctx, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -32,7 +31,7 @@ func (g *gen) extract(spec probe.ExtractSpec) (*runner, error) {
 
 // run runs the subgraph, with given values at the cuts (by the names of
 // ExtractSpec.Cuts), and returns its outputs in the order asked.
-func (r *runner) run(given map[string]*kernels.Tensor) ([]*kernels.Tensor, error) {
+func (r *runner) Run(given map[string]*kernels.Tensor) ([]*kernels.Tensor, error) {
 	in := map[string]*kernels.Tensor{}
 	for k, v := range r.x.Inputs {
 		in[k] = v
@@ -62,9 +61,9 @@ func (r *runner) run(given map[string]*kernels.Tensor) ([]*kernels.Tensor, error
 // fixedLen is the number of positions of a model whose sizes do not follow
 // the sequence length (static shapes): the size of value's axis
 // fromEnd-th from the end; 0 when the sizes follow the sequence.
-func (g *gen) fixedLen(value string, fromEnd int) int {
-	a, _, err1 := probe.BoundShape(g.ctx, value, 5)
-	b, _, err2 := probe.BoundShape(g.ctx, value, 7)
+func (g *Gen) FixedLen(value string, fromEnd int) int {
+	a, _, err1 := probe.BoundShape(g.Ctx, value, 5)
+	b, _, err2 := probe.BoundShape(g.Ctx, value, 7)
 	if err1 != nil || err2 != nil || !slices.Equal(a, b) || len(a) < fromEnd {
 		return 0
 	}
@@ -73,7 +72,7 @@ func (g *gen) fixedLen(value string, fromEnd int) int {
 
 // samplePositions are the positions of 0..n-1 the golden vectors keep:
 // the first 16, then steps growing by about half up to n-1, and n-1.
-func samplePositions(n int) []int {
+func SamplePositions(n int) []int {
 	var out []int
 	for p := 0; p < n && p < 16; p++ {
 		out = append(out, p)
@@ -88,7 +87,7 @@ func samplePositions(n int) []int {
 }
 
 // thin keeps about k of the positions ps, always the first and the last.
-func thin(ps []int, k int) []int {
+func Thin(ps []int, k int) []int {
 	if len(ps) <= k || k < 2 {
 		return ps
 	}
@@ -101,7 +100,7 @@ func thin(ps []int, k int) []int {
 
 // tensorOf makes a tensor of element type dt from values (rounded to dt;
 // int64 and int32 truncate).
-func tensorOf(dt graph.DataType, shape []int, vals []float64) (*kernels.Tensor, error) {
+func TensorOf(dt graph.DataType, shape []int, vals []float64) (*kernels.Tensor, error) {
 	switch dt {
 	case graph.Int64:
 		v := make([]int64, len(vals))
@@ -129,7 +128,7 @@ func tensorOf(dt graph.DataType, shape []int, vals []float64) (*kernels.Tensor, 
 
 // floatType is the table element type for values of dt: float32 for
 // float32 and wider, uint16 bit patterns for the half types.
-func floatType(dt graph.DataType) string {
+func FloatType(dt graph.DataType) string {
 	if dt == graph.Float16 || dt == graph.BFloat16 {
 		return "uint16"
 	}
@@ -138,7 +137,7 @@ func floatType(dt graph.DataType) string {
 
 // longest runs fn at n positions, and at fewer (halving) when the model
 // refuses n; it returns the n that ran.
-func longest(n, least int, fn func(n int) error) (int, error) {
+func Longest(n, least int, fn func(n int) error) (int, error) {
 	if n < 1 {
 		return 0, fmt.Errorf("no positions to test")
 	}

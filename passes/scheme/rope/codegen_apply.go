@@ -1,12 +1,12 @@
-package codegen
+package rope
 
 import (
 	"fmt"
 
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes/probe"
-	"github.com/onnxpe/onnxpe/passes/scheme/rope"
 )
 
 // rotationCase is one call of ApplyMRoPE or ApplyAxialRoPE in the generated
@@ -16,23 +16,23 @@ import (
 type rotationCase struct {
 	N, Heads   int
 	Rows, Cols int
-	Positions  *table
-	Want       *table
+	Positions  *emit.Table
+	Want       *emit.Table
 }
 
 // rotationArith is the element type the rotation of rot multiplies and
 // adds in, or why the Apply functions of M-RoPE and axial 2-D RoPE are
 // not written for it (they rotate float32 q in float32, as the cos and
 // sin they read are float32).
-func (g *gen) rotationArith(rot *rotation) (string, string) {
-	_, qType, err := probe.BoundShape(g.ctx, rot.in, 4)
+func rotationArith(g *emit.Gen, rot *codeRotation) (string, string) {
+	_, qType, err := probe.BoundShape(g.Ctx, rot.in, 4)
 	if err != nil {
 		return "", fmt.Sprintf("the type of q is not known (%v)", err)
 	}
 	if qType != graph.Float {
-		return "", fmt.Sprintf("the model rotates %s q; the rotation is written for float32 q only", typeName(qType))
+		return "", fmt.Sprintf("the model rotates %s q; the rotation is written for float32 q only", emit.TypeName(qType))
 	}
-	if a := g.arithType(rot, "float32"); a != "float32" {
+	if a := arithType(g, rot, "float32"); a != "float32" {
 		return "", fmt.Sprintf("the model's rotation multiplies and adds in %s; it is written in float32 only", a)
 	}
 	return "float32", ""
@@ -46,13 +46,13 @@ func (g *gen) rotationArith(rot *rotation) (string, string) {
 // dimensions outside the pairs are left as they are. It returns the
 // case, with the model's rotated x as Want, or the first difference as
 // the reason not to write the Apply function.
-func (g *gen) goldenRotation(rot *rotation, ev *rope.Evidence, headDim, seq int, cuts map[string]*kernels.Tensor, name string,
+func goldenRotation(g *emit.Gen, rot *codeRotation, ev *Evidence, headDim, seq int, cuts map[string]*kernels.Tensor, name string,
 	cosSin func(tok, k int) (c, s float64, rotated bool)) (*rotationCase, string, error) {
-	res, err := g.rotated(rot, ev, headDim, seq, goldenInput, cuts)
+	res, err := rotated(g, rot, ev, headDim, seq, goldenInput, cuts)
 	if err != nil {
 		return nil, "", err
 	}
-	r32 := func(x float64) float64 { return roundTo(graph.Float, x) }
+	r32 := func(x float64) float64 { return emit.RoundTo(graph.Float, x) }
 	for tok := 0; tok < res.n; tok++ {
 		for h := 0; h < res.heads; h++ {
 			row := make([]float64, headDim)
@@ -69,14 +69,14 @@ func (g *gen) goldenRotation(rot *rotation, ev *rope.Evidence, headDim, seq int,
 				row[pr[1]] = r32(r32(b*c) + r32(a*s))
 			}
 			for e, want := range row {
-				if got := res.at(tok, h, e); !close32(want, got) {
+				if got := res.at(tok, h, e); !emit.Close32(want, got) {
 					return nil, fmt.Sprintf("at token %d head %d dimension %d the model's rotation gives %.9g, x1·cos - x2·sin and x2·cos + x1·sin of the pairs in float32 give %.9g", tok, h, e, got, want), nil
 				}
 			}
 		}
 	}
 	return &rotationCase{N: res.n, Heads: res.heads,
-		Want: &table{Name: name, Type: "float32", Vals: res.out, Golden: true}}, "", nil
+		Want: &emit.Table{Name: name, Type: "float32", Vals: res.out, Golden: true}}, "", nil
 }
 
 // applyDoc is the documentation line of an Apply function: the layout it

@@ -1,61 +1,21 @@
-package codegen
+package alibi
 
 import (
 	"fmt"
 	"math"
 
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/probe"
-	"github.com/onnxpe/onnxpe/passes/scheme/alibi"
 	"github.com/onnxpe/onnxpe/passes/scorebias"
 )
-
-// biasCase is one call of a bias function, dst [heads][Q][K], compared
-// with Want ([heads][Q][len(Keys)], NaN where the model masks) at the keys
-// Keys.
-type biasCase struct {
-	Q, K int
-	Keys []int
-	Want *table
-}
-
-// biasGolden evaluates the bias value at n positions (queries and keys)
-// and keeps the rows of the last nq queries, as the call (nq, n) of a bias
-// function computes them.
-func (g *gen) biasGolden(value string, n, nq, heads int, name string) (*biasCase, error) {
-	r, err := g.extract(probe.ExtractSpec{Values: []string{value}, Seq: n})
-	if err != nil {
-		return nil, err
-	}
-	out, err := r.run(nil)
-	if err != nil {
-		return nil, err
-	}
-	bv, _ := scorebias.NewBiasView(out[0]) // a scalar views as 0 x 0 x 0
-	if bh, bq, bk := bv.Dims(); bk != n || bq != 1 && bq != n || bh != 1 && bh != heads {
-		return nil, fmt.Errorf("the bias has shape %v for %d positions and %d heads", out[0].Shape, n, heads)
-	}
-	c := &biasCase{Q: nq, K: n, Keys: samplePositions(n), Want: &table{Name: name, Type: "float32", Golden: true}}
-	for h := 0; h < heads; h++ {
-		for i := n - nq; i < n; i++ {
-			for _, j := range c.Keys {
-				x := bv.At(h, i, j)
-				if scorebias.Masked(x) { // the model's mask: not compared
-					x = math.NaN()
-				}
-				c.Want.Vals = append(c.Want.Vals, x)
-			}
-		}
-	}
-	return c, nil
-}
 
 // alibiData is what the alibi templates read.
 type alibiData struct {
 	Doc    []string
 	Heads  int
-	Slopes *table
+	Slopes *emit.Table
 	From   string
 	// Positions: key_index (slope·j), key_offset_from_end (slope·(j -
 	// (kLen-1))), relative (slope·(j - i)) or symmetric (-slope·|i - j|),
@@ -65,14 +25,14 @@ type alibiData struct {
 	// rounded to (the model's bias is cast to float32 afterwards).
 	Type         string
 	MaxPositions int
-	G            []*biasCase
+	G            []*scorebias.BiasCase
 }
 
-func emitALiBi(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, _ := f.Evidence.(*alibi.Evidence)
-	p, _ := f.Params.(*alibi.Params)
+func EmitALiBi(g *emit.Gen, f *passes.Finding, suffix string) (*emit.Part, error) {
+	ev, _ := f.Evidence.(*Evidence)
+	p, _ := f.Params.(*Params)
 	if ev == nil || p == nil || ev.Bias == "" {
-		return nil, skip("no ALiBi evidence")
+		return nil, emit.Skip("no ALiBi evidence")
 	}
 	d := &alibiData{Heads: p.NumHeads, Type: "float32"}
 	switch {
@@ -83,36 +43,36 @@ func emitALiBi(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	case p.Positions == "key_index" || p.Positions == "attention_mask_cumsum":
 		d.Positions = "key_index"
 	default:
-		return nil, skip("ALiBi positions %q", p.Positions)
+		return nil, emit.Skip("ALiBi positions %q", p.Positions)
 	}
 	d.From = "measured from the bias " + ev.Bias
 	if ev.SlopesConst != "" {
 		d.From = "the constant " + ev.SlopesConst
 	}
-	d.Slopes = &table{Name: "ALiBiSlopes" + suffix, Type: "float64", Vals: p.Slopes, From: d.From}
+	d.Slopes = &emit.Table{Name: "ALiBiSlopes" + suffix, Type: "float64", Vals: p.Slopes, From: d.From}
 	if p.MaxPositions != nil {
 		d.MaxPositions = *p.MaxPositions
 	}
-	_, dt, err := probe.BoundShape(g.ctx, ev.Bias, 4)
+	_, dt, err := probe.BoundShape(g.Ctx, ev.Bias, 4)
 	if err == nil && dt != graph.Float {
-		return nil, skip("the bias is %v", dt)
+		return nil, emit.Skip("the bias is %v", dt)
 	}
-	n := g.opts.MaxPositions
+	n := g.Opts.MaxPositions
 	if d.MaxPositions > 0 {
 		n = d.MaxPositions
 	}
-	if f := g.fixedLen(ev.Bias, 1); f > 0 {
+	if f := g.FixedLen(ev.Bias, 1); f > 0 {
 		n = min(n, f)
 	}
 	small := min(n, 16)
-	c1, err := g.biasGolden(ev.Bias, small, small, d.Heads, fmt.Sprintf("goldenALiBi%s_%d", suffix, small))
+	c1, err := scorebias.BiasGolden(g, ev.Bias, small, small, d.Heads, fmt.Sprintf("goldenALiBi%s_%d", suffix, small))
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
 	d.G = append(d.G, c1)
 	if n > small {
-		got, err := longest(n, small, func(n int) error {
-			c, err := g.biasGolden(ev.Bias, n, 2, d.Heads, fmt.Sprintf("goldenALiBi%s_%d", suffix, n))
+		got, err := emit.Longest(n, small, func(n int) error {
+			c, err := scorebias.BiasGolden(g, ev.Bias, n, 2, d.Heads, fmt.Sprintf("goldenALiBi%s_%d", suffix, n))
 			if err == nil {
 				d.G = append(d.G, c)
 			}
@@ -129,20 +89,20 @@ func emitALiBi(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	d.Type = ""
 	for _, t := range []graph.DataType{graph.Float, graph.Float16, graph.BFloat16} {
 		if alibiReproduces(d, t) {
-			d.Type = typeName(t)
+			d.Type = emit.TypeName(t)
 			break
 		}
 	}
 	if d.Type == "" {
-		return nil, skip("the bias is not the slopes times the positions in float32, float16 or bfloat16 (the model computes it otherwise)")
+		return nil, emit.Skip("the bias is not the slopes times the positions in float32, float16 or bfloat16 (the model computes it otherwise)")
 	}
-	pt := &part{Tmpl: "alibi", Data: d, Half: d.Type == "float16", BHalf: d.Type == "bfloat16"}
+	pt := &emit.Part{Tmpl: "alibi", Data: d, Half: d.Type == "float16", BHalf: d.Type == "bfloat16"}
 	golden := 0
 	for _, c := range d.G {
 		golden += len(c.Want.Vals)
 	}
-	d.Doc = []string{fmt.Sprintf("ALiBi of layers %s: %d heads, slopes from %s, bias %s.", layerList(f.Layers), d.Heads, d.From, alibiForm(d.Positions))}
-	pt.Emitted = Emitted{Functions: []string{"ALiBiBias" + suffix}, Form: "computed", Positions: n, MaxPositions: d.MaxPositions, Golden: golden}
+	d.Doc = []string{fmt.Sprintf("ALiBi of layers %s: %d heads, slopes from %s, bias %s.", emit.LayerList(f.Layers), d.Heads, d.From, alibiForm(d.Positions))}
+	pt.Emitted = emit.Emitted{Functions: []string{"ALiBiBias" + suffix}, Form: "computed", Positions: n, MaxPositions: d.MaxPositions, Golden: golden}
 	return pt, nil
 }
 
@@ -153,7 +113,7 @@ func alibiReproduces(d *alibiData, t graph.DataType) bool {
 	for _, c := range d.G {
 		w := 0
 		for h := 0; h < d.Heads; h++ {
-			m := roundTo(t, d.Slopes.Vals[h])
+			m := emit.RoundTo(t, d.Slopes.Vals[h])
 			for i := 0; i < c.Q; i++ {
 				qi := c.K - c.Q + i
 				for _, j := range c.Keys {
@@ -173,7 +133,7 @@ func alibiReproduces(d *alibiData, t graph.DataType) bool {
 					default:
 						pos = -math.Abs(float64(qi - j))
 					}
-					got := roundTo(graph.Float, roundTo(t, m*roundTo(t, pos)))
+					got := emit.RoundTo(graph.Float, emit.RoundTo(t, m*emit.RoundTo(t, pos)))
 					if math.Abs(got-want) > 1e-6*math.Max(1, math.Abs(want)) {
 						return false
 					}

@@ -1,15 +1,15 @@
-package codegen
+package rope
 
 import (
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/probe"
-	"github.com/onnxpe/onnxpe/passes/scheme/rope"
 	"github.com/onnxpe/onnxpe/passes/work"
 )
 
@@ -25,7 +25,7 @@ type ropeData struct {
 	Form string
 	// Freq are the frequencies per pair (computed), in Type; FreqFrom,
 	// Product: where they come from.
-	Freq              *table
+	Freq              *emit.Table
 	FreqFrom, Product string
 	// Type is the element type of angles, sin and cos; Out of the cos
 	// and sin applied; Rot of q (and of the rotated q); Arith of the
@@ -34,8 +34,8 @@ type ropeData struct {
 	Type, Out, Rot, Arith string
 	Scale                 float64
 	ScaleFrom             string
-	Prog                  *program
-	Cos, Sin              *table
+	Prog                  *emit.Program
+	Cos, Sin              *emit.Table
 	CosFrom               string
 	SinFrom               string
 	Rows                  int
@@ -59,30 +59,30 @@ type ropeGolden struct {
 type cosSinCase struct {
 	N         int
 	Full      bool
-	Positions *table
+	Positions *emit.Table
 	Rows      []int
-	Cos, Sin  *table
+	Cos, Sin  *emit.Table
 }
 
 // applyCase is one call of ApplyRoPE: x, [positions][heads][head dim] of
 // goldenInput values, rotated at Positions (0..N-1 when Full) must give
 // Want at the rows Rows (indexes into the positions).
 type applyCase struct {
-	Positions *table
+	Positions *emit.Table
 	N         int
 	Full      bool
 	Heads     int
 	Rows      []int
-	Want      *table
+	Want      *emit.Table
 }
 
-func emitRoPE(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, p, err := findingOf[rope.Evidence, rope.Params](f, "no RoPE evidence")
+func EmitRoPE(g *emit.Gen, f *passes.Finding, suffix string) (*emit.Part, error) {
+	ev, p, err := emit.FindingOf[Evidence, Params](f, "no RoPE evidence")
 	if err != nil {
 		return nil, err
 	}
 	if ev.Synthetic {
-		return nil, skip("the cos/sin (or their frequencies) are graph inputs: their values are not in the file")
+		return nil, emit.Skip("the cos/sin (or their frequencies) are graph inputs: their values are not in the file")
 	}
 	if p.MultimodalSections != nil {
 		return emitMRoPE(g, f, p, ev, suffix)
@@ -91,9 +91,9 @@ func emitRoPE(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		return emitAxial(g, f, p, ev, suffix)
 	}
 	if len(ev.Blocks) == 0 {
-		return nil, skip("no rotation of q or k to test the code against")
+		return nil, emit.Skip("no rotation of q or k to test the code against")
 	}
-	rot, err := g.rotationOf(ev.Blocks[0])
+	rot, err := rotationOf(g, ev.Blocks[0])
 	if err != nil {
 		return nil, err
 	}
@@ -104,27 +104,27 @@ func emitRoPE(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	if p.NumKVHeads != nil {
 		d.NumKVHeads = *p.NumKVHeads
 	}
-	pt := &part{Tmpl: "rope", Data: d}
+	pt := &emit.Part{Tmpl: "rope", Data: d}
 	fn := func(name string) string { return name + suffix }
-	_, qType, err := probe.BoundShape(g.ctx, rot.in, 4)
+	_, qType, err := probe.BoundShape(g.Ctx, rot.in, 4)
 	if err != nil {
-		return nil, skip("the shape of q: %v", err)
+		return nil, emit.Skip("the shape of q: %v", err)
 	}
-	d.Rot = typeName(qType)
-	d.Arith = g.arithType(rot, d.Rot)
+	d.Rot = emit.TypeName(qType)
+	d.Arith = arithType(g, rot, d.Rot)
 	switch {
 	case ev.Angles != nil:
 		a := ev.Angles
-		d.Type, d.Out = typeName(a.Type), typeName(a.Out)
+		d.Type, d.Out = emit.TypeName(a.Type), emit.TypeName(a.Out)
 		d.Product = a.Product
 		if a.ScaleFrom != "" {
 			d.Scale, d.ScaleFrom = a.Scale, a.ScaleFrom
 		}
 		if a.Program != nil {
 			d.Form = "dynamic"
-			pr, err := newProgram(a.Program, g.opts.Package)
+			pr, err := emit.NewProgram(a.Program, g.Opts.Package)
 			if err != nil {
-				return nil, skip("the frequencies: %v", err)
+				return nil, emit.Skip("the frequencies: %v", err)
 			}
 			d.Prog = pr
 			for _, l := range pr.Go {
@@ -134,33 +134,33 @@ func emitRoPE(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		} else {
 			d.Form = "computed"
 			d.FreqFrom = a.FreqFrom
-			d.Freq = &table{Name: "roPEInvFreq" + suffix, Type: "float64", Vals: a.Freq, From: a.FreqFrom}
+			d.Freq = &emit.Table{Name: "roPEInvFreq" + suffix, Type: "float64", Vals: a.Freq, From: a.FreqFrom}
 		}
 	case ev.Stored != nil:
 		st := ev.Stored
-		d.Form, d.Out, d.Rows = "table", typeName(st.Out), st.Rows
-		cos, sin, err := g.storedColumns(st)
+		d.Form, d.Out, d.Rows = "table", emit.TypeName(st.Out), st.Rows
+		cos, sin, err := storedColumns(g, st)
 		if err != nil {
 			return nil, err
 		}
 		d.CosFrom, d.SinFrom = columnsFrom(st.Cos), columnsFrom(st.Sin)
-		d.Cos = &table{Name: "roPECos" + suffix, Type: floatType(st.Out), Vals: cos, From: d.CosFrom}
-		d.Sin = &table{Name: "roPESin" + suffix, Type: floatType(st.Out), Vals: sin, From: d.SinFrom}
+		d.Cos = &emit.Table{Name: "roPECos" + suffix, Type: emit.FloatType(st.Out), Vals: cos, From: d.CosFrom}
+		d.Sin = &emit.Table{Name: "roPESin" + suffix, Type: emit.FloatType(st.Out), Vals: sin, From: d.SinFrom}
 		if st.Out == graph.Float16 || st.Out == graph.BFloat16 {
 			for i := range cos {
-				d.Cos.Vals[i] = float64(halfBits(st.Out, cos[i]))
-				d.Sin.Vals[i] = float64(halfBits(st.Out, sin[i]))
+				d.Cos.Vals[i] = float64(emit.HalfBits(st.Out, cos[i]))
+				d.Sin.Vals[i] = float64(emit.HalfBits(st.Out, sin[i]))
 			}
 		}
 		pt.Tables = append(pt.Tables, d.Cos, d.Sin)
 		d.MaxPositions = st.Rows
 	default:
-		return nil, skip("the cos/sin are neither the product of positions and frequencies nor read from stored tables (%s)", ev.ExactWhy)
+		return nil, emit.Skip("the cos/sin are neither the product of positions and frequencies nor read from stored tables (%s)", ev.ExactWhy)
 	}
 	d.OutHalf = d.Out == "float16" || d.Out == "bfloat16"
 	d.RotHalf = d.Rot == "float16" || d.Rot == "bfloat16"
 	if d.OutHalf != d.RotHalf && d.RotHalf {
-		return nil, skip("q is %s but the cos/sin are %s", d.Rot, d.Out)
+		return nil, emit.Skip("q is %s but the cos/sin are %s", d.Rot, d.Out)
 	}
 	for _, t := range []string{d.Type, d.Out, d.Rot, d.Arith} {
 		switch t {
@@ -170,10 +170,10 @@ func emitRoPE(g *gen, f *passes.Finding, suffix string) (*part, error) {
 			pt.BHalf, d.Half = true, "BFloat16"
 		case "", "float32", "float64":
 		default:
-			return nil, skip("element type %s", t)
+			return nil, emit.Skip("element type %s", t)
 		}
 	}
-	if err := g.ropeGolden(d, ev, rot, suffix); err != nil {
+	if err := goldenRoPE(g, d, ev, rot, suffix); err != nil {
 		return nil, err
 	}
 	d.Doc = ropeDoc(g, f, p, ev, d)
@@ -201,7 +201,7 @@ func emitRoPE(g *gen, f *passes.Finding, suffix string) (*part, error) {
 // rotation is what the golden vectors run: the value rotated (q or k) and
 // the rotated value, and the other values to give at n positions (an
 // empty past for an attention op that rotates its keys inside).
-type rotation struct {
+type codeRotation struct {
 	in, out string
 	nodes   []string
 	others  func(n int) (map[string]*kernels.Tensor, error)
@@ -209,23 +209,23 @@ type rotation struct {
 
 // rotationOf is the rotation of a block: its q side, or its k side, or the
 // keys a GroupQueryAttention with do_rotary rotates into present_key.
-func (g *gen) rotationOf(b rope.Block) (*rotation, error) {
+func rotationOf(g *emit.Gen, b Block) (*codeRotation, error) {
 	switch {
 	case b.Q.In != "" && b.Q.Out != "":
-		return &rotation{in: b.Q.In, out: b.Q.Out, nodes: b.Q.Nodes}, nil
+		return &codeRotation{in: b.Q.In, out: b.Q.Out, nodes: b.Q.Nodes}, nil
 	case b.K.In != "" && b.K.Out != "":
-		return &rotation{in: b.K.In, out: b.K.Out, nodes: b.K.Nodes}, nil
+		return &codeRotation{in: b.K.In, out: b.K.Out, nodes: b.K.Nodes}, nil
 	case b.Op == "":
-		return nil, skip("no rotation of q or k to test the code against")
+		return nil, emit.Skip("no rotation of q or k to test the code against")
 	}
 	var op *graph.Node
-	g.ctx.Model.Walk(func(n *graph.Node) {
+	g.Ctx.Model.Walk(func(n *graph.Node) {
 		if op == nil && (n.Name == b.Op || n.Name == "" && len(n.Outputs()) > 0 && n.Output(0).Name == b.Op) {
 			op = n
 		}
 	})
 	if op == nil || op.Domain != "com.microsoft" || op.OpType != "GroupQueryAttention" || len(op.Outputs()) < 2 || op.Output(1).Name == "" {
-		return nil, skip("the rotation inside %s: onnxpe reads the keys it rotates from GroupQueryAttention's present_key only", b.Op)
+		return nil, emit.Skip("the rotation inside %s: onnxpe reads the keys it rotates from GroupQueryAttention's present_key only", b.Op)
 	}
 	spec := work.FusedSpecs["com.microsoft.GroupQueryAttention"]
 	name := func(i int) string {
@@ -235,7 +235,7 @@ func (g *gen) rotationOf(b rope.Block) (*rotation, error) {
 		return ""
 	}
 	if name(spec.K) == "" {
-		return nil, skip("the GroupQueryAttention %s packs q, k and v in one input", b.Op)
+		return nil, emit.Skip("the GroupQueryAttention %s packs q, k and v in one input", b.Op)
 	}
 	others := func(n int) (map[string]*kernels.Tensor, error) {
 		out := map[string]*kernels.Tensor{}
@@ -246,7 +246,7 @@ func (g *gen) rotationOf(b rope.Block) (*rotation, error) {
 			}
 			// No past (BoundShape binds the cache empty): the keys at
 			// positions 0..n-1 are all new.
-			shape, dt, err := probe.BoundShape(g.ctx, v, n)
+			shape, dt, err := probe.BoundShape(g.Ctx, v, n)
 			if err != nil {
 				return nil, err
 			}
@@ -254,7 +254,7 @@ func (g *gen) rotationOf(b rope.Block) (*rotation, error) {
 			for _, x := range shape {
 				size *= x
 			}
-			t, err := tensorOf(dt, shape, make([]float64, size))
+			t, err := emit.TensorOf(dt, shape, make([]float64, size))
 			if err != nil {
 				return nil, err
 			}
@@ -262,21 +262,21 @@ func (g *gen) rotationOf(b rope.Block) (*rotation, error) {
 		}
 		return out, nil
 	}
-	return &rotation{in: name(spec.K), out: op.Output(1).Name, others: others}, nil
+	return &codeRotation{in: name(spec.K), out: op.Output(1).Name, others: others}, nil
 }
 
 // arithType is the element type the rotation multiplies and adds in: the
 // type of its Mul, Add and Sub nodes' results (q's type when they cannot
 // be read).
-func (g *gen) arithType(rot *rotation, qType string) string {
+func arithType(g *emit.Gen, rot *codeRotation, qType string) string {
 	t := ""
-	g.ctx.Model.Walk(func(n *graph.Node) {
+	g.Ctx.Model.Walk(func(n *graph.Node) {
 		if !slices.Contains(rot.nodes, n.Name) || n.OpType != "Mul" && n.OpType != "Add" && n.OpType != "Sub" || len(n.Outputs()) == 0 {
 			return
 		}
-		if _, dt, err := probe.BoundShape(g.ctx, n.Output(0).Name, 4); err == nil {
-			if t == "" || typeName(dt) == "float32" {
-				t = typeName(dt)
+		if _, dt, err := probe.BoundShape(g.Ctx, n.Output(0).Name, 4); err == nil {
+			if t == "" || emit.TypeName(dt) == "float32" {
+				t = emit.TypeName(dt)
 			}
 		}
 	})
@@ -287,18 +287,18 @@ func (g *gen) arithType(rot *rotation, qType string) string {
 }
 
 // storedColumns reads the stored cos and sin columns, [rows][pairs].
-func (g *gen) storedColumns(st *rope.StoredCosSin) ([]float64, []float64, error) {
-	read := func(cols []rope.TableColumn) ([]float64, error) {
+func storedColumns(g *emit.Gen, st *StoredCosSin) ([]float64, []float64, error) {
+	read := func(cols []TableColumn) ([]float64, error) {
 		out := make([]float64, st.Rows*len(cols))
 		for k, c := range cols {
-			t := probe.Const(g.ctx, c.Table)
+			t := probe.Const(g.Ctx, c.Table)
 			if t == nil {
 				return nil, fmt.Errorf("the stored table %q is not a constant", c.Table)
 			}
 			vals := t.Float64s()
 			w := t.Shape[len(t.Shape)-1]
 			for r := 0; r < st.Rows; r++ {
-				out[r*len(cols)+k] = roundTo(st.Out, vals[(c.Row0+r)*w+c.Col])
+				out[r*len(cols)+k] = emit.RoundTo(st.Out, vals[(c.Row0+r)*w+c.Col])
 			}
 		}
 		return out, nil
@@ -312,7 +312,7 @@ func (g *gen) storedColumns(st *rope.StoredCosSin) ([]float64, []float64, error)
 }
 
 // columnsFrom describes the tables columns come from.
-func columnsFrom(cols []rope.TableColumn) string {
+func columnsFrom(cols []TableColumn) string {
 	var names []string
 	var idx []string
 	for _, c := range cols {
@@ -393,13 +393,13 @@ func newQLayout(shape []int, n, headDim, axis int) (*qLayout, error) {
 // ropeGolden computes the golden vectors by running the rotation of q as
 // the model computes it: with q one at the first dimension of every pair
 // (the rotated q holds cos and sin), and with pseudo-random q.
-func (g *gen) ropeGolden(d *ropeData, ev *rope.Evidence, rot *rotation, suffix string) error {
-	n := g.opts.MaxPositions
+func goldenRoPE(g *emit.Gen, d *ropeData, ev *Evidence, rot *codeRotation, suffix string) error {
+	n := g.Opts.MaxPositions
 	if d.MaxPositions > 0 {
 		n = d.MaxPositions
 	}
-	if a, _, err := probe.BoundShape(g.ctx, rot.in, 5); err == nil {
-		if b, _, err := probe.BoundShape(g.ctx, rot.in, 7); err == nil && slices.Equal(a, b) {
+	if a, _, err := probe.BoundShape(g.Ctx, rot.in, 5); err == nil {
+		if b, _, err := probe.BoundShape(g.Ctx, rot.in, 7); err == nil && slices.Equal(a, b) {
 			// Static shapes: the model takes its one sequence length.
 			if l, err := newQLayout(a, a[min(max(ev.Axis, 0), len(a)-2)], d.HeadDim, ev.Axis); err == nil {
 				n = min(n, a[l.pos])
@@ -430,7 +430,7 @@ func (g *gen) ropeGolden(d *ropeData, ev *rope.Evidence, rot *rotation, suffix s
 		out   []float64
 	}
 	run := func(n int, vals func(l *qLayout) []float64) (*result, error) {
-		shape, _, err := probe.BoundShape(g.ctx, rot.in, n)
+		shape, _, err := probe.BoundShape(g.Ctx, rot.in, n)
 		if err != nil {
 			return nil, err
 		}
@@ -438,7 +438,7 @@ func (g *gen) ropeGolden(d *ropeData, ev *rope.Evidence, rot *rotation, suffix s
 		if err != nil {
 			return nil, err
 		}
-		q, err := tensorOf(rotType, shape, vals(l))
+		q, err := emit.TensorOf(rotType, shape, vals(l))
 		if err != nil {
 			return nil, err
 		}
@@ -452,11 +452,11 @@ func (g *gen) ropeGolden(d *ropeData, ev *rope.Evidence, rot *rotation, suffix s
 				cuts[k] = v
 			}
 		}
-		r, err := g.extract(probe.ExtractSpec{Values: []string{rot.out}, Seq: n, Cuts: cuts, Positions: pos})
+		r, err := g.Extract(probe.ExtractSpec{Values: []string{rot.out}, Seq: n, Cuts: cuts, Positions: pos})
 		if err != nil {
 			return nil, err
 		}
-		out, err := r.run(nil)
+		out, err := r.Run(nil)
 		if err != nil {
 			return nil, err
 		}
@@ -488,14 +488,14 @@ func (g *gen) ropeGolden(d *ropeData, ev *rope.Evidence, rot *rotation, suffix s
 		if err != nil {
 			return nil, err
 		}
-		rows := samplePositions(n)
+		rows := emit.SamplePositions(n)
 		if full {
-			rows = thin(rows, 10)
+			rows = emit.Thin(rows, 10)
 		}
 		c := &cosSinCase{N: n, Full: full}
 		k := len(d.Pairs)
-		c.Cos = &table{Name: fmt.Sprintf("goldenRoPECos%s_%d", suffix, n), Type: floatType(outType), Golden: true}
-		c.Sin = &table{Name: fmt.Sprintf("goldenRoPESin%s_%d", suffix, n), Type: floatType(outType), Golden: true}
+		c.Cos = &emit.Table{Name: fmt.Sprintf("goldenRoPECos%s_%d", suffix, n), Type: emit.FloatType(outType), Golden: true}
+		c.Sin = &emit.Table{Name: fmt.Sprintf("goldenRoPESin%s_%d", suffix, n), Type: emit.FloatType(outType), Golden: true}
 		var ps []float64
 		for _, p := range rows {
 			ps = append(ps, float64(p))
@@ -503,7 +503,7 @@ func (g *gen) ropeGolden(d *ropeData, ev *rope.Evidence, rot *rotation, suffix s
 				cv := res.out[res.lo.index(p, 0, d.Pairs[j][0])]
 				sv := res.out[res.lo.index(p, 0, d.Pairs[j][1])]
 				if c.Cos.Type == "uint16" {
-					cv, sv = float64(halfBits(outType, cv)), float64(halfBits(outType, sv))
+					cv, sv = float64(emit.HalfBits(outType, cv)), float64(emit.HalfBits(outType, sv))
 				}
 				c.Cos.Vals = append(c.Cos.Vals, cv)
 				c.Sin.Vals = append(c.Sin.Vals, sv)
@@ -512,7 +512,7 @@ func (g *gen) ropeGolden(d *ropeData, ev *rope.Evidence, rot *rotation, suffix s
 		if full {
 			c.Rows = rows
 		} else {
-			c.Positions = &table{Name: fmt.Sprintf("goldenRoPEPositions%s_%d", suffix, n), Type: "int64", Vals: ps, Golden: true}
+			c.Positions = &emit.Table{Name: fmt.Sprintf("goldenRoPEPositions%s_%d", suffix, n), Type: "int64", Vals: ps, Golden: true}
 			for i := range rows {
 				c.Rows = append(c.Rows, i)
 			}
@@ -543,7 +543,7 @@ func (g *gen) ropeGolden(d *ropeData, ev *rope.Evidence, rot *rotation, suffix s
 			d.G.CosSin = append(d.G.CosSin, c)
 		}
 	} else {
-		got, err := longest(n, 8, func(n int) error {
+		got, err := emit.Longest(n, 8, func(n int) error {
 			c, err := cosSin(n, false)
 			if err == nil {
 				d.G.CosSin = append(d.G.CosSin, c)
@@ -563,7 +563,7 @@ func (g *gen) ropeGolden(d *ropeData, ev *rope.Evidence, rot *rotation, suffix s
 	if d.Form == "dynamic" {
 		an = min(n, 64)
 	}
-	shape, _, err := probe.BoundShape(g.ctx, rot.in, an)
+	shape, _, err := probe.BoundShape(g.Ctx, rot.in, an)
 	if err != nil {
 		return fmt.Errorf("golden vectors of the rotation: %w", err)
 	}
@@ -584,9 +584,9 @@ func (g *gen) ropeGolden(d *ropeData, ev *rope.Evidence, rot *rotation, suffix s
 		for i := range all {
 			all[i] = i
 		}
-		ac.Rows = thin(all, min(8, budget))
+		ac.Rows = emit.Thin(all, min(8, budget))
 	} else {
-		call = thin(samplePositions(an), min(12, budget))
+		call = emit.Thin(emit.SamplePositions(an), min(12, budget))
 		for i := range call {
 			ac.Rows = append(ac.Rows, i)
 		}
@@ -609,10 +609,10 @@ func (g *gen) ropeGolden(d *ropeData, ev *rope.Evidence, rot *rotation, suffix s
 	if err != nil {
 		return fmt.Errorf("golden vectors of the rotation: %w", err)
 	}
-	typ := floatType(rotType)
-	ac.Want = &table{Name: "goldenApplyRoPEWant" + suffix, Type: typ, Golden: true}
+	typ := emit.FloatType(rotType)
+	ac.Want = &emit.Table{Name: "goldenApplyRoPEWant" + suffix, Type: typ, Golden: true}
 	if !ac.Full {
-		ac.Positions = &table{Name: "goldenApplyRoPEPositions" + suffix, Type: "int64", Golden: true}
+		ac.Positions = &emit.Table{Name: "goldenApplyRoPEPositions" + suffix, Type: "int64", Golden: true}
 		for _, p := range call {
 			ac.Positions.Vals = append(ac.Positions.Vals, float64(p))
 		}
@@ -622,7 +622,7 @@ func (g *gen) ropeGolden(d *ropeData, ev *rope.Evidence, rot *rotation, suffix s
 			for e := 0; e < d.HeadDim; e++ {
 				y := res.out[res.lo.index(call[r], h, e)]
 				if typ == "uint16" {
-					y = float64(halfBits(rotType, y))
+					y = float64(emit.HalfBits(rotType, y))
 				}
 				ac.Want.Vals = append(ac.Want.Vals, y)
 			}
@@ -674,19 +674,19 @@ func nextSwitch(pg *probe.FreqProgram, n int) int {
 func goldenInput(i int) float64 { return float64((i*37+11)%129-64) / 64 }
 
 // ropeDoc is the documentation of the rope section.
-func ropeDoc(g *gen, f *passes.Finding, p *rope.Params, ev *rope.Evidence, d *ropeData) []string {
+func ropeDoc(g *emit.Gen, f *passes.Finding, p *Params, ev *Evidence, d *ropeData) []string {
 	var out []string
 	scaling := "none"
 	if p.Scaling != nil {
 		scaling = *p.Scaling
 	}
-	line := fmt.Sprintf("RoPE of layers %s: %s layout, head dim %d, rotary dim %d", layerList(f.Layers), p.Layout, p.HeadDim, p.RotaryDim)
+	line := fmt.Sprintf("RoPE of layers %s: %s layout, head dim %d, rotary dim %d", emit.LayerList(f.Layers), p.Layout, p.HeadDim, p.RotaryDim)
 	if p.Base != nil {
-		line += fmt.Sprintf(", base %s", fmtFloat(*p.Base, 64))
+		line += fmt.Sprintf(", base %s", emit.FmtFloat(*p.Base, 64))
 	}
 	line += ", scaling " + scaling
 	if p.Factor != nil && scaling != "none" {
-		line += " (factor " + fmtFloat(*p.Factor, 64) + ")"
+		line += " (factor " + emit.FmtFloat(*p.Factor, 64) + ")"
 	}
 	out = append(out, line+".")
 	switch d.Form {
@@ -706,7 +706,7 @@ func scaleDoc(d *ropeData) string {
 	if d.ScaleFrom == "" {
 		return ""
 	}
-	return fmt.Sprintf(" scaled by %s (%s)", fmtFloat(d.Scale, 32), d.ScaleFrom)
+	return fmt.Sprintf(" scaled by %s (%s)", emit.FmtFloat(d.Scale, 32), d.ScaleFrom)
 }
 
 func castDoc(d *ropeData) string {
@@ -714,12 +714,4 @@ func castDoc(d *ropeData) string {
 		return ", cast to " + d.Out
 	}
 	return ""
-}
-
-func layerList(ls []int) string {
-	var s []string
-	for _, l := range ls {
-		s = append(s, fmt.Sprint(l))
-	}
-	return strings.Join(s, ", ")
 }

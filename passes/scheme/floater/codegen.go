@@ -1,14 +1,14 @@
-package codegen
+package floater
 
 import (
 	"fmt"
 	"math"
 	"slices"
 
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/probe"
-	"github.com/onnxpe/onnxpe/passes/scheme/floater"
 )
 
 // floaterData is what the floater templates read: FLOATER's position
@@ -21,7 +21,7 @@ type floaterData struct {
 	Rows, Size int
 	Shape      []int
 	Dim        int
-	States     *table
+	States     *emit.Table
 	Solver     string
 	Step       float64
 	Form       string
@@ -43,16 +43,16 @@ type floaterLayer struct {
 type floaterCase struct {
 	N    int
 	Rows []int
-	Want *table
+	Want *emit.Table
 }
 
-func emitFloater(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, p, err := findingOf[floater.Evidence, floater.Params](f, "no FLOATER evidence")
+func EmitFloater(g *emit.Gen, f *passes.Finding, suffix string) (*emit.Part, error) {
+	ev, p, err := emit.FindingOf[Evidence, Params](f, "no FLOATER evidence")
 	if err != nil {
 		return nil, err
 	}
 	if ev.Table == "" || len(ev.Blocks) == 0 {
-		return nil, skip("no value holds the states the layers read")
+		return nil, emit.Skip("no value holds the states the layers read")
 	}
 	d := &floaterData{Dim: p.Dim, Form: p.Form, TableFrom: ev.Table}
 	if p.Solver != nil {
@@ -65,30 +65,30 @@ func emitFloater(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	// the call's length).
 	var st []float64
 	for _, n := range []int{4, 9} {
-		r, err := g.extract(probe.ExtractSpec{Values: []string{ev.Table}, Seq: n})
+		r, err := g.Extract(probe.ExtractSpec{Values: []string{ev.Table}, Seq: n})
 		if err != nil {
 			return nil, fmt.Errorf("the states: %w", err)
 		}
-		out, err := r.run(nil)
+		out, err := r.Run(nil)
 		if err != nil {
 			return nil, fmt.Errorf("the states: %w", err)
 		}
 		t := out[0]
 		if t.DType != graph.Float {
-			return nil, skip("the states are %s; codegen writes float32 FLOATER states", typeName(t.DType))
+			return nil, emit.Skip("the states are %s; codegen writes float32 FLOATER states", emit.TypeName(t.DType))
 		}
 		if t.Rank() < 2 {
 			return nil, fmt.Errorf("the states have shape %v", t.Shape)
 		}
 		v := t.Float64s()
 		if st != nil && (d.Rows != t.Shape[0] || !slices.Equal(st, v)) {
-			return nil, skip("the states follow the call's length (%d states at 4 positions, %d at 9): not one table", d.Rows, t.Shape[0])
+			return nil, emit.Skip("the states follow the call's length (%d states at 4 positions, %d at 9): not one table", d.Rows, t.Shape[0])
 		}
 		st, d.Rows, d.Shape = v, t.Shape[0], t.Shape[1:]
 	}
 	d.Size = len(st) / d.Rows
-	d.States = &table{Name: "floaterStates" + suffix, Type: "float32", Vals: st, From: ev.Table}
-	pt := &part{Tmpl: "floater", Data: d, Tables: []*table{d.States}}
+	d.States = &emit.Table{Name: "floaterStates" + suffix, Type: "float32", Vals: st, From: ev.Table}
+	pt := &emit.Part{Tmpl: "floater", Data: d, Tables: []*emit.Table{d.States}}
 
 	// Every layer's biases at the longest sequence the states cover: each
 	// is Dim values of the state at its position, at an offset found by
@@ -101,7 +101,7 @@ func emitFloater(g *gen, f *passes.Finding, suffix string) (*part, error) {
 			values = append(values, b.V)
 		}
 	}
-	out, err := g.floaterBiases(values, n)
+	out, err := floaterBiases(g, values, n)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +114,7 @@ func emitFloater(g *gen, f *passes.Finding, suffix string) (*part, error) {
 			}
 			o, ok := d.offset(out[x], n)
 			if !ok {
-				return nil, skip("layer %d's bias %s is not %d values of the state at its position", b.Layer, values[x], d.Dim)
+				return nil, emit.Skip("layer %d's bias %s is not %d values of the state at its position", b.Layer, values[x], d.Dim)
 			}
 			*off = o
 			x++
@@ -128,7 +128,7 @@ func emitFloater(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		if m > n || slices.ContainsFunc(d.Cases, func(c *floaterCase) bool { return c.N == m }) {
 			continue
 		}
-		out, err := g.floaterBiases(values, m)
+		out, err := floaterBiases(g, values, m)
 		if err != nil {
 			return nil, err
 		}
@@ -136,7 +136,7 @@ func emitFloater(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		for i := range all {
 			all[i] = i
 		}
-		c := &floaterCase{N: m, Rows: thin(all, 12), Want: &table{Name: fmt.Sprintf("goldenFloaterBiases%s_%d", suffix, m), Type: "float32", Golden: true}}
+		c := &floaterCase{N: m, Rows: emit.Thin(all, 12), Want: &emit.Table{Name: fmt.Sprintf("goldenFloaterBiases%s_%d", suffix, m), Type: "float32", Golden: true}}
 		x := 0
 		for _, l := range d.Layers {
 			for _, off := range []int{l.Q, l.K, l.V} {
@@ -146,8 +146,8 @@ func emitFloater(g *gen, f *passes.Finding, suffix string) (*part, error) {
 				for _, i := range c.Rows {
 					for j := 0; j < d.Dim; j++ {
 						want := out[x][i*d.Dim+j]
-						if got := d.States.Vals[i*d.Size+off+j]; !close32(got, want) {
-							return nil, skip("%d positions: layer %d's bias at position %d, element %d, is %.9g, the state %.9g", m, l.Layer, i, j, want, got)
+						if got := d.States.Vals[i*d.Size+off+j]; !emit.Close32(got, want) {
+							return nil, emit.Skip("%d positions: layer %d's bias at position %d, element %d, is %.9g, the state %.9g", m, l.Layer, i, j, want, got)
 						}
 						c.Want.Vals = append(c.Want.Vals, want)
 					}
@@ -159,11 +159,11 @@ func emitFloater(g *gen, f *passes.Finding, suffix string) (*part, error) {
 	}
 	solver := "a solver"
 	if d.Solver != "" {
-		solver = fmt.Sprintf("%s steps of %s", d.Solver, fmtFloat(d.Step, 64))
+		solver = fmt.Sprintf("%s steps of %s", d.Solver, emit.FmtFloat(d.Step, 64))
 	}
 	d.Doc = []string{fmt.Sprintf("FLOATER's position states (Liu et al. 2020) of layers %s: the %d states (positions 0 to %d) that the model's %s integration of its learned dynamics produces (%s, %s), each of shape %v; layer l adds %d values of the state at a position to its q, k and v. The states are the table onnxpe's executor computed with the model's own solver (the dynamics are not transcribed).",
-		layerList(f.Layers), d.Rows, d.Rows-1, d.Form, solver, d.TableFrom, d.Shape, d.Dim)}
-	pt.Emitted = Emitted{Functions: []string{"FloaterState" + suffix, "FloaterBiases" + suffix}, Form: "table", Positions: d.Rows, MaxPositions: d.Rows}
+		emit.LayerList(f.Layers), d.Rows, d.Rows-1, d.Form, solver, d.TableFrom, d.Shape, d.Dim)}
+	pt.Emitted = emit.Emitted{Functions: []string{"FloaterState" + suffix, "FloaterBiases" + suffix}, Form: "table", Positions: d.Rows, MaxPositions: d.Rows}
 	for _, c := range d.Cases {
 		pt.Emitted.Golden += len(c.Want.Vals)
 	}
@@ -172,12 +172,12 @@ func emitFloater(g *gen, f *passes.Finding, suffix string) (*part, error) {
 
 // floaterBiases evaluates the biases values at n positions, each [n][Dim]
 // flattened.
-func (g *gen) floaterBiases(values []string, n int) ([][]float64, error) {
-	r, err := g.extract(probe.ExtractSpec{Values: values, Seq: n})
+func floaterBiases(g *emit.Gen, values []string, n int) ([][]float64, error) {
+	r, err := g.Extract(probe.ExtractSpec{Values: values, Seq: n})
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
-	out, err := r.run(nil)
+	out, err := r.Run(nil)
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}

@@ -1,14 +1,14 @@
-package codegen
+package complexorder
 
 import (
 	"fmt"
 	"math"
 
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/probe"
-	"github.com/onnxpe/onnxpe/passes/scheme/complexorder"
 )
 
 // complexData is what the complexorder templates read: complex-order word
@@ -22,7 +22,7 @@ type complexData struct {
 	Descending bool
 	// Freq, Phase (nil without a learned phase) and Amp are the per-word
 	// tables, [Vocab][Dim], as the model stores them.
-	Freq, Phase, Amp *table
+	Freq, Phase, Amp *emit.Table
 	// Golden: calls at sequences of N words.
 	Cases []*complexCase
 }
@@ -33,23 +33,23 @@ type complexData struct {
 type complexCase struct {
 	N                 int
 	Words             []int
-	Positions         *table
+	Positions         *emit.Table
 	Rows              []int
-	Phase, Real, Imag *table
+	Phase, Real, Imag *emit.Table
 }
 
-func emitComplexOrder(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	ev, p, err := findingOf[complexorder.Evidence, complexorder.Params](f, "no complex-order evidence")
+func EmitComplexOrder(g *emit.Gen, f *passes.Finding, suffix string) (*emit.Part, error) {
+	ev, p, err := emit.FindingOf[Evidence, Params](f, "no complex-order evidence")
 	if err != nil {
 		return nil, err
 	}
 	switch {
 	case ev.FreqTable == "" || ev.AmplitudeTable == "":
-		return nil, skip("the frequencies or the amplitudes are not tables gathered by the word ids")
+		return nil, emit.Skip("the frequencies or the amplitudes are not tables gathered by the word ids")
 	case ev.TokenIDs == "":
-		return nil, skip("the tables are not gathered by one input of word ids")
+		return nil, emit.Skip("the tables are not gathered by one input of word ids")
 	case ev.Real == "" || ev.Imag == "":
-		return nil, skip("no value holds the real or the imaginary part")
+		return nil, emit.Skip("no value holds the real or the imaginary part")
 	}
 	d := &complexData{Dim: p.Dim}
 	switch p.PositionOrder {
@@ -57,22 +57,22 @@ func emitComplexOrder(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		d.Descending = true
 	case "ascending":
 	default:
-		return nil, skip("the positions are counted neither 0 .. n-1 nor n-1 .. 0")
+		return nil, emit.Skip("the positions are counted neither 0 .. n-1 nor n-1 .. 0")
 	}
-	read := func(name, goName, what string) (*table, error) {
-		t := probe.Const(g.ctx, name)
+	read := func(name, goName, what string) (*emit.Table, error) {
+		t := probe.Const(g.Ctx, name)
 		if t == nil || t.Rank() != 2 || t.Shape[1] != d.Dim {
-			return nil, skip("the %s table %q is not a constant [words, %d]", what, name, d.Dim)
+			return nil, emit.Skip("the %s table %q is not a constant [words, %d]", what, name, d.Dim)
 		}
 		if t.DType != graph.Float {
-			return nil, skip("the %s table is %s; codegen writes float32 complex-order embeddings", what, typeName(t.DType))
+			return nil, emit.Skip("the %s table is %s; codegen writes float32 complex-order embeddings", what, emit.TypeName(t.DType))
 		}
 		if d.Vocab == 0 {
 			d.Vocab = t.Shape[0]
 		} else if d.Vocab != t.Shape[0] {
-			return nil, skip("the %s table has %d rows, the frequencies %d", what, t.Shape[0], d.Vocab)
+			return nil, emit.Skip("the %s table has %d rows, the frequencies %d", what, t.Shape[0], d.Vocab)
 		}
-		return &table{Name: goName + suffix, Type: "float32", Vals: t.Float64s(), From: name}, nil
+		return &emit.Table{Name: goName + suffix, Type: "float32", Vals: t.Float64s(), From: name}, nil
 	}
 	if d.Freq, err = read(ev.FreqTable, "complexOrderFreq", "frequency"); err != nil {
 		return nil, err
@@ -85,12 +85,12 @@ func emitComplexOrder(g *gen, f *passes.Finding, suffix string) (*part, error) {
 			return nil, err
 		}
 	}
-	pt := &part{Tmpl: "complexorder", Data: d, Tables: []*table{d.Freq, d.Amp}}
+	pt := &emit.Part{Tmpl: "complexorder", Data: d, Tables: []*emit.Table{d.Freq, d.Amp}}
 	if d.Phase != nil {
 		pt.Tables = append(pt.Tables, d.Phase)
 	}
-	for x, n := range []int{1, 8, 64, g.opts.MaxPositions} {
-		c, err := g.complexCase(d, ev, n, suffix, x)
+	for x, n := range []int{1, 8, 64, g.Opts.MaxPositions} {
+		c, err := goldenComplexCase(g, d, ev, n, suffix, x)
 		if err != nil {
 			return nil, err
 		}
@@ -105,14 +105,14 @@ func emitComplexOrder(g *gen, f *passes.Finding, suffix string) (*part, error) {
 		phase = "ω(w)·pos + θ(w)"
 	}
 	line := fmt.Sprintf("Complex-order word embeddings (Wang et al. 2020) of layers %s: a word w at position pos is r(w)·exp(i(%s)), carried as its real part r·cos and imaginary part r·sin, %d wide, for a vocabulary of %d words; the positions of n words are %s. The frequencies ω are the model's %s",
-		layerList(f.Layers), phase, d.Dim, d.Vocab, order, d.Freq.From)
+		emit.LayerList(f.Layers), phase, d.Dim, d.Vocab, order, d.Freq.From)
 	if d.Phase != nil {
 		line += ", the phases θ its " + d.Phase.From
 	}
 	line += fmt.Sprintf(", the amplitudes r its %s; everything is computed in float32 as the model does.", d.Amp.From)
 	d.Doc = []string{line}
-	pt.Emitted = Emitted{Functions: []string{"ComplexOrderPositions" + suffix, "ComplexOrderPhase" + suffix, "ComplexOrderEmbedding" + suffix},
-		Form: "computed", Positions: g.opts.MaxPositions}
+	pt.Emitted = emit.Emitted{Functions: []string{"ComplexOrderPositions" + suffix, "ComplexOrderPhase" + suffix, "ComplexOrderEmbedding" + suffix},
+		Form: "computed", Positions: g.Opts.MaxPositions}
 	for _, c := range d.Cases {
 		pt.Emitted.Golden += len(c.Positions.Vals) + len(c.Phase.Vals) + len(c.Real.Vals) + len(c.Imag.Vals)
 	}
@@ -121,8 +121,8 @@ func emitComplexOrder(g *gen, f *passes.Finding, suffix string) (*part, error) {
 
 // complexCase runs the model's own subgraph at a sequence of n words and
 // checks the templates' arithmetic against it.
-func (g *gen) complexCase(d *complexData, ev *complexorder.Evidence, n int, suffix string, x int) (*complexCase, error) {
-	shape, dt, err := probe.BoundShape(g.ctx, ev.TokenIDs, n)
+func goldenComplexCase(g *emit.Gen, d *complexData, ev *Evidence, n int, suffix string, x int) (*complexCase, error) {
+	shape, dt, err := probe.BoundShape(g.Ctx, ev.TokenIDs, n)
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: the word ids: %w", err)
 	}
@@ -154,15 +154,15 @@ func (g *gen) complexCase(d *complexData, ev *complexorder.Evidence, n int, suff
 		if size != n {
 			continue
 		}
-		it, err := tensorOf(dt, sh, ids)
+		it, err := emit.TensorOf(dt, sh, ids)
 		if err != nil {
 			return nil, fmt.Errorf("golden vectors: %w", err)
 		}
-		r, err := g.extract(probe.ExtractSpec{Values: []string{ev.Positions, ev.Phase, ev.Real, ev.Imag}, Seq: n, Cuts: map[string]*kernels.Tensor{ev.TokenIDs: it}})
+		r, err := g.Extract(probe.ExtractSpec{Values: []string{ev.Positions, ev.Phase, ev.Real, ev.Imag}, Seq: n, Cuts: map[string]*kernels.Tensor{ev.TokenIDs: it}})
 		if err != nil {
 			return nil, fmt.Errorf("golden vectors: %w", err)
 		}
-		o, err := r.run(nil)
+		o, err := r.Run(nil)
 		if err != nil {
 			last = err
 			continue
@@ -180,22 +180,22 @@ func (g *gen) complexCase(d *complexData, ev *complexorder.Evidence, n int, suff
 	pos := out[0].Float64s()
 	for i, p := range pos {
 		if want := d.position(i, n); p != float64(want) {
-			return nil, skip("the model's position of word %d of %d is %v, not %d", i, n, p, want)
+			return nil, emit.Skip("the model's position of word %d of %d is %v, not %d", i, n, p, want)
 		}
 	}
 	all := make([]int, n)
 	for i := range all {
 		all[i] = i
 	}
-	c.Rows = thin(all, 16)
-	c.Positions = &table{Name: fmt.Sprintf("goldenComplexOrderPositions%s_%d", suffix, x), Type: "int64", Golden: true}
+	c.Rows = emit.Thin(all, 16)
+	c.Positions = &emit.Table{Name: fmt.Sprintf("goldenComplexOrderPositions%s_%d", suffix, x), Type: "int64", Golden: true}
 	for _, i := range c.Rows {
 		c.Positions.Vals = append(c.Positions.Vals, pos[i])
 	}
 	vals := [3][]float64{out[1].Float64s(), out[2].Float64s(), out[3].Float64s()}
-	tabs := [3]**table{&c.Phase, &c.Real, &c.Imag}
+	tabs := [3]**emit.Table{&c.Phase, &c.Real, &c.Imag}
 	for j, nm := range []string{"Phase", "Real", "Imag"} {
-		*tabs[j] = &table{Name: fmt.Sprintf("goldenComplexOrder%s%s_%d", nm, suffix, x), Type: "float32", Golden: true}
+		*tabs[j] = &emit.Table{Name: fmt.Sprintf("goldenComplexOrder%s%s_%d", nm, suffix, x), Type: "float32", Golden: true}
 	}
 	for _, i := range c.Rows {
 		ph, re, im := d.embedding(int64(c.Words[i]), d.position(i, n))
@@ -206,8 +206,8 @@ func (g *gen) complexCase(d *complexData, ev *complexorder.Evidence, n int, suff
 				(*tabs[j]).Vals = append((*tabs[j]).Vals, want)
 				// The arithmetic the templates write must give the
 				// model's values.
-				if !close32(got[j], want) {
-					return nil, skip("word %d (id %d) of %d, dimension %d: the model's %s is %.9g, the arithmetic %.9g",
+				if !emit.Close32(got[j], want) {
+					return nil, emit.Skip("word %d (id %d) of %d, dimension %d: the model's %s is %.9g, the arithmetic %.9g",
 						i, c.Words[i], n, k, []string{"phase", "real part", "imaginary part"}[j], want, got[j])
 				}
 			}
@@ -228,16 +228,16 @@ func (d *complexData) position(i, n int) int64 {
 // pos as the templates compute them.
 func (d *complexData) embedding(w, pos int64) (ph, re, im []float64) {
 	f := graph.Float
-	x := roundTo(f, float64(pos))
+	x := emit.RoundTo(f, float64(pos))
 	for k := 0; k < d.Dim; k++ {
-		t := roundTo(f, x*d.Freq.Vals[int(w)*d.Dim+k])
+		t := emit.RoundTo(f, x*d.Freq.Vals[int(w)*d.Dim+k])
 		if d.Phase != nil {
-			t = roundTo(f, t+d.Phase.Vals[int(w)*d.Dim+k])
+			t = emit.RoundTo(f, t+d.Phase.Vals[int(w)*d.Dim+k])
 		}
 		a := d.Amp.Vals[int(w)*d.Dim+k]
 		ph = append(ph, t)
-		re = append(re, roundTo(f, a*roundTo(f, math.Cos(t))))
-		im = append(im, roundTo(f, a*roundTo(f, math.Sin(t))))
+		re = append(re, emit.RoundTo(f, a*emit.RoundTo(f, math.Cos(t))))
+		im = append(im, emit.RoundTo(f, a*emit.RoundTo(f, math.Sin(t))))
 	}
 	return ph, re, im
 }

@@ -1,15 +1,15 @@
-package codegen
+package rope
 
 import (
 	"fmt"
 	"math"
 	"slices"
 
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/probe"
-	"github.com/onnxpe/onnxpe/passes/scheme/rope"
 )
 
 // mropeData is what the mrope templates read: multimodal RoPE (M-RoPE,
@@ -27,7 +27,7 @@ type mropeData struct {
 	// Freq are the frequencies as the model stores them (FreqFrom),
 	// multiplied by the positions in Product, in Type; Scale (ScaleFrom)
 	// multiplies cos and sin after.
-	Freq              *table
+	Freq              *emit.Table
 	FreqFrom, Product string
 	Type              string
 	Scale             float64
@@ -50,41 +50,41 @@ type mropeData struct {
 // mropeCase is one call of MRoPECosSin.
 type mropeCase struct {
 	N         int
-	Positions *table
-	Cos, Sin  *table
+	Positions *emit.Table
+	Cos, Sin  *emit.Table
 }
 
-func emitMRoPE(g *gen, f *passes.Finding, p *rope.Params, ev *rope.Evidence, suffix string) (*part, error) {
+func emitMRoPE(g *emit.Gen, f *passes.Finding, p *Params, ev *Evidence, suffix string) (*emit.Part, error) {
 	if ev.Streams == "" || len(ev.PairStream) != len(ev.Pairs) {
-		return nil, skip("multimodal RoPE: the audit did not name the positions input the streams are read from")
+		return nil, emit.Skip("multimodal RoPE: the audit did not name the positions input the streams are read from")
 	}
 	a := ev.Angles
 	if a == nil || a.Program != nil {
-		return nil, skip("multimodal RoPE: the cos/sin are not the positions times constant frequencies the graph computes (%s)", ev.ExactWhy)
+		return nil, emit.Skip("multimodal RoPE: the cos/sin are not the positions times constant frequencies the graph computes (%s)", ev.ExactWhy)
 	}
 	if a.Type != graph.Float || a.Out != graph.Float {
-		return nil, skip("multimodal RoPE computed in %s (applied in %s): codegen writes float32 M-RoPE", typeName(a.Type), typeName(a.Out))
+		return nil, emit.Skip("multimodal RoPE computed in %s (applied in %s): codegen writes float32 M-RoPE", emit.TypeName(a.Type), emit.TypeName(a.Out))
 	}
 	if len(ev.Blocks) == 0 {
-		return nil, skip("no rotation of q or k to test the code against")
+		return nil, emit.Skip("no rotation of q or k to test the code against")
 	}
-	rot, err := g.rotationOf(ev.Blocks[0])
+	rot, err := rotationOf(g, ev.Blocks[0])
 	if err != nil {
 		return nil, err
 	}
 	d := &mropeData{HeadDim: p.HeadDim, RotaryDim: p.RotaryDim, K: len(ev.Pairs), Pairs: ev.Pairs, Streams: len(p.MultimodalSections),
-		Sections: p.MultimodalSections, PairStream: ev.PairStream, FreqFrom: a.FreqFrom, Product: a.Product, Type: typeName(a.Type),
+		Sections: p.MultimodalSections, PairStream: ev.PairStream, FreqFrom: a.FreqFrom, Product: a.Product, Type: emit.TypeName(a.Type),
 		Scale: 1, PosFrom: ev.Streams}
 	if a.ScaleFrom != "" {
 		d.Scale, d.ScaleFrom = a.Scale, a.ScaleFrom
 	}
-	d.Freq = &table{Name: "MRoPEInvFreq" + suffix, Type: "float64", Vals: a.Freq, From: a.FreqFrom}
-	pt := &part{Tmpl: "mrope", Data: d}
+	d.Freq = &emit.Table{Name: "MRoPEInvFreq" + suffix, Type: "float64", Vals: a.Freq, From: a.FreqFrom}
+	pt := &emit.Part{Tmpl: "mrope", Data: d}
 
 	// Golden vectors: tokens whose streams hold different positions (up
 	// to MaxPositions-1), and a Qwen2-VL prompt (text on the diagonal, a
 	// 3 x 4 image grid at one time step, text after it).
-	sp := samplePositions(g.opts.MaxPositions)
+	sp := emit.SamplePositions(g.Opts.MaxPositions)
 	n := len(sp)
 	mixed := make([]float64, d.Streams*n)
 	for s := 0; s < d.Streams; s++ {
@@ -110,26 +110,26 @@ func emitMRoPE(g *gen, f *passes.Finding, p *rope.Params, ev *rope.Evidence, suf
 			pv[s*len(prompt)+i] = tok[min(s, len(tok)-1)]
 		}
 	}
-	d.Arith, d.ApplyWhy = g.rotationArith(rot)
+	d.Arith, d.ApplyWhy = rotationArith(g, rot)
 	for _, c := range [][]float64{mixed, pv} {
 		m := len(c) / d.Streams
-		_, pdt, err := probe.BoundShape(g.ctx, ev.Streams, m)
+		_, pdt, err := probe.BoundShape(g.Ctx, ev.Streams, m)
 		if err != nil {
 			return nil, fmt.Errorf("golden vectors: the positions input: %w", err)
 		}
-		pos, err := tensorOf(pdt, []int{d.Streams, 1, m}, c)
+		pos, err := emit.TensorOf(pdt, []int{d.Streams, 1, m}, c)
 		if err != nil {
 			return nil, fmt.Errorf("golden vectors: %w", err)
 		}
-		cos, sin, err := g.unitCosSin(rot, ev, p.HeadDim, m, map[string]*kernels.Tensor{ev.Streams: pos})
+		cos, sin, err := unitCosSin(g, rot, ev, p.HeadDim, m, map[string]*kernels.Tensor{ev.Streams: pos})
 		if err != nil {
 			return nil, fmt.Errorf("golden vectors: %w", err)
 		}
 		x := len(d.Cases)
 		mc := &mropeCase{N: m,
-			Positions: &table{Name: fmt.Sprintf("goldenMRoPEPositions%s_%d", suffix, x), Type: "int64", Vals: c, Golden: true},
-			Cos:       &table{Name: fmt.Sprintf("goldenMRoPECos%s_%d", suffix, x), Type: "float32", Golden: true},
-			Sin:       &table{Name: fmt.Sprintf("goldenMRoPESin%s_%d", suffix, x), Type: "float32", Golden: true}}
+			Positions: &emit.Table{Name: fmt.Sprintf("goldenMRoPEPositions%s_%d", suffix, x), Type: "int64", Vals: c, Golden: true},
+			Cos:       &emit.Table{Name: fmt.Sprintf("goldenMRoPECos%s_%d", suffix, x), Type: "float32", Golden: true},
+			Sin:       &emit.Table{Name: fmt.Sprintf("goldenMRoPESin%s_%d", suffix, x), Type: "float32", Golden: true}}
 		for i := 0; i < m; i++ {
 			mc.Cos.Vals = append(mc.Cos.Vals, cos[i]...)
 			mc.Sin.Vals = append(mc.Sin.Vals, sin[i]...)
@@ -137,8 +137,8 @@ func emitMRoPE(g *gen, f *passes.Finding, p *rope.Params, ev *rope.Evidence, suf
 			// values.
 			for k := range d.Pairs {
 				ac, as := d.cosSin(int64(c[d.PairStream[k]*m+i]), k)
-				if !close32(ac, cos[i][k]) || !close32(as, sin[i][k]) {
-					return nil, skip("at token %d (positions %v) pair %d the model gives (%.9g, %.9g), the arithmetic (%.9g, %.9g)",
+				if !emit.Close32(ac, cos[i][k]) || !emit.Close32(as, sin[i][k]) {
+					return nil, emit.Skip("at token %d (positions %v) pair %d the model gives (%.9g, %.9g), the arithmetic (%.9g, %.9g)",
 						i, tokenPositions(c, d.Streams, m, i), k, cos[i][k], sin[i][k], ac, as)
 				}
 			}
@@ -148,7 +148,7 @@ func emitMRoPE(g *gen, f *passes.Finding, p *rope.Params, ev *rope.Evidence, suf
 			continue
 		}
 		// ApplyMRoPE: the model's rotation of x at the same positions.
-		rc, why, err := g.goldenRotation(rot, ev, p.HeadDim, m, map[string]*kernels.Tensor{ev.Streams: pos}, fmt.Sprintf("goldenApplyMRoPEWant%s_%d", suffix, x),
+		rc, why, err := goldenRotation(g, rot, ev, p.HeadDim, m, map[string]*kernels.Tensor{ev.Streams: pos}, fmt.Sprintf("goldenApplyMRoPEWant%s_%d", suffix, x),
 			func(tok, k int) (float64, float64, bool) {
 				ac, as := d.cosSin(int64(c[d.PairStream[k]*m+tok]), k)
 				return ac, as, true
@@ -173,9 +173,9 @@ func emitMRoPE(g *gen, f *passes.Finding, p *rope.Params, ev *rope.Evidence, suf
 		secs = append(secs, fmt.Sprintf("%d from the %s positions", x, nm))
 	}
 	d.Doc = []string{fmt.Sprintf("Multimodal RoPE (M-RoPE) of layers %s: head dim %d, %d pairs, %d position streams read from %s ([streams, batch, seq]); the frequencies are split into sections, %s. The angles are each pair's stream position times the frequencies of %s, computed in %s by %s as the model does, then cos and sin%s.",
-		layerList(f.Layers), p.HeadDim, d.K, d.Streams, d.PosFrom, joinAnd(secs), d.FreqFrom, d.Type, d.Product, mropeScaleDoc(d.Scale, d.ScaleFrom)),
+		emit.LayerList(f.Layers), p.HeadDim, d.K, d.Streams, d.PosFrom, emit.JoinAnd(secs), d.FreqFrom, d.Type, d.Product, mropeScaleDoc(d.Scale, d.ScaleFrom)),
 		applyDoc("ApplyMRoPE"+suffix, p.Layout, p.RotaryDim, p.HeadDim, d.Arith, d.ApplyWhy)}
-	pt.Emitted = Emitted{Functions: []string{"MRoPECosSin" + suffix}, Form: "computed", Positions: g.opts.MaxPositions}
+	pt.Emitted = emit.Emitted{Functions: []string{"MRoPECosSin" + suffix}, Form: "computed", Positions: g.Opts.MaxPositions}
 	if d.ApplyWhy == "" {
 		pt.Emitted.Functions = append(pt.Emitted.Functions, "ApplyMRoPE"+suffix)
 	}
@@ -191,11 +191,11 @@ func emitMRoPE(g *gen, f *passes.Finding, p *rope.Params, ev *rope.Evidence, suf
 // cosSin is the cos and sin of pair k at position pos as the templates
 // compute them.
 func (d *mropeData) cosSin(pos int64, k int) (float64, float64) {
-	x := roundTo(graph.Float, float64(pos))
-	t := roundTo(graph.Float, x*d.Freq.Vals[k])
-	c, s := roundTo(graph.Float, math.Cos(t)), roundTo(graph.Float, math.Sin(t))
+	x := emit.RoundTo(graph.Float, float64(pos))
+	t := emit.RoundTo(graph.Float, x*d.Freq.Vals[k])
+	c, s := emit.RoundTo(graph.Float, math.Cos(t)), emit.RoundTo(graph.Float, math.Sin(t))
 	if d.ScaleFrom != "" {
-		c, s = roundTo(graph.Float, c*d.Scale), roundTo(graph.Float, s*d.Scale)
+		c, s = emit.RoundTo(graph.Float, c*d.Scale), emit.RoundTo(graph.Float, s*d.Scale)
 	}
 	return c, s
 }
@@ -212,30 +212,7 @@ func mropeScaleDoc(scale float64, from string) string {
 	if from == "" {
 		return ""
 	}
-	return fmt.Sprintf(" scaled by %s (%s)", fmtFloat(scale, 32), from)
-}
-
-func joinAnd(s []string) string {
-	switch len(s) {
-	case 0:
-		return ""
-	case 1:
-		return s[0]
-	}
-	out := ""
-	for i, x := range s[:len(s)-1] {
-		if i > 0 {
-			out += ", "
-		}
-		out += x
-	}
-	return out + " and " + s[len(s)-1]
-}
-
-// close32 is the generated tests' comparison: within 1e-6 relative to
-// max(1, |want|).
-func close32(got, want float64) bool {
-	return math.Abs(got-want) <= 1e-6*math.Max(1, math.Abs(want))
+	return fmt.Sprintf(" scaled by %s (%s)", emit.FmtFloat(scale, 32), from)
 }
 
 // unitCosSin runs the rotation of rot as the model computes it for
@@ -244,12 +221,12 @@ func close32(got, want float64) bool {
 // rotated q holds the cos and sin applied to every token, [token][pair]
 // (head 0). The tokens are q's position axis (seq of them, or those of
 // an image bound for seq).
-func (g *gen) unitCosSin(rot *rotation, ev *rope.Evidence, headDim, seq int, cuts map[string]*kernels.Tensor) ([][]float64, [][]float64, error) {
+func unitCosSin(g *emit.Gen, rot *codeRotation, ev *Evidence, headDim, seq int, cuts map[string]*kernels.Tensor) ([][]float64, [][]float64, error) {
 	first := map[int]bool{}
 	for _, pr := range ev.Pairs {
 		first[pr[0]] = true
 	}
-	r, err := g.rotated(rot, ev, headDim, seq, func(i int) float64 {
+	r, err := rotated(g, rot, ev, headDim, seq, func(i int) float64 {
 		if first[i%headDim] {
 			return 1
 		}
@@ -284,8 +261,8 @@ func (r *rotatedQ) at(tok, h, e int) float64 { return r.out[(tok*r.heads+h)*r.he
 // cuts. The
 // tokens are q's position axis (seq of them, or those of an image bound
 // for seq).
-func (g *gen) rotated(rot *rotation, ev *rope.Evidence, headDim, seq int, x func(i int) float64, cuts map[string]*kernels.Tensor) (*rotatedQ, error) {
-	shape, qType, err := probe.BoundShape(g.ctx, rot.in, seq)
+func rotated(g *emit.Gen, rot *codeRotation, ev *Evidence, headDim, seq int, x func(i int) float64, cuts map[string]*kernels.Tensor) (*rotatedQ, error) {
+	shape, qType, err := probe.BoundShape(g.Ctx, rot.in, seq)
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +286,7 @@ func (g *gen) rotated(rot *rotation, ev *rope.Evidence, headDim, seq int, x func
 			}
 		}
 	}
-	q, err := tensorOf(qType, shape, v)
+	q, err := emit.TensorOf(qType, shape, v)
 	if err != nil {
 		return nil, err
 	}
@@ -326,11 +303,11 @@ func (g *gen) rotated(rot *rotation, ev *rope.Evidence, headDim, seq int, x func
 			all[k] = t
 		}
 	}
-	r, err := g.extract(probe.ExtractSpec{Values: []string{rot.out}, Seq: seq, Cuts: all})
+	r, err := g.Extract(probe.ExtractSpec{Values: []string{rot.out}, Seq: seq, Cuts: all})
 	if err != nil {
 		return nil, err
 	}
-	out, err := r.run(nil)
+	out, err := r.Run(nil)
 	if err != nil {
 		return nil, err
 	}

@@ -1,14 +1,14 @@
-package codegen
+package absolute
 
 import (
+	"embed"
+
 	"fmt"
 
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
-	"github.com/onnxpe/onnxpe/passes/absolute"
 	"github.com/onnxpe/onnxpe/passes/probe"
-	"github.com/onnxpe/onnxpe/passes/scheme/learned"
-	"github.com/onnxpe/onnxpe/passes/scheme/sinusoidal"
 )
 
 // absData is what the absolute templates read (sinusoidal and learned
@@ -27,13 +27,13 @@ type absData struct {
 	// Computed: the (sin, cos) columns of every frequency, the
 	// frequencies and their arithmetic.
 	Pairs             [][2]int
-	Freq              *table
+	Freq              *emit.Table
 	FreqFrom, Product string
 	Type, Out         string
 	Scale             float64
 	ScaleFrom         string
 	// Table: the stored table, [Rows][Dim].
-	Table        *table
+	Table        *emit.Table
 	TableFrom    string
 	Rows         int
 	MaxPositions int
@@ -45,43 +45,29 @@ type absData struct {
 
 // absGolden: the encoding at Positions, [len(Positions)][Dim].
 type absGolden struct {
-	Positions *table
-	Want      *table
+	Positions *emit.Table
+	Want      *emit.Table
 }
 
-// absSpec is what a scheme of absolute encodings says of its finding to
+// Templates are the code generator's of absolute encodings (templates/go,
+// templates/c), which the sinusoidal and learned schemes share.
+//
+//go:embed templates
+var Templates embed.FS
+
+// Spec is what a scheme of absolute encodings says of its finding to
 // the shared emitter: the names of the generated code and of what it is,
 // the encoding's width, the table row of position 0, the positions a
 // stored table holds (nil: its rows) and whether the encoding is a
 // sinusoid (one computed in the graph is transcribed).
-type absSpec struct {
+type Spec struct {
 	Name, Func, Kind string
 	Dim, Offset      int
 	MaxPositions     *int
 	Sinusoid         bool
 }
 
-// emitSinusoidal is the code of a sinusoidal encoding.
-func emitSinusoidal(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	p, ok := f.Params.(*sinusoidal.Params)
-	if !ok {
-		return nil, skip("params of %s", f.Scheme)
-	}
-	return emitAbsolute(g, f, suffix, absSpec{Name: "Sinusoidal", Func: "SinusoidalTable", Kind: "sinusoidal position encoding",
-		Dim: p.Dim, Offset: deref(p.PositionOffset), MaxPositions: p.MaxPositions, Sinusoid: true})
-}
-
-// emitLearned is the code of a learned position table.
-func emitLearned(g *gen, f *passes.Finding, suffix string) (*part, error) {
-	p, ok := f.Params.(*learned.Params)
-	if !ok {
-		return nil, skip("params of %s", f.Scheme)
-	}
-	return emitAbsolute(g, f, suffix, absSpec{Name: "PositionEmbedding", Func: "PositionEmbedding", Kind: "learned position embedding",
-		Dim: p.Dim, Offset: deref(p.PositionOffset), MaxPositions: p.MaxPositions})
-}
-
-func deref(p *int) int {
+func Deref(p *int) int {
 	if p == nil {
 		return 0
 	}
@@ -90,22 +76,22 @@ func deref(p *int) int {
 
 // emitAbsolute is the code of an absolute encoding added to the
 // embeddings: the model's stored table, or its sinusoid transcribed.
-func emitAbsolute(g *gen, f *passes.Finding, suffix string, sp absSpec) (*part, error) {
-	ev, _ := f.Evidence.(*absolute.TableEvidence)
+func EmitAbsolute(g *emit.Gen, f *passes.Finding, suffix string, sp Spec) (*emit.Part, error) {
+	ev, _ := f.Evidence.(*TableEvidence)
 	if ev == nil || ev.Value == "" {
-		return nil, skip("no evidence of the encoding's values")
+		return nil, emit.Skip("no evidence of the encoding's values")
 	}
 	d := &absData{Name: sp.Name, Func: sp.Func, Dim: sp.Dim}
 	offset, maxPos := sp.Offset, sp.MaxPositions
 	d.Offset = offset
-	pt := &part{Tmpl: "absolute", Data: d}
+	pt := &emit.Part{Tmpl: "absolute", Data: d}
 	vs := suffix
 	var outType graph.DataType
 	switch {
 	case ev.Table != "":
-		t := probe.Const(g.ctx, ev.Table)
+		t := probe.Const(g.Ctx, ev.Table)
 		if t == nil {
-			return nil, skip("the stored table %q is not in the file", ev.Table)
+			return nil, emit.Skip("the stored table %q is not in the file", ev.Table)
 		}
 		// Row r is what the table holds at position r, on whichever
 		// axis the table keeps its positions ([dim, positions] when
@@ -121,29 +107,29 @@ func emitAbsolute(g *gen, f *passes.Finding, suffix string, sp absSpec) (*part, 
 		if maxPos != nil && *maxPos-offset < d.MaxPositions {
 			d.MaxPositions = *maxPos - offset
 		}
-		if floatType(outType) == "uint16" {
+		if emit.FloatType(outType) == "uint16" {
 			for i := range vals {
-				vals[i] = float64(halfBits(outType, vals[i]))
+				vals[i] = float64(emit.HalfBits(outType, vals[i]))
 			}
 		}
-		d.Table = &table{Name: lowerFirst(d.Name) + "Data" + vs, Type: floatType(outType), Vals: vals, From: "the stored table " + ev.Table}
+		d.Table = &emit.Table{Name: emit.LowerFirst(d.Name) + "Data" + vs, Type: emit.FloatType(outType), Vals: vals, From: "the stored table " + ev.Table}
 		pt.Tables = append(pt.Tables, d.Table)
 	case ev.Angles != nil && sp.Sinusoid:
 		a := ev.Angles
 		if a.Program != nil {
-			return nil, skip("frequencies that depend on the positions")
+			return nil, emit.Skip("frequencies that depend on the positions")
 		}
 		d.Form, d.Pairs = "computed", ev.Pairs
-		d.Type, d.Out, d.Product, d.FreqFrom = typeName(a.Type), typeName(a.Out), a.Product, a.FreqFrom
-		d.Freq = &table{Name: "SinusoidalFreq" + vs, Type: "float64", Vals: a.Freq, From: a.FreqFrom}
+		d.Type, d.Out, d.Product, d.FreqFrom = emit.TypeName(a.Type), emit.TypeName(a.Out), a.Product, a.FreqFrom
+		d.Freq = &emit.Table{Name: "SinusoidalFreq" + vs, Type: "float64", Vals: a.Freq, From: a.FreqFrom}
 		if a.ScaleFrom != "" {
 			d.Scale, d.ScaleFrom = a.Scale, a.ScaleFrom
 		}
 		outType = a.Out
 	case sp.Sinusoid:
-		return nil, skip("the sinusoid's arithmetic could not be read exactly (%s)", ev.ExactWhy)
+		return nil, emit.Skip("the sinusoid's arithmetic could not be read exactly (%s)", ev.ExactWhy)
 	default:
-		return nil, skip("the learned encoding is computed, not a stored table")
+		return nil, emit.Skip("the learned encoding is computed, not a stored table")
 	}
 	switch outType {
 	case graph.Float16:
@@ -152,7 +138,7 @@ func emitAbsolute(g *gen, f *passes.Finding, suffix string, sp absSpec) (*part, 
 		d.OutHalf, d.Half, pt.BHalf = true, "BFloat16", true
 	case graph.Float, graph.Double:
 	default:
-		return nil, skip("element type %v", outType)
+		return nil, emit.Skip("element type %v", outType)
 	}
 	for _, t := range []string{d.Type, d.Out} {
 		if t == "float16" {
@@ -164,20 +150,20 @@ func emitAbsolute(g *gen, f *passes.Finding, suffix string, sp absSpec) (*part, 
 	}
 	// Golden vectors: the encoding as the model computes it for the first
 	// n positions of a sequence.
-	n := g.opts.MaxPositions
+	n := g.Opts.MaxPositions
 	if d.MaxPositions > 0 {
 		n = d.MaxPositions
 	}
-	if f := g.fixedLen(ev.Value, 2); f > 0 {
+	if f := g.FixedLen(ev.Value, 2); f > 0 {
 		n = min(n, f)
 	}
 	var rows [][]float64
-	got, err := longest(n, 4, func(n int) error {
-		r, err := g.extract(probe.ExtractSpec{Values: []string{ev.Value}, Seq: n})
+	got, err := emit.Longest(n, 4, func(n int) error {
+		r, err := g.Extract(probe.ExtractSpec{Values: []string{ev.Value}, Seq: n})
 		if err != nil {
 			return err
 		}
-		out, err := r.run(nil)
+		out, err := r.Run(nil)
 		if err != nil {
 			return err
 		}
@@ -195,19 +181,19 @@ func emitAbsolute(g *gen, f *passes.Finding, suffix string, sp absSpec) (*part, 
 	if err != nil {
 		return nil, fmt.Errorf("golden vectors: %w", err)
 	}
-	sample := thin(samplePositions(got), max(2, 30000/max(1, d.Dim)))
-	d.G.Positions = &table{Name: "golden" + d.Name + "Positions" + vs, Type: "int64", Golden: true}
-	d.G.Want = &table{Name: "golden" + d.Name + vs, Type: floatType(outType), Golden: true}
+	sample := emit.Thin(emit.SamplePositions(got), max(2, 30000/max(1, d.Dim)))
+	d.G.Positions = &emit.Table{Name: "golden" + d.Name + "Positions" + vs, Type: "int64", Golden: true}
+	d.G.Want = &emit.Table{Name: "golden" + d.Name + vs, Type: emit.FloatType(outType), Golden: true}
 	for _, p := range sample {
 		d.G.Positions.Vals = append(d.G.Positions.Vals, float64(p))
 		for _, x := range rows[p] {
 			if d.G.Want.Type == "uint16" {
-				x = float64(halfBits(outType, x))
+				x = float64(emit.HalfBits(outType, x))
 			}
 			d.G.Want.Vals = append(d.G.Want.Vals, x)
 		}
 	}
-	line := fmt.Sprintf("The %s added to the embeddings (before layers %s), %d wide", sp.Kind, layerList(f.Layers), d.Dim)
+	line := fmt.Sprintf("The %s added to the embeddings (before layers %s), %d wide", sp.Kind, emit.LayerList(f.Layers), d.Dim)
 	switch d.Form {
 	case "table":
 		line += fmt.Sprintf(": the model's stored table %s (%d rows; position p is row p+%d).", d.TableFrom, d.Rows, offset)
@@ -215,17 +201,10 @@ func emitAbsolute(g *gen, f *passes.Finding, suffix string, sp absSpec) (*part, 
 		line += fmt.Sprintf(": sin and cos of the positions (plus %d) times the frequencies of %s, computed in %s by %s as the model does.", offset, d.FreqFrom, d.Type, d.Product)
 	}
 	d.Doc = append(d.Doc, line)
-	pt.Emitted = Emitted{Functions: []string{d.Func + suffix}, Form: d.Form, Positions: got, MaxPositions: d.MaxPositions,
+	pt.Emitted = emit.Emitted{Functions: []string{d.Func + suffix}, Form: d.Form, Positions: got, MaxPositions: d.MaxPositions,
 		Golden: len(d.G.Want.Vals)}
 	if d.OutHalf {
 		pt.Emitted.Functions = append(pt.Emitted.Functions, d.Func+d.Half+suffix)
 	}
 	return pt, nil
-}
-
-func lowerFirst(s string) string {
-	if s == "" {
-		return s
-	}
-	return string(s[0]|0x20) + s[1:]
 }

@@ -1,18 +1,16 @@
-package codegen
+package emit
 
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/x448/float16"
 	"math"
 	"reflect"
 	"strconv"
 	"strings"
 	"text/template"
 	"unicode"
-
-	"github.com/x448/float16"
-
-	"github.com/onnxpe/onnxpe/graph"
 )
 
 // embedThreshold is the size (elements) from which a Go table is stored as
@@ -23,7 +21,7 @@ const embedThreshold = 4096
 
 // table is a constant array of the emitted code: a model's stored table,
 // frequencies, slopes, or golden vectors.
-type table struct {
+type Table struct {
 	// Name is the Go name (CName the C name, package prefix included).
 	Name, CName string
 	// Type is the element type: float32, float64, uint16 (float16 or
@@ -37,13 +35,13 @@ type table struct {
 	Golden bool
 }
 
-func (t *table) embed() bool { return !t.Golden && len(t.Vals) > embedThreshold }
+func (t *Table) Embed() bool { return !t.Golden && len(t.Vals) > embedThreshold }
 
 // file is the name of the embedded data file.
-func (t *table) file(pkg string) string { return pkg + "_" + snake(t.Name) + ".bin" }
+func (t *Table) File(pkg string) string { return pkg + "_" + snake(t.Name) + ".bin" }
 
 // bytes is the table as little-endian binary data.
-func (t *table) bytes() []byte {
+func (t *Table) Bytes() []byte {
 	var out []byte
 	for _, v := range t.Vals {
 		switch t.Type {
@@ -68,11 +66,11 @@ func goNum(v float64, typ string) string {
 	switch typ {
 	case "float32":
 		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return "float32(" + fmtFloat(v, 32) + ")"
+			return "float32(" + FmtFloat(v, 32) + ")"
 		}
-		return fmtFloat(v, 32)
+		return FmtFloat(v, 32)
 	case "float64":
-		return fmtFloat(v, 64)
+		return FmtFloat(v, 64)
 	}
 	return strconv.FormatInt(int64(v), 10)
 }
@@ -82,11 +80,11 @@ func cNum(v float64, typ string) string {
 	switch typ {
 	case "float32":
 		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return cFloat(fmtFloat(v, 32))
+			return cFloat(FmtFloat(v, 32))
 		}
-		return cFloat(fmtFloat(v, 32)) + "f"
+		return cFloat(FmtFloat(v, 32)) + "f"
 	case "float64":
-		return cFloat(fmtFloat(v, 64))
+		return cFloat(FmtFloat(v, 64))
 	case "uint16":
 		return fmt.Sprintf("0x%04x", uint16(v))
 	case "int64":
@@ -95,7 +93,7 @@ func cNum(v float64, typ string) string {
 	return strconv.FormatInt(int64(v), 10)
 }
 
-func fmtFloat(v float64, bits int) string {
+func FmtFloat(v float64, bits int) string {
 	switch {
 	case math.IsInf(v, 1):
 		return "math.Inf(1)"
@@ -162,13 +160,13 @@ func snake(s string) string {
 
 // cname is the C name of a Go name: the package prefix and the snake
 // case (RoPECosSin -> pkg_rope_cos_sin).
-func cname(pkg, name string) string {
+func Cname(pkg, name string) string {
 	name = strings.NewReplacer("MRoPE", "Mrope", "mRoPE", "mrope", "RoPE", "Rope", "roPE", "rope", "ALiBi", "Alibi", "BFloat16", "Bfloat16").Replace(name)
 	return pkg + "_" + snake(name)
 }
 
 // typeName is the name of an element type in the emitted code's docs.
-func typeName(dt graph.DataType) string {
+func TypeName(dt graph.DataType) string {
 	switch dt {
 	case graph.Float:
 		return "float32"
@@ -184,7 +182,7 @@ func typeName(dt graph.DataType) string {
 
 // roundTo rounds x to element type dt as the emitted code does (directly
 // from float64, to nearest even).
-func roundTo(dt graph.DataType, x float64) float64 {
+func RoundTo(dt graph.DataType, x float64) float64 {
 	switch dt {
 	case graph.Float:
 		return float64(float32(x))
@@ -218,7 +216,7 @@ func roundBits(x float64, mant, emin int, maxv float64) float64 {
 
 // halfBits is the bit pattern of x (already rounded to dt) as a float16
 // or bfloat16.
-func halfBits(dt graph.DataType, x float64) uint16 {
+func HalfBits(dt graph.DataType, x float64) uint16 {
 	if dt == graph.BFloat16 {
 		return uint16(math.Float32bits(float32(x)) >> 16)
 	}
@@ -226,28 +224,28 @@ func halfBits(dt graph.DataType, x float64) uint16 {
 }
 
 // funcs are the template helpers of the language.
-func (g *gen) funcs() template.FuncMap {
-	pkg := g.opts.Package
+func (g *Gen) Funcs() template.FuncMap {
+	pkg := g.Opts.Package
 	return template.FuncMap{
 		"pkg":   func() string { return pkg },
 		"PKG":   func() string { return strings.ToUpper(pkg) },
 		"snake": snake,
 		"upper": strings.ToUpper,
-		"lower": lowerFirst,
+		"lower": LowerFirst,
 		"lc":    strings.ToLower,
 		"wrap":  wrap,
-		"c":     func(name string) string { return cname(pkg, name) },
-		"C":     func(name string) string { return strings.ToUpper(cname(pkg, name)) },
+		"c":     func(name string) string { return Cname(pkg, name) },
+		"C":     func(name string) string { return strings.ToUpper(Cname(pkg, name)) },
 		"gonum": goNum,
 		"cnum":  cNum,
-		"f32":   func(v float64) string { return fmtFloat(v, 32) },
-		"f64":   func(v float64) string { return fmtFloat(v, 64) },
+		"f32":   func(v float64) string { return FmtFloat(v, 32) },
+		"f64":   func(v float64) string { return FmtFloat(v, 64) },
 		"cf32":  func(v float64) string { return cNum(v, "float32") },
 		"cf64":  func(v float64) string { return cNum(v, "float64") },
-		"golist": func(t *table) string {
+		"golist": func(t *Table) string {
 			return numList(t.Vals, perLine(t.Type), func(v float64) string { return goNum(v, t.Type) })
 		},
-		"clist": func(t *table) string {
+		"clist": func(t *Table) string {
 			return numList(t.Vals, perLine(t.Type), func(v float64) string { return cNum(v, t.Type) })
 		},
 		"ints": func(v []int) string {
@@ -262,18 +260,18 @@ func (g *gen) funcs() template.FuncMap {
 		"add":     func(a, b int) int { return a + b },
 		"mul":     func(a, b int) int { return a * b },
 		"len": func(v any) int {
-			if t, ok := v.(*table); ok {
+			if t, ok := v.(*Table); ok {
 				return len(t.Vals)
 			}
 			return reflect.ValueOf(v).Len()
 		},
-		"file": func(t *table) string { return t.file(pkg) },
-		"tab": func(t *table) tabView {
-			return tabView{T: t, Embedded: g.lang == "go" && t.embed(), File: t.file(pkg), CName: cname(pkg, t.Name)}
+		"file": func(t *Table) string { return t.File(pkg) },
+		"tab": func(t *Table) tabView {
+			return tabView{T: t, Embedded: g.Lang == "go" && t.Embed(), File: t.File(pkg), CName: Cname(pkg, t.Name)}
 		},
 		"rnd": func(typ string) string {
 			name := map[string]string{"float32": "round32", "float16": "roundFloat16", "bfloat16": "roundBFloat16"}[typ]
-			if name != "" && g.lang == "c" {
+			if name != "" && g.Lang == "c" {
 				return pkg + "_" + snake(name)
 			}
 			return name
@@ -283,7 +281,7 @@ func (g *gen) funcs() template.FuncMap {
 
 // tabView is what the table template reads.
 type tabView struct {
-	T        *table
+	T        *Table
 	Embedded bool
 	File     string
 	CName    string
