@@ -16,32 +16,43 @@ import (
 // table, DeBERTa's bucket map, M-RoPE's sections and 2-D RoPE's axes, the
 // complex-order frequencies and FLOATER's states.
 
-// familyFigures are the plots of the family's evidence (nil for others).
-func familyFigures(ids *idGen, fd *passes.Finding) []*figure {
-	var out []*figure
-	add := func(fg *figure) {
-		if fg != nil {
-			out = append(out, fg)
-		}
+// relsinPlots: the relative sinusoid table and its distances.
+func relsinPlots(ids *idGen, fd *passes.Finding) []*figure {
+	ev, ok := fd.Evidence.(*relsin.Evidence)
+	if !ok {
+		return nil
 	}
-	switch ev := fd.Evidence.(type) {
-	case *relsin.Evidence:
-		p, _ := fd.Params.(*relsin.Params)
-		add(relativeTable(ids, ev))
-		add(relativeDistances(ids, ev, p))
-	case *disentangled.Evidence:
-		p, _ := fd.Params.(*disentangled.Params)
-		add(disentangledBuckets(ids, ev, p))
-	case *rope.Evidence:
-		p, _ := fd.Params.(*rope.Params)
-		add(ropeSplit(ids, ev, p))
-	case *complexorder.Evidence:
-		add(complexFrequencies(ids, ev))
-	case *floater.Evidence:
-		p, _ := fd.Params.(*floater.Params)
-		add(floaterStates(ids, ev, p))
+	p, _ := fd.Params.(*relsin.Params)
+	return []*figure{relativeTable(ids, ev), relativeDistances(ids, ev, p)}
+}
+
+// disentangledPlots: the relative position of every q - k.
+func disentangledPlots(ids *idGen, fd *passes.Finding) []*figure {
+	ev, ok := fd.Evidence.(*disentangled.Evidence)
+	if !ok {
+		return nil
 	}
-	return out
+	p, _ := fd.Params.(*disentangled.Params)
+	return []*figure{disentangledBuckets(ids, ev, p)}
+}
+
+// complexorderPlots: the frequencies of the first words.
+func complexorderPlots(ids *idGen, fd *passes.Finding) []*figure {
+	ev, ok := fd.Evidence.(*complexorder.Evidence)
+	if !ok {
+		return nil
+	}
+	return []*figure{complexFrequencies(ids, ev)}
+}
+
+// floaterPlots: the states of the integration.
+func floaterPlots(ids *idGen, fd *passes.Finding) []*figure {
+	ev, ok := fd.Evidence.(*floater.Evidence)
+	if !ok {
+		return nil
+	}
+	p, _ := fd.Params.(*floater.Params)
+	return []*figure{floaterStates(ids, ev, p)}
 }
 
 func relativeTable(ids *idGen, ev *relsin.Evidence) *figure {
@@ -68,7 +79,7 @@ func relativeDistances(ids *idGen, ev *relsin.Evidence, p *relsin.Params) *figur
 	}
 	c := &chart{title: "Relative distance of every table row", xLabel: "table row", yLabel: "distance",
 		x: linScale(0, float64(len(xs)-1), true).padded(0.02), y: linScale(lo, hi, true).padded(0.04)}
-	c.series = []series{{xs: xs, ys: ys, style: stylePoints, color: schemeColor(relsin.Name)}}
+	c.series = []series{{xs: xs, ys: ys, style: stylePoints, color: relsin.Color}}
 	caption := fmt.Sprintf("The distance each row of the sinusoid encodes, for queries and keys %d long.", ev.S)
 	if p != nil {
 		switch p.Variant {
@@ -98,7 +109,7 @@ func disentangledBuckets(ids *idGen, ev *disentangled.Evidence, p *disentangled.
 	}
 	c := &chart{title: "Relative position per distance q − k", xLabel: "distance query − key (symmetric log scale)", yLabel: "relative position", x: relAxis(ev.MaxDist),
 		y: linScale(lo, hi, true).padded(0.04)}
-	c.series = []series{{xs: xs, ys: ys, style: styleStep, color: schemeColor(disentangled.Name)}}
+	c.series = []series{{xs: xs, ys: ys, style: styleStep, color: disentangled.Color}}
 	c.hlines = []refLine{{v: float64(ev.Span - 1), label: fmt.Sprintf("table edge ±%d", ev.Span)}, {v: float64(-ev.Span)}}
 	caption := fmt.Sprintf("The relative position the graph computes for every distance from −%d to %d, before its clamp to the %d rows of the position table.", ev.MaxDist, ev.MaxDist, 2*ev.Span)
 	if p != nil && p.PositionBuckets != nil && p.MaxRelativePositions != nil {

@@ -8,7 +8,11 @@ import (
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/absolute"
 	"github.com/onnxpe/onnxpe/passes/scheme/alibi"
+	"github.com/onnxpe/onnxpe/passes/scheme/complexorder"
+	"github.com/onnxpe/onnxpe/passes/scheme/disentangled"
+	"github.com/onnxpe/onnxpe/passes/scheme/floater"
 	"github.com/onnxpe/onnxpe/passes/scheme/learned"
+	"github.com/onnxpe/onnxpe/passes/scheme/relsin"
 	"github.com/onnxpe/onnxpe/passes/scheme/rope"
 	"github.com/onnxpe/onnxpe/passes/scheme/shaw"
 	"github.com/onnxpe/onnxpe/passes/scheme/sinusoidal"
@@ -109,30 +113,15 @@ func findingFigures(ids *idGen, fd *passes.Finding) []*figure {
 			out = append(out, fg)
 		}
 	}
-	switch ev := fd.Evidence.(type) {
-	case *rope.Evidence:
-		p, _ := fd.Params.(*rope.Params)
-		add(ropeCosSin(ids, ev, p))
-		add(ropeFrequencies(ids, ev, p))
-	case *absolute.TableEvidence:
-		add(tableHeatmap(ids, fd.Scheme, ev))
-		if p, ok := fd.Params.(*sinusoidal.Params); ok {
-			add(sinusoidalFrequencies(ids, ev, p))
-		} else {
-			add(positionSimilarity(ids, ev))
+	plots := map[string]func(*idGen, *passes.Finding) []*figure{rope.Name: ropePlots, sinusoidal.Name: sinusoidalPlots, learned.Name: learnedPlots,
+		alibi.Name: alibiPlots, t5.Name: t5Plots, shaw.Name: shawPlots, relsin.Name: relsinPlots, disentangled.Name: disentangledPlots,
+		complexorder.Name: complexorderPlots, floater.Name: floaterPlots}
+	if fn := plots[fd.Scheme]; fn != nil {
+		for _, fg := range fn(ids, fd) {
+			add(fg)
 		}
-	case *alibi.Evidence:
-		add(alibiSlopes(ids, ev))
-	case *t5.Evidence:
-		p, _ := fd.Params.(*t5.Params)
-		add(t5BucketMap(ids, ev, p))
-		add(t5BiasPerHead(ids, ev))
-		add(t5Table(ids, ev))
-	case *shaw.Evidence:
-		p, _ := fd.Params.(*shaw.Params)
-		add(shawClipping(ids, ev, p))
 	}
-	return append(out, familyFigures(ids, fd)...)
+	return out
 }
 
 // heatmapFigure draws heat maps side by side with one colour bar.
@@ -296,17 +285,13 @@ func stackFigure(ids *idGen, kind, title, desc, caption string, charts ...*chart
 	return &figure{Kind: kind, Caption: caption, SVG: s.String()}
 }
 
-func tableHeatmap(ids *idGen, scheme string, ev *absolute.TableEvidence) *figure {
+func tableHeatmap(ids *idGen, name string, ev *absolute.TableEvidence) *figure {
 	rows := ev.Sample
 	if len(rows) == 0 {
 		rows = ev.Rows0
 	}
 	if len(rows) == 0 || len(rows[0]) == 0 {
 		return nil
-	}
-	name := "Sinusoidal encoding"
-	if scheme == learned.Name {
-		name = "Learned position table"
 	}
 	cb := symmetricBar("value", rows)
 	hm := &heatmap{title: name + " per position", xLabel: "dimension", yLabel: "position (token index)", rows: rows}
@@ -352,7 +337,7 @@ func sinusoidalFrequencies(ids *idGen, ev *absolute.TableEvidence, p *sinusoidal
 	} else {
 		caption += "."
 	}
-	c.series = append(c.series, series{name: "measured", xs: ks, ys: ev.Omega, style: stylePoints, color: schemeColor(sinusoidal.Name)})
+	c.series = append(c.series, series{name: "measured", xs: ks, ys: ev.Omega, style: stylePoints, color: sinusoidal.Color})
 	c.y = logScaleOf(lo, hi, 10)
 	desc := fmt.Sprintf("Log-scale plot of the %d frequencies of the sinusoidal encoding, from %s to %s radians per position.", n, valueLabel(ev.Omega[0]), valueLabel(ev.Omega[n-1]))
 	return stackFigure(ids, "sinusoidal_frequencies", "Sinusoidal frequencies", desc, caption, c)
@@ -383,7 +368,7 @@ func alibiSlopes(ids *idGen, ev *alibi.Evidence) *figure {
 		c.y = linScale(math.Min(0, lo), math.Max(0, hi), false).padded(0.06)
 		c.hlines = []refLine{{v: 0}}
 	}
-	c.series = []series{{xs: hs, ys: ev.Slopes, style: styleLollipop, color: schemeColor(alibi.Name)}}
+	c.series = []series{{xs: hs, ys: ev.Slopes, style: styleLollipop, color: alibi.Color}}
 	desc := fmt.Sprintf("Slopes of the %d heads, measured from the bias the graph adds to the scores: %s.", n, joinValues(ev.Slopes))
 	caption := "The slope of each head, read from the bias the graph adds to the attention scores (log scale, base 2)."
 	if !positive {
@@ -417,7 +402,7 @@ func t5BucketMap(ids *idGen, ev *t5.Evidence, p *t5.Params) *figure {
 	}
 	c := &chart{title: "T5 bucket per relative position", xLabel: "relative position key − query (symmetric log scale)", yLabel: "bucket", x: relAxis(ev.MaxRel),
 		y: scale{kind: linear, min: -1, max: hi + 1, integer: true}}
-	c.series = []series{{xs: xs, ys: ys, style: styleStep, color: schemeColor(t5.Name)}}
+	c.series = []series{{xs: xs, ys: ys, style: styleStep, color: t5.Color}}
 	caption := fmt.Sprintf("The bucket index the graph computes for every relative position from −%d to %d.", ev.MaxRel, ev.MaxRel)
 	if p != nil && p.MaxDistance != nil {
 		md := float64(*p.MaxDistance)
@@ -508,7 +493,7 @@ func shawClipping(ids *idGen, ev *shaw.Evidence, p *shaw.Params) *figure {
 	}
 	xsc := scale{kind: linear, min: float64(-ev.MaxRel) - 0.5, max: float64(ev.MaxRel) + 0.5, integer: true}
 	c := &chart{title: "Relative embedding row per relative position", xLabel: "relative position key − query", yLabel: "table row", x: xsc, y: linScale(0, hi, true).padded(0.04)}
-	c.series = []series{{xs: xs, ys: ys, style: stylePoints, color: schemeColor(shaw.Name)}}
+	c.series = []series{{xs: xs, ys: ys, style: stylePoints, color: shaw.Color}}
 	caption := fmt.Sprintf("The row of the relative embedding table the graph reads for each relative position from −%d to %d.", ev.MaxRel, ev.MaxRel)
 	if p != nil {
 		k := float64(p.MaxRelativePosition)
@@ -561,4 +546,64 @@ func positionSimilarity(ids *idGen, ev *absolute.TableEvidence) *figure {
 	desc := fmt.Sprintf("Heat map of the cosine similarity between the encodings of every two of the first %d positions.", n)
 	caption := fmt.Sprintf("Cosine similarity between the encodings of positions 0–%d, from the same values: a trained table shows a band along the diagonal when neighbouring positions get similar vectors.", n-1)
 	return heatmapFigureW(ids, 70+300+8+96, "position_similarity", "Position similarity", desc, caption, cb, hm)
+}
+
+// ropePlots are the plots of a RoPE finding: its cos and sin, its
+// frequencies against the base's, and the split of its pairs between
+// streams or axes (M-RoPE, 2-D RoPE).
+func ropePlots(ids *idGen, fd *passes.Finding) []*figure {
+	ev, ok := fd.Evidence.(*rope.Evidence)
+	if !ok {
+		return nil
+	}
+	p, _ := fd.Params.(*rope.Params)
+	return []*figure{ropeCosSin(ids, ev, p), ropeFrequencies(ids, ev, p), ropeSplit(ids, ev, p)}
+}
+
+// sinusoidalPlots: the encoding per position and its frequencies.
+func sinusoidalPlots(ids *idGen, fd *passes.Finding) []*figure {
+	ev, ok := fd.Evidence.(*absolute.TableEvidence)
+	p, ok2 := fd.Params.(*sinusoidal.Params)
+	if !ok || !ok2 {
+		return nil
+	}
+	return []*figure{tableHeatmap(ids, "Sinusoidal encoding", ev), sinusoidalFrequencies(ids, ev, p)}
+}
+
+// learnedPlots: the table per position and the similarity of positions.
+func learnedPlots(ids *idGen, fd *passes.Finding) []*figure {
+	ev, ok := fd.Evidence.(*absolute.TableEvidence)
+	if !ok {
+		return nil
+	}
+	return []*figure{tableHeatmap(ids, "Learned position table", ev), positionSimilarity(ids, ev)}
+}
+
+// alibiPlots: the slopes per head.
+func alibiPlots(ids *idGen, fd *passes.Finding) []*figure {
+	ev, ok := fd.Evidence.(*alibi.Evidence)
+	if !ok {
+		return nil
+	}
+	return []*figure{alibiSlopes(ids, ev)}
+}
+
+// t5Plots: the bucket map, the bias per head and the learned table.
+func t5Plots(ids *idGen, fd *passes.Finding) []*figure {
+	ev, ok := fd.Evidence.(*t5.Evidence)
+	if !ok {
+		return nil
+	}
+	p, _ := fd.Params.(*t5.Params)
+	return []*figure{t5BucketMap(ids, ev, p), t5BiasPerHead(ids, ev), t5Table(ids, ev)}
+}
+
+// shawPlots: the clipping of the distances.
+func shawPlots(ids *idGen, fd *passes.Finding) []*figure {
+	ev, ok := fd.Evidence.(*shaw.Evidence)
+	if !ok {
+		return nil
+	}
+	p, _ := fd.Params.(*shaw.Params)
+	return []*figure{shawClipping(ids, ev, p)}
 }

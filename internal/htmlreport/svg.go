@@ -11,6 +11,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/onnxpe/onnxpe/passes/schemes"
 )
 
 // svg accumulates the markup of one SVG image. Every text it is given is
@@ -120,25 +122,10 @@ func (c colormap) at(t float64) color.RGBA {
 
 func cssColor(c color.RGBA) string { return fmt.Sprintf("#%02x%02x%02x", c.R, c.G, c.B) }
 
-// schemeColors are the colours of the schemes in the layer map and the
-// report (Okabe and Ito's palette, told apart with colour blindness).
-var schemeColors = map[string]string{
-	"rope":                "#0072b2",
-	"sinusoidal":          "#e69f00",
-	"learned_absolute":    "#009e73",
-	"alibi":               "#d55e00",
-	"t5_relative_bias":    "#cc79a7",
-	"relative_clipped":    "#56b4e9",
-	"nope":                "#bbbbbb",
-	"relative_sinusoidal": "#f0e442",
-	"disentangled":        "#7f4f24",
-	"complex_order":       "#6a3d9a",
-	"floater":             "#1b9e77",
-}
-
+// schemeColor is the colour of the scheme named s.
 func schemeColor(s string) string {
-	if c, ok := schemeColors[s]; ok {
-		return c
+	if sc := schemes.Lookup(s); sc != nil {
+		return sc.Color
 	}
 	return "#666666"
 }

@@ -23,6 +23,8 @@ type Scheme struct {
 	Name string
 	// Doc says what the scheme is, first line a summary.
 	Doc string
+	// Color is the scheme's in the HTML report's layer map and plots.
+	Color string
 	// Rank orders the schemes of two findings that reach one layer: the
 	// layer gets the lower (relative schemes before absolute ones).
 	Rank int

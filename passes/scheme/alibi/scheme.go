@@ -13,6 +13,10 @@ import (
 //go:embed templates
 var templates embed.FS
 
+// Color is the scheme's in the HTML report's layer map and plots
+// (Okabe and Ito's palette, told apart with colour blindness).
+const Color = "#d55e00"
+
 // Scheme is alibi's entry in the list of schemes (passes/schemes).
 var Scheme = &scheme.Scheme{
 	Name: Name,
@@ -22,6 +26,7 @@ ALiBi (Press et al.): a bias m_h·(j - i) (or -m_h·|i - j|, symmetric)
 added to the attention scores, one slope m_h per head, the positions from
 the key index, the mask's cumulative sum or the distance to the last key;
 no position information enters q, k or the embeddings.`,
+	Color:  Color,
 	Rank:   1,
 	Params: &Params{},
 	Detect: Detect,

@@ -12,6 +12,10 @@ import (
 //go:embed templates
 var templates embed.FS
 
+// Color is the scheme's in the HTML report's layer map and plots
+// (Okabe and Ito's palette, told apart with colour blindness).
+const Color = "#6a3d9a"
+
 // Scheme is complexorder's entry in the list of schemes (passes/schemes).
 var Scheme = &scheme.Scheme{
 	Name: Name,
@@ -20,6 +24,7 @@ var Scheme = &scheme.Scheme{
 Complex-order word embeddings (Wang et al.): each word embedded as
 amplitude·e^(i(ω·pos + θ)), its frequency (and phase) learned per word,
 the real and imaginary parts the embedding.`,
+	Color:    Color,
 	Rank:     4,
 	Params:   &Params{},
 	Detect:   Detect,

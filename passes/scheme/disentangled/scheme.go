@@ -13,6 +13,10 @@ import (
 //go:embed templates
 var templates embed.FS
 
+// Color is the scheme's in the HTML report's layer map and plots
+// (Okabe and Ito's palette, told apart with colour blindness).
+const Color = "#7f4f24"
+
 // Scheme is disentangled's entry in the list of schemes (passes/schemes).
 var Scheme = &scheme.Scheme{
 	Name: Name,
@@ -22,6 +26,7 @@ DeBERTa's disentangled attention: a relative embedding of the
 log-bucketed distance projected by the key (c2p) and query (p2c)
 projections, gathered by q - k and added to the content scores, scaled by
 sqrt(d·s).`,
+	Color:  Color,
 	Rank:   3,
 	Params: &Params{},
 	Detect: Detect,

@@ -13,6 +13,10 @@ import (
 //go:embed templates
 var templates embed.FS
 
+// Color is the scheme's in the HTML report's layer map and plots
+// (Okabe and Ito's palette, told apart with colour blindness).
+const Color = "#1b9e77"
+
 // Scheme is floater's entry in the list of schemes (passes/schemes).
 var Scheme = &scheme.Scheme{
 	Name: Name,
@@ -22,6 +26,7 @@ FLOATER (Liu et al.): the positions are the states of a learned
 dynamical system, integrated by an ODE solver (unrolled, in a Loop, or
 folded into a table) and added to the embeddings or to each layer's q, k
 and v.`,
+	Color:  Color,
 	Rank:   4,
 	Params: &Params{},
 	Detect: Detect,

@@ -7,6 +7,10 @@ import (
 	"github.com/onnxpe/onnxpe/passes/scheme"
 )
 
+// Color is the scheme's in the HTML report's layer map and plots
+// (Okabe and Ito's palette, told apart with colour blindness).
+const Color = "#009e73"
+
 // Scheme is learned's entry in the list of schemes (passes/schemes).
 var Scheme = &scheme.Scheme{
 	Name: Name,
@@ -15,6 +19,7 @@ var Scheme = &scheme.Scheme{
 Learned absolute encoding: a trained table with a row per position
 (GPT-2, BERT, OPT's offset 2, ViT's patches), read at the positions and
 added to the token embeddings; fused in EmbedLayerNormalization.`,
+	Color:    Color,
 	Rank:     5,
 	Params:   &Params{},
 	Detect:   Detect,

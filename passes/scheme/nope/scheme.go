@@ -6,6 +6,10 @@ import (
 	"github.com/onnxpe/onnxpe/passes/scheme"
 )
 
+// Color is the scheme's in the HTML report's layer map and plots
+// (Okabe and Ito's palette, told apart with colour blindness).
+const Color = "#bbbbbb"
+
 // Scheme is nope's entry in the list of schemes (passes/schemes).
 var Scheme = &scheme.Scheme{
 	Name: Name,
@@ -14,6 +18,7 @@ var Scheme = &scheme.Scheme{
 No positional encoding (NoPE): an attention block whose scores, q and
 k receive no position information (order only through a causal mask);
 Llama 4's temperature tuning of q by the position is its one parameter.`,
+	Color:    Color,
 	Rank:     9,
 	Params:   &Params{},
 	Detect:   nil,

@@ -13,6 +13,10 @@ import (
 //go:embed templates
 var templates embed.FS
 
+// Color is the scheme's in the HTML report's layer map and plots
+// (Okabe and Ito's palette, told apart with colour blindness).
+const Color = "#f0e442"
+
 // Scheme is relsin's entry in the list of schemes (passes/schemes).
 var Scheme = &scheme.Scheme{
 	Name: Name,
@@ -21,6 +25,7 @@ var Scheme = &scheme.Scheme{
 Transformer-XL and XLNet relative attention: a sinusoid table of the
 distances, projected by its own key weights, scored against q plus learned
 global biases u and v, aligned to key - query by a relative shift.`,
+	Color:  Color,
 	Rank:   3,
 	Params: &Params{},
 	Detect: Detect,

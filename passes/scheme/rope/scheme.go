@@ -13,6 +13,10 @@ import (
 //go:embed templates
 var templates embed.FS
 
+// Color is the scheme's in the HTML report's layer map and plots
+// (Okabe and Ito's palette, told apart with colour blindness).
+const Color = "#0072b2"
+
 // Scheme is rope's entry in the list of schemes (passes/schemes).
 var Scheme = &scheme.Scheme{
 	Name: Name,
@@ -25,6 +29,7 @@ rule (linear, NTK, dynamic NTK, YaRN, Llama 3, LongRoPE); multimodal
 (M-RoPE: a position stream per section) and 2-D (axial: rows and columns
 of a patch grid) forms too. Computed in the graph, read from cos/sin
 tables, or fused (RotaryEmbedding, GroupQueryAttention's do_rotary).`,
+	Color:  Color,
 	Rank:   0,
 	Params: &Params{},
 	Detect: Detect,

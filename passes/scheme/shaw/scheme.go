@@ -13,6 +13,10 @@ import (
 //go:embed templates
 var templates embed.FS
 
+// Color is the scheme's in the HTML report's layer map and plots
+// (Okabe and Ito's palette, told apart with colour blindness).
+const Color = "#56b4e9"
+
 // Scheme is shaw's entry in the list of schemes (passes/schemes).
 var Scheme = &scheme.Scheme{
 	Name: Name,
@@ -21,6 +25,7 @@ var Scheme = &scheme.Scheme{
 Relative position representations (Shaw et al.): learned vectors of the
 distance clipped at max_relative_position, multiplied with q and added to
 the scores (and with the weights, to the values).`,
+	Color:    Color,
 	Rank:     3,
 	Params:   &Params{},
 	Detect:   Detect,

@@ -7,6 +7,10 @@ import (
 	"github.com/onnxpe/onnxpe/passes/scheme"
 )
 
+// Color is the scheme's in the HTML report's layer map and plots
+// (Okabe and Ito's palette, told apart with colour blindness).
+const Color = "#e69f00"
+
 // Scheme is sinusoidal's entry in the list of schemes (passes/schemes).
 var Scheme = &scheme.Scheme{
 	Name: Name,
@@ -16,6 +20,7 @@ Sinusoidal absolute encoding (Vaswani et al.): sin and cos of
 position·base^(-k/D) (D = d/2 or d/2 - 1), interleaved or [sin | cos],
 added to the token embeddings; computed in the graph or read from a
 stored table (fairseq's with a zeroed padding row).`,
+	Color:  Color,
 	Rank:   4,
 	Params: &Params{},
 	Detect: Detect,

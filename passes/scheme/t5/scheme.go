@@ -13,6 +13,10 @@ import (
 //go:embed templates
 var templates embed.FS
 
+// Color is the scheme's in the HTML report's layer map and plots
+// (Okabe and Ito's palette, told apart with colour blindness).
+const Color = "#cc79a7"
+
 // Scheme is t5's entry in the list of schemes (passes/schemes).
 var Scheme = &scheme.Scheme{
 	Name: Name,
@@ -22,6 +26,7 @@ T5's relative attention bias: key - query mapped to log-spaced buckets
 (bidirectional or causal, exact below num_buckets/2, saturating at
 max_distance), a learned [buckets, heads] table gathered by bucket and
 added to the scores; fused as RelativePositionBias.`,
+	Color:  Color,
 	Rank:   2,
 	Params: &Params{},
 	Detect: Detect,
