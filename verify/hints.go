@@ -4,10 +4,6 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
-	"github.com/onnxpe/onnxpe/passes/scheme/alibi"
-	"github.com/onnxpe/onnxpe/passes/scheme/learned"
-	"github.com/onnxpe/onnxpe/passes/scheme/rope"
-	"github.com/onnxpe/onnxpe/passes/scheme/sinusoidal"
 	"github.com/onnxpe/onnxpe/passes/work"
 )
 
@@ -53,20 +49,12 @@ func hintsFrom(rep *passes.Report, ctx *passes.Context) Hints {
 	return h
 }
 
+// maxPositionsOf is the max_positions a finding's params print (the
+// vocabulary's key: a stored table's rows), 0 when they print none.
 func maxPositionsOf(p passes.Params) int {
-	var mp *int
-	switch p := p.(type) {
-	case *rope.Params:
-		mp = p.MaxPositions
-	case *sinusoidal.Params:
-		mp = p.MaxPositions
-	case *learned.Params:
-		mp = p.MaxPositions
-	case *alibi.Params:
-		mp = p.MaxPositions
-	}
-	if mp == nil {
+	if p == nil {
 		return 0
 	}
-	return *mp
+	n, _ := p.Map()["max_positions"].(int)
+	return n
 }

@@ -33,7 +33,7 @@ var layers = [][]string{
 	{"passes/probe"},
 	{"passes/attn"},
 	{"passes/rewrite"},
-	{"codegen/emit"},
+	{"codegen/emit", "internal/htmlreport/plot"},
 	{"passes/absolute", "passes/scorebias"},
 	{"passes/scheme"},
 	{"passes/scheme/*"},

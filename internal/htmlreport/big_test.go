@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/onnxpe/onnxpe/internal/htmlreport/plot"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
 	"github.com/onnxpe/onnxpe/testmodels"
@@ -22,7 +23,7 @@ func TestLayerMapOfManyLayers(t *testing.T) {
 	if len(r.Layers) != 150 {
 		t.Fatalf("%d layers", len(r.Layers))
 	}
-	fg := layerMap(&idGen{}, r)
+	fg := layerMap(&plot.IDs{}, r)
 	if got := strings.Count(fg.SVG, `<g class="layer">`); got != 150 {
 		t.Errorf("%d cells, want 150", got)
 	}
@@ -40,7 +41,7 @@ func TestLayerMapOfManyLayers(t *testing.T) {
 	}
 	// 32 layers: two labelled rows of 16.
 	r.Layers = r.Layers[:32]
-	fg = layerMap(&idGen{}, r)
+	fg = layerMap(&plot.IDs{}, r)
 	if !strings.Contains(fg.SVG, `>31</text>`) || strings.Count(fg.SVG, `y="34"`) != 16 {
 		t.Errorf("32 layers are not two labelled rows of 16")
 	}

@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/onnxpe/onnxpe/internal/htmlreport/plot"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/scheme/nope"
 	"github.com/onnxpe/onnxpe/passes/scheme/rope"
@@ -80,7 +81,7 @@ type Section struct{ view *modelView }
 // NewSection draws the section of report r, the index-th model of the
 // page.
 func NewSection(index int, r *passes.Report) *Section {
-	return &Section{view: modelSection(&idGen{prefix: fmt.Sprintf("m%d-", index)}, index, r)}
+	return &Section{view: modelSection(&plot.IDs{Prefix: fmt.Sprintf("m%d-", index)}, index, r)}
 }
 
 // FailedSection is the section of the index-th model of the page, which
@@ -118,7 +119,7 @@ type modelView struct {
 	Schemes  []chip
 	NLayers  int
 	Layers   string // "0-1: rope; 3: nope"
-	LayerMap *figure
+	LayerMap *plot.Figure
 	Findings []*findingView
 }
 
@@ -138,7 +139,7 @@ type findingView struct {
 	Nodes    []string
 	// NodesLabel says how many nodes carry the finding.
 	NodesLabel string
-	Figures    []*figure
+	Figures    []*plot.Figure
 	NoPlot     string
 }
 
@@ -199,7 +200,7 @@ func schemeChip(s string) chip {
 	return chip{Scheme: s, Color: c, Text: textClass(c)}
 }
 
-func modelSection(ids *idGen, i int, r *passes.Report) *modelView {
+func modelSection(ids *plot.IDs, i int, r *passes.Report) *modelView {
 	m := &modelView{Anchor: fmt.Sprintf("model-%d", i), Model: r.Model, NLayers: len(r.Layers), LayerMap: layerMap(ids, r)}
 	for _, s := range r.Schemes {
 		m.Schemes = append(m.Schemes, schemeChip(s))

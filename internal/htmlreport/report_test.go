@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/internal/htmlreport/plot"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
 	"github.com/onnxpe/onnxpe/testmodels"
@@ -341,7 +342,7 @@ func TestPlotsDrawTheEvidence(t *testing.T) {
 
 func figuresSVG(f *passes.Finding) string {
 	var sb strings.Builder
-	for _, fg := range findingFigures(&idGen{}, f) {
+	for _, fg := range findingFigures(&plot.IDs{}, f) {
 		sb.WriteString(fg.SVG)
 	}
 	return sb.String()
@@ -377,36 +378,36 @@ func scaleEvidence(ev any) {
 }
 
 func TestScales(t *testing.T) {
-	labels := func(ts []tick) string {
+	labels := func(ts []plot.Tick) string {
 		var out []string
 		for _, x := range ts {
-			out = append(out, x.label)
+			out = append(out, x.Label)
 		}
 		return strings.Join(out, " ")
 	}
 	for _, tc := range []struct {
-		s    scale
+		s    plot.Scale
 		want string
 	}{
-		{logScaleOf(1e-6, 1, 10), "10⁻⁶ 10⁻⁵ 10⁻⁴ 10⁻³ 10⁻² 10⁻¹ 1"},
-		{logScaleOf(1.0/256, 0.5, 2), "1/256 1/128 1/64 1/32 1/16 1/8 1/4 1/2"},
-		{logScaleOf(0.9, 8, 2), "1/2 1 2 4 8"},
-		{relAxis(511), "0 −1 1 −4 4 −16 16 −64 64 −256 256"},
-		{linScale(0, 31, true), "0 5 10 15 20 25 30 35"},
-		{linScale(-2.6, 3.1, false), "−3 −2 −1 0 1 2 3 4"},
+		{plot.LogScaleOf(1e-6, 1, 10), "10⁻⁶ 10⁻⁵ 10⁻⁴ 10⁻³ 10⁻² 10⁻¹ 1"},
+		{plot.LogScaleOf(1.0/256, 0.5, 2), "1/256 1/128 1/64 1/32 1/16 1/8 1/4 1/2"},
+		{plot.LogScaleOf(0.9, 8, 2), "1/2 1 2 4 8"},
+		{plot.RelAxis(511), "0 −1 1 −4 4 −16 16 −64 64 −256 256"},
+		{plot.LinScale(0, 31, true), "0 5 10 15 20 25 30 35"},
+		{plot.LinScale(-2.6, 3.1, false), "−3 −2 −1 0 1 2 3 4"},
 	} {
-		if got := labels(tc.s.ticks()); got != tc.want {
+		if got := labels(tc.s.Ticks()); got != tc.want {
 			t.Errorf("ticks of %+v: %q, want %q", tc.s, got, tc.want)
 		}
 	}
-	s := scale{kind: logScale, base: 10, min: 1e-4, max: 1, lo: 0, hi: 400}
-	if x := s.px(1e-2); math.Abs(x-200) > 1e-9 {
+	s := plot.Scale{Kind: plot.LogScale, Base: 10, Min: 1e-4, Max: 1, Lo: 0, Hi: 400}
+	if x := s.Px(1e-2); math.Abs(x-200) > 1e-9 {
 		t.Errorf("log scale: 1e-2 at %g, want 200", x)
 	}
-	sl := relAxis(15)
-	sl.lo, sl.hi = -100, 100
-	if x := sl.px(0); math.Abs(x) > 1e-9 || sl.px(-3) != -sl.px(3) {
-		t.Errorf("symlog is not symmetric about 0: %g, %g, %g", sl.px(0), sl.px(-3), sl.px(3))
+	sl := plot.RelAxis(15)
+	sl.Lo, sl.Hi = -100, 100
+	if x := sl.Px(0); math.Abs(x) > 1e-9 || sl.Px(-3) != -sl.Px(3) {
+		t.Errorf("symlog is not symmetric about 0: %g, %g, %g", sl.Px(0), sl.Px(-3), sl.Px(3))
 	}
 }
 

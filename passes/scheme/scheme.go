@@ -3,8 +3,9 @@
 // (its name, what it is, how it is detected, rewritten, extended and
 // lowered, how its code is generated), and passes/schemes lists them
 // all, once. The audit's detectors, rewrite's passes and --passes,
-// extend's dispatch, unfuse, codegen's emitters and the report schema's
-// scheme names are all read from that list.
+// extend's dispatch, unfuse, codegen's emitters, the HTML report's plots
+// and colours and the report schema's scheme names are all read from that
+// list.
 //
 // It is not a registry: nothing registers itself; the list is written
 // out in passes/schemes, as go vet's main lists its analyzers.
@@ -13,6 +14,7 @@ package scheme
 import (
 	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/internal/htmlreport/plot"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/rewrite"
 )
@@ -47,6 +49,9 @@ type Scheme struct {
 	Lower func(r *rewrite.Rewrite, n *graph.Node) (bool, error)
 	// Codegen generates the scheme's code (onnxpe codegen; nil: none).
 	Codegen *emit.Generator
+	// Plots draws a finding's evidence for the HTML report (nil: no
+	// plots); a figure it cannot draw is nil.
+	Plots func(ids *plot.IDs, f *passes.Finding) []*plot.Figure
 }
 
 // Rewrite is a rewrite pass, the name --passes gives it and what rewrite's

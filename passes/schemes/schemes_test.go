@@ -31,6 +31,7 @@ func TestTheListIsWhole(t *testing.T) {
 		t.Errorf("the report schema's schemes %v are not the list's %v", got, names)
 	}
 	seen := map[string]bool{}
+	colors := map[string]string{}
 	for _, s := range schemes.All {
 		switch {
 		case s.Name == "" || seen[s.Name]:
@@ -43,6 +44,10 @@ func TestTheListIsWhole(t *testing.T) {
 			t.Errorf("scheme %s has no detector", s.Name)
 		case s.Name != "nope" && (s.Codegen == nil || s.Codegen.Emit == nil || s.Codegen.Templates == nil):
 			t.Errorf("scheme %s has no code generator", s.Name)
+		case s.Name != "nope" && s.Plots == nil:
+			t.Errorf("scheme %s has no plots", s.Name)
+		case s.Color == "" || colors[s.Color] != "":
+			t.Errorf("scheme %s: no colour, or %s's", s.Name, colors[s.Color])
 		}
 		if s.Codegen != nil {
 			for _, lang := range []string{"go", "c"} {
@@ -52,6 +57,7 @@ func TestTheListIsWhole(t *testing.T) {
 			}
 		}
 		seen[s.Name] = true
+		colors[s.Color] = s.Name
 		if schemes.Lookup(s.Name) != s {
 			t.Errorf("Lookup(%s) is another scheme", s.Name)
 		}

@@ -36,5 +36,6 @@ runs; --alibi fuse: one ai.onnxpe ALiBiBias node (onnxpe's
 executor and generated code; not ONNX Runtime)`}},
 	Extend:  &rewrite.Extender{Plan: PlanALiBi},
 	Codegen: &emit.Generator{Emit: EmitALiBi, Templates: templates},
+	Plots:   Plots,
 	Lower:   LowerALiBi,
 }

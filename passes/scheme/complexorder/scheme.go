@@ -31,5 +31,6 @@ the real and imaginary parts the embedding.`,
 	Rewrites: nil,
 	Extend:   nil,
 	Codegen:  &emit.Generator{Emit: EmitComplexOrder, Templates: templates},
+	Plots:    Plots,
 	Lower:    nil,
 }

@@ -34,5 +34,6 @@ sqrt(d·s).`,
 positions gathered at q - k`}},
 	Extend:  &rewrite.Extender{Plan: rewrite.PlanRelative},
 	Codegen: &emit.Generator{Emit: EmitDisentangled, Templates: templates},
+	Plots:   Plots,
 	Lower:   nil,
 }

@@ -35,5 +35,6 @@ Loop) becomes the table of states it produces, the model's own
 number of them (--max-positions does not apply)`}},
 	Extend:  &rewrite.Extender{Plan: PlanFloater},
 	Codegen: &emit.Generator{Emit: EmitFloater, Templates: templates},
+	Plots:   Plots,
 	Lower:   nil,
 }

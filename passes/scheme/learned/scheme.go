@@ -26,5 +26,6 @@ added to the token embeddings; fused in EmbedLayerNormalization.`,
 	Rewrites: []scheme.Rewrite{{Name: "learned", Pass: Rewrite, Help: `a learned table gathered at 0, 1, 2, ... is sliced instead`}},
 	Extend:   &rewrite.Extender{Methods: []string{rewrite.MethodHierarchical}, Absent: "decomposes learned position tables; the model has none", Plan: PlanLearned, Apply: absolute.ApplyTable},
 	Codegen:  &emit.Generator{Emit: EmitLearned, Templates: absolute.Templates},
+	Plots:    Plots,
 	Lower:    nil,
 }

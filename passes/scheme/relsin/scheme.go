@@ -34,5 +34,6 @@ distances becomes a [2N+1, dim] table gathered at the
 distances (which stay computed, clamp_len included)`}},
 	Extend:  &rewrite.Extender{Plan: rewrite.PlanRelative},
 	Codegen: &emit.Generator{Emit: EmitRelSin, Templates: templates},
+	Plots:   Plots,
 	Lower:   nil,
 }

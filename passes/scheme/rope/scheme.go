@@ -53,5 +53,6 @@ constants over the grid's cells (the image's size fixes them;
 --max-positions does not apply)`}},
 	Extend:  &rewrite.Extender{Methods: rewrite.RoPEMethods, Absent: "is a RoPE rule; the model has no RoPE", Check: CheckRoPEMethod, Plan: PlanRoPE, Apply: ApplyRoPE},
 	Codegen: &emit.Generator{Emit: EmitRoPE, Templates: templates},
+	Plots:   Plots,
 	Lower:   LowerRoPE,
 }

@@ -32,5 +32,6 @@ the scores (and with the weights, to the values).`,
 	Rewrites: nil,
 	Extend:   &rewrite.Extender{Plan: rewrite.PlanRelative},
 	Codegen:  &emit.Generator{Emit: EmitShaw, Templates: templates},
+	Plots:    Plots,
 	Lower:    nil,
 }

@@ -29,5 +29,6 @@ constant table sliced (or gathered) by the positions; a
 stored table gathered at 0, 1, 2, ... is sliced instead`}},
 	Extend:  &rewrite.Extender{Plan: PlanSinusoidal, Apply: absolute.ApplyTable},
 	Codegen: &emit.Generator{Emit: EmitSinusoidal, Templates: absolute.Templates},
+	Plots:   Plots,
 	Lower:   nil,
 }

@@ -36,5 +36,6 @@ it); --t5-op com.microsoft emits RelativePositionBias, which
 ONNX Runtime has on CUDA only`}},
 	Extend:  &rewrite.Extender{Plan: rewrite.PlanRelative},
 	Codegen: &emit.Generator{Emit: EmitT5, Templates: templates},
+	Plots:   Plots,
 	Lower:   nil,
 }
