@@ -19,6 +19,23 @@ import (
 	"github.com/onnxpe/onnxpe/passes/schemes"
 )
 
+// Options are the flags of onnxpe codegen (the language, the package, the
+// positions the golden vectors cover).
+type Options = emit.Options
+
+// Emitted is what the generated code of one finding holds.
+type Emitted = emit.Emitted
+
+// DefaultPositions is the number of positions the golden vectors cover
+// when the model stores no table and Options.MaxPositions is 0.
+const DefaultPositions = emit.DefaultPositions
+
+// Languages are the languages Generate writes.
+var Languages = emit.Languages
+
+// ErrOptions marks options Generate refuses.
+var ErrOptions = emit.ErrOptions
+
 // ErrNothing is returned when the model has no positional encoding to
 // generate code for (NoPE in every layer, or no attention at all).
 var ErrNothing = errors.New("no positional encoding to generate code for")

@@ -21,7 +21,7 @@ func ExampleCompare() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	rw, _, err := audit.RewriteModel(m, passes.Options{}, schemes.Rewriters...)
+	rw, _, err := audit.RewriteModel(m, passes.Options{}, schemes.Rewriters()...)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/onnxpe/onnxpe/codegen"
-	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/internal/atomicfile"
 	"github.com/onnxpe/onnxpe/passes"
@@ -121,7 +120,7 @@ type CodegenReport struct {
 	Package string               `json:"package"`
 	Dir     string               `json:"dir"`
 	Files   []CodegenFile        `json:"files"`
-	Emitted []emit.Emitted       `json:"emitted"`
+	Emitted []codegen.Emitted    `json:"emitted"`
 	Skipped []codegen.Skipped    `json:"skipped"`
 	Schemes []string             `json:"schemes"`
 	Layers  []passes.LayerScheme `json:"layers"`
@@ -148,7 +147,7 @@ func codegenRun(opts *codegenOptions) error {
 	case opts.MaxPositions < 0:
 		return badInput("codegen: --max-positions must not be negative")
 	}
-	co := emit.Options{Lang: opts.Lang, Package: opts.Package, Module: opts.Module, MaxPositions: opts.MaxPositions}
+	co := codegen.Options{Lang: opts.Lang, Package: opts.Package, Module: opts.Module, MaxPositions: opts.MaxPositions}
 	if err := co.Check(); err != nil {
 		return badInput("codegen: %v", err)
 	}
@@ -182,7 +181,7 @@ func codegenRun(opts *codegenOptions) error {
 	}
 	res, err := codegen.Generate(rep, ctx, co)
 	switch {
-	case errors.Is(err, emit.ErrOptions):
+	case errors.Is(err, codegen.ErrOptions):
 		return badInput("codegen: %v", err)
 	case errors.Is(err, codegen.ErrNothing):
 		why := "the audit finds no attention layer"

@@ -49,7 +49,7 @@ func ExampleRewriteModel() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	rw, _, err := audit.RewriteModel(m, passes.Options{}, schemes.Rewriters...)
+	rw, _, err := audit.RewriteModel(m, passes.Options{}, schemes.Rewriters()...)
 	if err != nil {
 		log.Fatal(err)
 	}
