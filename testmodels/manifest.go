@@ -117,6 +117,13 @@ func RealModelsDir() string {
 	return filepath.Join(Dir(), "..", "passes", "testdata", "realmodels")
 }
 
+// HFModelsDir is the absolute path of the Hugging Face transformers
+// exports (passes/testdata/hfmodels: each <name>/model.onnx with its truth
+// in <name>.json and ONNX Runtime's inputs and outputs in _ortio/).
+func HFModelsDir() string {
+	return filepath.Join(Dir(), "..", "passes", "testdata", "hfmodels")
+}
+
 // ModelPath is the absolute path of an entry's model file.
 func (e *Entry) ModelPath() string { return filepath.Join(Dir(), e.Path) }
 
