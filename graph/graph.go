@@ -569,6 +569,42 @@ func (g *Graph) TopoSort() error {
 	return nil
 }
 
+// SetOrder puts g's nodes in the order given, which must list each of g's
+// nodes once and be topological (every node after the producers of its
+// inputs, reads from inside its subgraphs included). Otherwise it returns
+// an error and leaves the order as it was.
+func (g *Graph) SetOrder(nodes []*Node) error {
+	if len(nodes) != len(g.nodes) {
+		return fmt.Errorf("graph %q: %d nodes to order, the graph has %d", g.Name, len(nodes), len(g.nodes))
+	}
+	in := make(map[*Node]bool, len(g.nodes))
+	for _, n := range g.nodes {
+		in[n] = true
+	}
+	for _, n := range nodes {
+		if !in[n] {
+			return fmt.Errorf("graph %q: node %v is not in the graph or is listed twice", g.Name, n)
+		}
+		delete(in, n)
+	}
+	old := g.nodes
+	g.nodes = slices.Clone(nodes)
+	order, err := g.topoOrder()
+	if err == nil && !slices.Equal(order, g.nodes) {
+		for i := range order {
+			if order[i] != g.nodes[i] {
+				err = fmt.Errorf("graph %q: the order is not topological: %v comes before what it reads", g.Name, g.nodes[i])
+				break
+			}
+		}
+	}
+	if err != nil {
+		g.nodes = old
+		return err
+	}
+	return nil
+}
+
 // CheckAcyclic reports a cycle among g's nodes (and its subgraphs') without
 // reordering.
 func (g *Graph) CheckAcyclic() error {

@@ -584,3 +584,28 @@ func TestRoundTo(t *testing.T) {
 		}
 	}
 }
+
+func TestSetOrder(t *testing.T) {
+	m := graph.NewModel(8, "test", graph.Opset{Version: 17})
+	g := m.Graph
+	x := g.AddInput("x", graph.TensorType(graph.Float, graph.Dims(2)))
+	a := g.Op("Neg", []*graph.Value{x}, 1)[0]
+	b := g.Op("Relu", []*graph.Value{x}, 1)[0]
+	y := g.Op("Add", []*graph.Value{a, b}, 1)[0]
+	g.AddOutput(y)
+	na, nb, ny := a.Producer(), b.Producer(), y.Producer()
+	if err := g.SetOrder([]*graph.Node{nb, na, ny}); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.Nodes(); got[0] != nb || got[1] != na || got[2] != ny {
+		t.Fatalf("order %v, want Relu, Neg, Add", got)
+	}
+	for _, bad := range [][]*graph.Node{{ny, na, nb}, {na, nb}, {na, na, ny}} {
+		if err := g.SetOrder(bad); err == nil {
+			t.Errorf("SetOrder(%v) accepted", bad)
+		}
+		if got := g.Nodes(); got[0] != nb || got[1] != na || got[2] != ny {
+			t.Fatalf("a refused order changed the graph: %v", got)
+		}
+	}
+}

@@ -21,12 +21,14 @@ const module = "github.com/onnxpe/onnxpe"
 // scheme packages (passes/scheme/*) are one layer: no scheme imports
 // another. Only graph imports onnxpb; kernels/gemm is the executor's
 // matrix multiply, imported by kernels alone; testmodels is imported only
-// by tests and bench/ tools; internal/ortpeer (tag ort) by verify.
+// by tests and bench/ tools; internal/metamorph (graph transformations
+// for metamorphic tests) by tests only; internal/ortpeer (tag ort) by
+// verify.
 var layers = [][]string{
 	{"internal/onnxpb", "internal/atomicfile", "internal/junit", "internal/conformance", "golden", "internal/tools/testsummary", "internal/tools/opschema", "internal/depgraph", "kernels/gemm"},
 	{"graph"},
 	{"kernels"},
-	{"internal/ortpeer", "testmodels"},
+	{"internal/ortpeer", "testmodels", "internal/metamorph"},
 	{"passes"},
 	{"passes/pattern"},
 	{"passes/work"},
@@ -47,10 +49,11 @@ var layers = [][]string{
 
 // only are the packages some packages alone may import.
 var only = map[string][]string{
-	"internal/onnxpb":  {"graph"},
-	"kernels/gemm":     {"kernels"},
-	"internal/ortpeer": {"verify"},
-	"testmodels":       {},
+	"internal/onnxpb":    {"graph"},
+	"kernels/gemm":       {"kernels"},
+	"internal/ortpeer":   {"verify"},
+	"testmodels":         {},
+	"internal/metamorph": {},
 }
 
 // layerOf is the layer of a package of the module (-1: not in the picture).
