@@ -48,6 +48,41 @@ var hfExpected = map[string][]string{
 		"layers given a scheme not in the truth: 3 learned_absolute",
 		"learned_absolute finding not in the truth: layers 2-3 fused false params {\"dim\":32,\"max_positions\":96,\"position_offset\":null}",
 	},
+	"hf-mt5-relative-bias-logits": {
+		"schemes [learned_absolute t5_relative_bias], want [t5_relative_bias]",
+		"layers given a scheme not in the truth: 3 learned_absolute",
+		"learned_absolute finding not in the truth: layers 2-3 fused false params {\"dim\":32,\"max_positions\":96,\"position_offset\":null}",
+	},
+	"hf-pegasus-sinusoidal-concat": {
+		"schemes [learned_absolute sinusoidal], want [sinusoidal]",
+		"learned_absolute finding not in the truth: layers 2-3 fused false params {\"dim\":32,\"max_positions\":96,\"position_offset\":null}",
+	},
+	"hf-umt5-relative-bias-per-layer": {
+		"schemes [learned_absolute t5_relative_bias], want [t5_relative_bias]",
+		"layers given a scheme not in the truth: 3 learned_absolute",
+		"learned_absolute finding not in the truth: layers 2-3 fused false params {\"dim\":32,\"max_positions\":96,\"position_offset\":null}",
+	},
+	// Class 2: disentangled attention without buckets (att_span from the
+	// length) not recognised: nope.
+	"hf-deberta-v1-relative-no-buckets": {
+		"schemes [nope], want [disentangled]",
+		"layers given a scheme not in the truth: 0 nope, 1 nope",
+		"nope finding not in the truth: layers 0-1 fused false params {\"temperature_tuning\":null}",
+		"no disentangled finding",
+	},
+	// Class 4: YaRN's original length picked among the settings that
+	// reproduce the frequencies; a frozen LongRoPE's unfixed params null
+	// without a note; a 2-D RoPE's base and scaling not read.
+	"hf-llama-rope-yarn-orig-ambiguous": {
+		"rope layers 0-1: original_max_positions = 4096, but the truth lists it uncertain (want null)",
+	},
+	"hf-phi3-longrope-short-traced": {
+		"rope layers 0-1: uncertain base has no note",
+		"rope layers 0-1: uncertain factor has no note",
+	},
+	"hf-pixtral-rope-2d-patches": {
+		`rope layers 0-1: base = null, want 10000; scaling = "unknown", want "none"`,
+	},
 	// Class 4: a param the truth does not fix reported with a value.
 	"hf-bert-relative-key": {
 		"relative_clipped layers 0-1: max_relative_position = 31, but the truth lists it uncertain (want null)",
@@ -130,8 +165,8 @@ func hfModels(t *testing.T) []hfModel {
 	dir := testmodels.HFModelsDir()
 	sums := readSums(t, filepath.Join(dir, "SHA256SUMS"))
 	paths, _ := filepath.Glob(filepath.Join(dir, "hf-*.json"))
-	if len(paths) != 20 || len(sums) != len(paths) {
-		t.Fatalf("%d truths and %d sums in %s, want 20 of each", len(paths), len(sums), dir)
+	if len(paths) != 28 || len(sums) != len(paths) {
+		t.Fatalf("%d truths and %d sums in %s, want 28 of each", len(paths), len(sums), dir)
 	}
 	var out []hfModel
 	for _, p := range paths {
