@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"unsafe"
 
@@ -146,6 +147,9 @@ type tracker struct {
 	pending []*storage
 	// blockwise counts the attention chains run blockwise.
 	blockwise int
+	// dropped counts the bytes freed to the collector since it last ran
+	// (see keep).
+	dropped int64
 	// budget is the memory budget the run's storage is reserved in;
 	// resv is what the run holds of it (all given back when Run returns).
 	budget *Budget
@@ -190,6 +194,15 @@ func (tr *tracker) giveAll() {
 		tr.budget.Release(tr.resv)
 	}
 	tr.resv = 0
+	// The records stay for the next run: they must not keep the run's
+	// buffers alive (the outputs are the caller's, the rest garbage or
+	// the pool's).
+	for _, st := range tr.slab[:tr.used] {
+		st.buf = nil
+	}
+	clear(tr.live)
+	clear(tr.pending)
+	clear(tr.orphans)
 }
 
 func newTracker(pool *bufPool, consts map[uintptr]bool) *tracker {
@@ -323,8 +336,29 @@ func (tr *tracker) release(t *Tensor) {
 	}
 	tr.retire(st)
 	if st.pooled && !st.escaped {
-		tr.pool.put(st.buf)
+		tr.keep(st.buf)
 	}
+}
+
+// keep puts a freed buffer in the pool while the pool holds less than the
+// run's peak of live storage so far (and 64 MiB at least); past that it is
+// left to the collector: free buffers of sizes the rest of the run may not
+// ask for again would otherwise pile up beside the live ones (gigabytes at
+// long sequences).
+func (tr *tracker) keep(t *Tensor) {
+	_, cb, _ := storageKey(t)
+	if tr.pool.bytes+cb > max(tr.peak, 64<<20) {
+		// Left to the collector: once as much as half the live peak is
+		// garbage, collect it, so that the heap reuses it instead of
+		// growing to twice what is live (the default goal).
+		tr.dropped += cb
+		if tr.dropped >= max(tr.peak/2, 256<<20) {
+			tr.dropped = 0
+			runtime.GC()
+		}
+		return
+	}
+	tr.pool.put(t)
 }
 
 func (tr *tracker) retire(st *storage) {
@@ -685,7 +719,10 @@ func (c *Call) dropTemps() {
 	for _, t := range c.allocs {
 		_, cb, _ := storageKey(t)
 		c.tr.give(cb)
-		c.tr.pool.put(t)
+		c.tr.keep(t)
 	}
+	// The array stays for the step's next call: it must not keep the
+	// buffers alive.
+	clear(c.allocs)
 	c.allocs = c.allocs[:0]
 }

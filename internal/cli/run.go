@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/x448/float16"
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/internal/atomicfile"
@@ -106,22 +107,47 @@ type OutputStats struct {
 
 func statsOf(name string, t *kernels.Tensor) OutputStats {
 	s := OutputStats{Name: name, DType: t.DType.String(), Shape: append([]int{}, t.Shape...)}
-	vals := t.Float64s()
+	// The values are read where they are, or in chunks: a copy of
+	// gigabytes of logits in float64 would double the run's memory.
+	each := func(f func(v float64)) {
+		switch t.DType {
+		case graph.Float:
+			for _, v := range kernels.Data[float32](t) {
+				f(float64(v))
+			}
+		case graph.Double:
+			for _, v := range kernels.Data[float64](t) {
+				f(v)
+			}
+		case graph.Float16:
+			for _, v := range kernels.Data[float16.Float16](t) {
+				f(float64(v.Float32()))
+			}
+		case graph.BFloat16:
+			for _, v := range kernels.Data[graph.BF16](t) {
+				f(float64(v.Float32()))
+			}
+		default:
+			for _, v := range t.Float64s() {
+				f(v)
+			}
+		}
+	}
 	n := 0
 	s.Min, s.Max = math.Inf(1), math.Inf(-1)
-	for _, v := range vals {
+	each(func(v float64) {
 		switch {
 		case math.IsNaN(v):
 			s.NaN++
-			continue
+			return
 		case math.IsInf(v, 0):
 			s.Inf++
-			continue
+			return
 		}
 		n++
 		s.Min = math.Min(s.Min, v)
 		s.Max = math.Max(s.Max, v)
-	}
+	})
 	if n == 0 {
 		s.Min, s.Max = 0, 0
 		return s
@@ -134,18 +160,18 @@ func statsOf(name string, t *kernels.Tensor) OutputStats {
 		return s
 	}
 	var sum, sq float64
-	for _, v := range vals {
+	each(func(v float64) {
 		if !math.IsNaN(v) && !math.IsInf(v, 0) {
 			sum += v / scale
 		}
-	}
+	})
 	mean := sum / float64(n)
-	for _, v := range vals {
+	each(func(v float64) {
 		if !math.IsNaN(v) && !math.IsInf(v, 0) {
 			d := v/scale - mean
 			sq += d * d
 		}
-	}
+	})
 	s.Mean = mean * scale
 	s.Std = math.Min(math.Sqrt(sq/float64(n))*scale, math.MaxFloat64)
 	return s
