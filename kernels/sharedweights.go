@@ -15,8 +15,9 @@ import (
 // packed weight is found by its content (two 64-bit hashes of its bytes,
 // its shape and layout), counted by the sessions that hold it, and
 // reserved once, while they do, in the budget of the session that made or
-// took it (a weight the budget cannot hold is not packed: its step packs
-// per call). A session that is closed (or collected) stops holding its
+// took it (packed weights take at most 3/4 of a limited budget; a weight
+// beyond that is not packed: its step packs per call from the mapped
+// file, and the rest of the budget stays for the runs). A session that is closed (or collected) stops holding its
 // weights; one nobody holds any more is kept, unreserved, until the next
 // session has been made, which may take it over (verify runs model A,
 // closes it, then builds B), and is freed then.
@@ -96,7 +97,7 @@ func acquirePacked(budget *Budget, transB bool, k, n int, b []float32, ldb int, 
 		return pd
 	}
 	size := int64(4 * gemm.PackedLen(k, n))
-	if budget.Reserve(size) != nil {
+	if !reserveWeight(budget, size) {
 		return nil
 	}
 	pd := &packedData{key: key, bytes: size, budget: budget}
@@ -121,6 +122,19 @@ func acquirePacked(budget *Budget, transB bool, k, n int, b []float32, ldb int, 
 	return pd
 }
 
+// weightShare is the part of a limited budget packed weights may take:
+// the rest stays for the runs' tensors.
+const weightShare = 0.75
+
+// reserveWeight reserves size bytes of packed weights in budget when they
+// keep within weightShare of its limit.
+func reserveWeight(budget *Budget, size int64) bool {
+	if lim := budget.Limit(); lim > 0 && float64(budget.Used()+size) > weightShare*float64(lim) {
+		return false
+	}
+	return budget.Reserve(size) == nil
+}
+
 // takeShared takes a hold on the packed weight of key when one exists:
 // one nobody held (lingering) is reserved in budget again, or not taken
 // when budget cannot hold it.
@@ -132,7 +146,7 @@ func takeShared(key weightKey, budget *Budget) *packedData {
 		return nil
 	}
 	if pd.refs == 0 {
-		if budget.Reserve(pd.bytes) != nil {
+		if !reserveWeight(budget, pd.bytes) {
 			return nil
 		}
 		pd.budget = budget
