@@ -91,7 +91,7 @@ demo: build
 	./$(BIN) codegen $(DEMO_MODEL) --lang go --package ropellama --module example.com/ropellama -o $(DEMO_CODEGEN)
 	cd $(DEMO_CODEGEN) && $(GO) test
 
-## bench: Go benchmarks, the memory checks of inspect, audit and convert, onnxpe vs ONNX Runtime, rewritten vs original models (figures for BENCHMARKS.md)
+## bench: Go benchmarks, the memory checks of inspect, audit and convert, onnxpe vs ONNX Runtime, rewritten vs original models, models of billions of parameters (bench/large.sh: hours, and 41 GB of disk under /tmp; figures for BENCHMARKS.md)
 bench: ort
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	bash bench/inspect_rss.sh
@@ -99,6 +99,7 @@ bench: ort
 	bash bench/convert_rss.sh
 	CGO_ENABLED=1 ONNXPE_ORT_LIB=$(ORT_LIB) $(GO) run -tags ort ./bench/vsort
 	CGO_ENABLED=1 ONNXPE_ORT_LIB=$(ORT_LIB) $(GO) run -tags ort ./bench/rewrite
+	bash bench/large.sh
 
 proto:
 	protoc --plugin=protoc-gen-go=$$($(GO) tool -n protoc-gen-go) --go_out=. --go_opt=paths=source_relative internal/onnxpb/onnx.proto
