@@ -48,6 +48,10 @@ type Options struct {
 	Threads int
 	// Progress, when set, is called before each run.
 	Progress func(Progress)
+	// Prepared, when set, is model A prepared already (Prepare, with the
+	// hints the comparison would use): its analysis and session serve
+	// instead of analysing A again and opening a session of its own.
+	Prepared *Prepared
 }
 
 // NamedInputs is one given input set.
@@ -314,7 +318,7 @@ type comparison struct {
 	sets []*inputSet
 	// cached holds A's Go outputs from the planner's probes, by set key.
 	cached map[string]map[string]*kernels.Tensor
-	goA    *goRunner
+	goA    runner
 	done   int
 	total  int
 	// stored are the reference outputs of CompareReference: ONNX
@@ -326,6 +330,9 @@ type comparison struct {
 // from A's analysis (which runs A; its runner is kept for the sweep).
 func (c *comparison) buildSets() error {
 	o := c.opts
+	if pr := o.Prepared; pr != nil && pr.m == c.a && pr.r != nil {
+		return c.preparedSets(pr)
+	}
 	an := analyzeGraph(c.a)
 	c.an = an
 	if len(o.Inputs) > 0 {
@@ -364,6 +371,39 @@ func (c *comparison) buildSets() error {
 	c.rep.Analysis = an
 	c.rep.Warnings = append(c.rep.Warnings, an.Notes...)
 	for _, s := range p.specs() {
+		set, err := an.synthesize(s, o.Seed)
+		if err != nil {
+			return err
+		}
+		set.spec.required = s.required
+		c.sets = append(c.sets, set)
+	}
+	return nil
+}
+
+// preparedSets are buildSets with A prepared: given sets, or the sweep
+// planned when A was prepared; A's runs use its session.
+func (c *comparison) preparedSets(pr *Prepared) error {
+	o := c.opts
+	c.goA = kept{pr.r}
+	if len(o.Inputs) > 0 {
+		an := analyzeGraph(c.a)
+		an.applyHints(o.Hints, true)
+		an.assignDims()
+		c.an = an
+		for _, s := range o.Inputs {
+			c.sets = append(c.sets, an.givenSet(s))
+		}
+		return nil
+	}
+	an := pr.an
+	c.an = an
+	if pr.seed == o.Seed {
+		c.cached = pr.p.cached // A's outputs on the sets the plan ran
+	}
+	c.rep.Analysis = an
+	c.rep.Warnings = append(c.rep.Warnings, an.Notes...)
+	for _, s := range pr.p.specs() {
 		set, err := an.synthesize(s, o.Seed)
 		if err != nil {
 			return err

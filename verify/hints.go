@@ -27,10 +27,13 @@ func AuditHints(m *graph.Model) (Hints, error) {
 	if err != nil {
 		return Hints{}, err
 	}
-	return hintsFrom(rep, ctx), nil
+	return HintsFromAudit(rep, ctx), nil
 }
 
-func hintsFrom(rep *passes.Report, ctx *passes.Context) Hints {
+// HintsFromAudit are AuditHints of a model audited already (rep and ctx
+// its audit's report and context): a command that audits a model and
+// verifies it audits it once.
+func HintsFromAudit(rep *passes.Report, ctx *passes.Context) Hints {
 	h := Hints{Suggested: map[string]Role{}, From: "the audit"}
 	if ctx != nil {
 		if w, ok := passes.Ran(ctx, work.Normalize); ok && w != nil {

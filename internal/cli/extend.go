@@ -206,6 +206,9 @@ func extendRun(opts *extendOptions) (err error) {
 	if opts.Threads < 0 {
 		return badInput("extend: --threads must not be negative (0: all cores)")
 	}
+	if err := opts.Ext.Validate(); err != nil {
+		return badInput("extend %s: %s", opts.In, strings.TrimPrefix(err.Error(), rewrite.ErrExtend.Error()+": "))
+	}
 	// Long extensions (a model run at 16384 positions takes minutes) say
 	// on a terminal what runs and for how long.
 	prog := newProgress(opts.IO)
@@ -226,14 +229,21 @@ func extendRun(opts *extendOptions) (err error) {
 		return err
 	}
 	prog.setPhase("auditing and planning")
+	// The model is audited once: the extension plans from the audit,
+	// the unchanged check's hints come from it.
+	arep, actx, err := audit.AuditModel(m, opts.In, passes.Options{})
+	if err != nil {
+		if errors.Is(err, work.ErrModel) {
+			return badInput("extend %s: %v", opts.In, err)
+		}
+		return err
+	}
 	// What --to N implies, against the memory budget, before planning
 	// computes N rows of tables and the checks run N positions.
-	if rep, _, err := audit.AuditModel(m, opts.In, passes.Options{}); err == nil {
-		if err := checkExtendMemory(m, rep, int64(opts.Ext.To)); err != nil {
-			return err
-		}
+	if err := checkExtendMemory(m, arep, int64(opts.Ext.To)); err != nil {
+		return err
 	}
-	x, err := extend.ExtendModel(m, opts.Ext)
+	x, err := extend.Extend(arep, actx, opts.Ext)
 	if err != nil {
 		if errors.Is(err, rewrite.ErrExtend) || errors.Is(err, rewrite.ErrRewrite) || errors.Is(err, work.ErrModel) {
 			return badInput("extend %s: %s", opts.In, strings.TrimPrefix(err.Error(), rewrite.ErrExtend.Error()+": "))
@@ -255,7 +265,7 @@ func extendRun(opts *extendOptions) (err error) {
 	if opts.tamper != nil {
 		opts.tamper(x.M)
 	}
-	c := &extendChecker{opts: opts, ctx: ctx, orig: m, x: x, prog: prog}
+	c := &extendChecker{opts: opts, ctx: ctx, orig: m, x: x, prog: prog, hints: verify.HintsFromAudit(arep, actx)}
 	failed, err := c.run(rep)
 	if err != nil {
 		return err
@@ -299,6 +309,33 @@ type extendChecker struct {
 	orig *graph.Model
 	x    *rewrite.Extended
 	prog *progress
+	// hints are verify's hints from the audit of the original.
+	hints verify.Hints
+	// px is the extended model prepared for verify (analysed once, its
+	// session kept) for the checks that run it; nil until the first asks.
+	px *verify.Prepared
+}
+
+// prepared is the extended model analysed for N positions, once per
+// command.
+func (c *extendChecker) prepared() (*verify.Prepared, error) {
+	if c.px == nil {
+		px, err := verify.Prepare(c.x.M, verify.Hints{MaxPositions: c.x.Report.NewMax}, c.opts.Seed, c.opts.Threads)
+		if err != nil {
+			return nil, err
+		}
+		c.px = px
+	}
+	return c.px, nil
+}
+
+// release closes the extended model's session (its buffers of a run at N
+// go back before ONNX Runtime allocates its own).
+func (c *extendChecker) release() {
+	if c.px != nil {
+		c.px.Close()
+		c.px = nil
+	}
 }
 
 func (c *extendChecker) verifyOptions(pathB string) verify.Options {
@@ -317,6 +354,7 @@ func (c *extendChecker) run(rep *extendReport) (*extendCheck, error) {
 		steps, names = append(steps, c.reference, c.audit), append(names, "reference", "audit")
 	}
 	steps, names = append(steps, c.runsAtN), append(names, "runs_at_n")
+	defer c.release()
 	var failed *extendCheck
 	for i, step := range steps {
 		c.prog.setPhase(fmt.Sprintf("check %s (%d/%d)", names[i], i+1, len(steps)))
@@ -347,9 +385,7 @@ func compareErr(ch *extendCheck, err error) (*extendCheck, error) {
 func (c *extendChecker) unchanged() (*extendCheck, error) {
 	ch := &extendCheck{Name: "unchanged"}
 	vo := c.verifyOptions("extended " + c.opts.In)
-	if h, err := verify.AuditHints(c.orig); err == nil {
-		vo.Hints = h
-	}
+	vo.Hints = c.hints
 	if om := c.x.Report.OldMax; om != nil {
 		vo.Hints.MaxPositions = *om
 	}
@@ -390,9 +426,14 @@ func (c *extendChecker) reference() (*extendCheck, error) {
 		if err != nil {
 			return c.noReference(ch, err)
 		}
+		px, err := c.prepared()
+		if err != nil {
+			return compareErr(ch, err)
+		}
 		vo := c.verifyOptions("reference (" + c.ruleNames() + ")")
 		vo.PathA = "extended " + c.opts.In
 		vo.Hints.MaxPositions = n
+		vo.Prepared = px
 		vr, err := verify.Compare(c.ctx, c.x.M, ref, vo)
 		if err != nil {
 			return compareErr(ch, err)
@@ -409,12 +450,14 @@ func (c *extendChecker) reference() (*extendCheck, error) {
 		// static rules): the frequencies at L turn them most, and the
 		// quadratic cost of attention over L positions is left to the
 		// runs_at_n check. Others run positions 0..L-1.
-		takesIDs, cache := false, false
-		if a, err := verify.Analyze(c.x.M, verify.Hints{MaxPositions: n}, c.opts.Threads); err == nil {
-			cache = a.HasCache
-			for _, in := range a.Inputs {
-				takesIDs = takesIDs || in.Role == verify.RolePositionIDs
-			}
+		px, err := c.prepared()
+		if err != nil {
+			return compareErr(ch, err)
+		}
+		a := px.Analysis()
+		cache, takesIDs := a.HasCache, false
+		for _, in := range a.Inputs {
+			takesIDs = takesIDs || in.Role == verify.RolePositionIDs
 		}
 		for _, L := range slices.Compact([]int{orig, n}) {
 			whole := verify.SetSpec{Name: fmt.Sprintf("seq%d", L), Batch: 1, Seq: L, Purpose: "positions 0..L-1"}
@@ -426,21 +469,24 @@ func (c *extendChecker) reference() (*extendCheck, error) {
 			case cache:
 				spec = verify.SetSpec{Name: fmt.Sprintf("last%d", L), Batch: 1, Seq: k, Past: L - k, Purpose: fmt.Sprintf("positions %d..%d after a KV cache", L-k, L-1)}
 			}
-			synth := func(first verify.SetSpec) ([]verify.NamedInputs, *verify.Analysis, error) {
-				return verify.Synthesize(c.x.M, verify.Hints{MaxPositions: L}, []verify.SetSpec{
+			synth := func(first verify.SetSpec) ([]verify.NamedInputs, error) {
+				return px.Synthesize([]verify.SetSpec{
 					first,
 					{Name: fmt.Sprintf("decode%d", L), Batch: 1, Seq: 1, Past: L - 1, Purpose: "position L-1 after a KV cache"},
-				}, c.opts.Seed, c.opts.Threads)
+				}, c.opts.Seed)
 			}
-			sets, a, err := synth(spec)
+			sets, err := synth(spec)
 			if err != nil {
 				return compareErr(ch, err)
 			}
-			if spec.Offset > 0 && !c.runs(sets[0]) {
-				// A model that reads its table up to its sequence's length
-				// refuses positions past it (as the original did): all L.
-				if sets, a, err = synth(whole); err != nil {
-					return compareErr(ch, err)
+			if spec.Offset > 0 {
+				if _, err := px.Run(sets[0].Inputs); err != nil {
+					// A model that reads its table up to its sequence's
+					// length refuses positions past it (as the original
+					// did): all L.
+					if sets, err = synth(whole); err != nil {
+						return compareErr(ch, err)
+					}
 				}
 			}
 			// Each set against the reference at the length it calls for:
@@ -458,6 +504,7 @@ func (c *extendChecker) reference() (*extendCheck, error) {
 				vo := c.verifyOptions(fmt.Sprintf("reference (%s at length %d)", c.ruleNames(), Ls))
 				vo.PathA = "extended " + c.opts.In
 				vo.Inputs = []verify.NamedInputs{set}
+				vo.Prepared = px
 				vr, err := verify.Compare(c.ctx, c.x.M, ref, vo)
 				if err != nil {
 					return compareErr(ch, err)
@@ -474,17 +521,6 @@ func (c *extendChecker) reference() (*extendCheck, error) {
 	ch.Status = checkPass
 	ch.Summary = "equal to the original with cos/sin from the published formula of " + c.ruleNames() + " (" + strings.Join(parts, "; ") + ")"
 	return ch, nil
-}
-
-// runs reports whether onnxpe's executor runs the extended model on set.
-func (c *extendChecker) runs(set verify.NamedInputs) bool {
-	s, err := kernels.NewSession(c.x.M, kernels.Options{Threads: c.opts.Threads})
-	if err != nil {
-		return false
-	}
-	defer s.Close()
-	_, err = s.Run(set.Inputs)
-	return err == nil
 }
 
 // maxPosition is the largest position id a set gives (-1 when the model
@@ -658,7 +694,13 @@ func (c *extendChecker) runsAtN() (*extendCheck, error) {
 		{Name: fmt.Sprintf("decode%d", n), Batch: 1, Seq: 1, Past: n - 1, Purpose: "the last position after a KV cache"},
 	}
 	c.prog.update(verify.Progress{Step: fmt.Sprintf("inputs of %d positions", n)})
-	sets, a, err := verify.Synthesize(c.x.M, verify.Hints{MaxPositions: n}, specs, c.opts.Seed, c.opts.Threads)
+	px, err := c.prepared()
+	var sets []verify.NamedInputs
+	var a *verify.Analysis
+	if err == nil {
+		a = px.Analysis()
+		sets, err = px.Synthesize(specs, c.opts.Seed)
+	}
 	if err != nil {
 		if errors.Is(err, kernels.ErrInternal) {
 			return nil, err
@@ -670,16 +712,10 @@ func (c *extendChecker) runsAtN() (*extendCheck, error) {
 		ch.Status, ch.Summary = checkFail, fmt.Sprintf("the extended model's inputs fix the sequence at %d", a.FixedSeq)
 		return ch, nil
 	}
-	s, err := kernels.NewSession(c.x.M, kernels.Options{Threads: c.opts.Threads})
-	if err != nil {
-		ch.Status, ch.Summary = checkFail, "onnxpe's executor cannot load the extended model: "+oneLine(err.Error())
-		return ch, nil
-	}
-	defer s.Close()
 	var names []string
 	for i := range sets {
 		c.prog.update(verify.Progress{Done: i, Total: len(sets), Step: "onnxpe's executor: " + sets[i].Name})
-		out, err := s.Run(sets[i].Inputs)
+		out, err := px.Run(sets[i].Inputs)
 		if err != nil {
 			if errors.Is(err, kernels.ErrInternal) {
 				return nil, err
@@ -705,7 +741,7 @@ func (c *extendChecker) runsAtN() (*extendCheck, error) {
 	// attention scores at 16384 positions): they go back to the system
 	// before ONNX Runtime allocates its own (rope_llama at 8192: a peak of
 	// 6.1 GB before, 3.4 GB).
-	s = nil
+	c.release()
 	debug.FreeOSMemory()
 	vo := c.verifyOptions("")
 	vo.PathA = "" // ONNX Runtime opens a file: verify saves the model to a temporary one

@@ -175,16 +175,23 @@ func rewriteRun(opts *rewriteOptions) error {
 	if err != nil {
 		return err
 	}
+	// The model is audited once: the rewrite passes run in the audit's
+	// context, and verify's hints come from it.
+	arep, actx, err := audit.AuditModel(m, opts.In, passes.Options{Rewrite: ro})
+	if err != nil {
+		if errors.Is(err, rewrite.ErrRewrite) || errors.Is(err, work.ErrModel) {
+			return badInput("rewrite %s: %v", opts.In, err)
+		}
+		return err
+	}
 	if opts.MaxPositions > 0 {
 		// The tables of --max-positions N, against the memory budget,
 		// before the rewrite computes them.
-		if rep, _, err := audit.AuditModel(m, opts.In, passes.Options{}); err == nil {
-			if err := checkPositionsMemory("--max-positions", rep, int64(opts.MaxPositions), false); err != nil {
-				return err
-			}
+		if err := checkPositionsMemory("--max-positions", arep, int64(opts.MaxPositions), false); err != nil {
+			return err
 		}
 	}
-	rw, _, err := audit.RewriteModel(m, passes.Options{Rewrite: ro}, ps...)
+	rw, err := rewrite.Run(actx, ps...)
 	if err != nil {
 		if errors.Is(err, rewrite.ErrRewrite) || errors.Is(err, work.ErrModel) {
 			return badInput("rewrite %s: %v", opts.In, err)
@@ -199,9 +206,7 @@ func rewriteRun(opts *rewriteOptions) error {
 	verified := false
 	if rep.Changed && !opts.NoVerify {
 		vo := verify.Options{Seed: opts.Seed, PathA: opts.In, PathB: "rewritten " + filepath.Base(opts.In), Threads: opts.Threads}
-		if h, err := verify.AuditHints(m); err == nil {
-			vo.Hints = h
-		}
+		vo.Hints = verify.HintsFromAudit(arep, actx)
 		prog := newProgress(opts.IO)
 		vo.Progress = prog.update
 		vr, err := verify.Compare(ctx, m, rw.M, vo)

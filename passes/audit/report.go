@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"slices"
 	"sort"
+	"sync/atomic"
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
@@ -38,7 +39,15 @@ func rank(name string) int {
 	return len(schemes.All) * len(schemes.All)
 }
 
+// runs counts the audits of this process (the graphs of generation ops
+// included): tests check with Runs that a command audits a model once.
+var runs atomic.Int64
+
+// Runs is the number of audits this process has run.
+func Runs() int64 { return runs.Load() }
+
 func runAudit(c *passes.Context) (*passes.Report, error) {
+	runs.Add(1)
 	blocks := passes.Result(c, attn.Blocks)
 	var all []*passes.Finding
 	for _, d := range schemes.Detectors() {

@@ -24,11 +24,22 @@ func ExtendModel(m *graph.Model, opts rewrite.ExtendOptions) (*rewrite.Extended,
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	ctx, err := passes.Run(m, passes.Options{AuditGraph: audit.AuditModel}, audit.Audit, rewrite.Edit)
+	rep, ctx, err := audit.AuditModel(m, "", passes.Options{})
 	if err != nil {
 		return nil, err
 	}
-	rep := passes.Result(ctx, audit.Audit)
+	return Extend(rep, ctx, opts)
+}
+
+// Extend is ExtendModel of a model audited already: rep and ctx are its
+// audit's (audit.AuditModel), which is not run again.
+func Extend(rep *passes.Report, ctx *passes.Context, opts rewrite.ExtendOptions) (*rewrite.Extended, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Run(rewrite.Edit); err != nil {
+		return nil, err
+	}
 	r := rewrite.Of(ctx)
 	x := &rewrite.Extended{M: r.M, Audit: rep, Opts: opts, Ctx: ctx, R: r, Report: &rewrite.ExtendReport{NewMax: opts.To}}
 	if err := extend(x); err != nil {

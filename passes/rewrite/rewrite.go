@@ -524,3 +524,17 @@ func WorkValue(w *work.Work, name string) *graph.Value {
 	}
 	return w.ByOrig[name]
 }
+
+// Run runs the rewrite passes ps in ctx, the context of the model's audit
+// (audit.AuditModel: what the passes require has run there and does not
+// run again), and finishes the rewritten copy.
+func Run(ctx *passes.Context, ps ...*passes.Pass[*Change]) (*Rewrite, error) {
+	if err := ctx.Run(append([]passes.Analyzer{Edit}, passes.Analyzers(ps...)...)...); err != nil {
+		return nil, err
+	}
+	r := passes.Result(ctx, Edit)
+	if err := r.Finish(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
