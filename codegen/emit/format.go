@@ -340,3 +340,41 @@ func wrap(lines []string) []string {
 	}
 	return out
 }
+
+func LowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return string(s[0]|0x20) + s[1:]
+}
+
+func JoinAnd(s []string) string {
+	switch len(s) {
+	case 0:
+		return ""
+	case 1:
+		return s[0]
+	}
+	out := ""
+	for i, x := range s[:len(s)-1] {
+		if i > 0 {
+			out += ", "
+		}
+		out += x
+	}
+	return out + " and " + s[len(s)-1]
+}
+
+// close32 is the generated tests' comparison: within 1e-6 relative to
+// max(1, |want|).
+func Close32(got, want float64) bool {
+	return math.Abs(got-want) <= 1e-6*math.Max(1, math.Abs(want))
+}
+
+func LayerList(ls []int) string {
+	var s []string
+	for _, l := range ls {
+		s = append(s, fmt.Sprint(l))
+	}
+	return strings.Join(s, ", ")
+}

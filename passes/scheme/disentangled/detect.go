@@ -1,0 +1,608 @@
+package disentangled
+
+import (
+	"fmt"
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/attn"
+	"github.com/onnxpe/onnxpe/passes/probe"
+	"github.com/onnxpe/onnxpe/passes/work"
+	"math"
+	"slices"
+)
+
+// DisentangledEvidence is what the disentangled-attention detector read.
+type Evidence struct {
+	// Buckets is the relative position (before the clamp to the table)
+	// of every distance q - k from -MaxDist to MaxDist, index n + MaxDist,
+	// as the model computes it.
+	Buckets []int
+	MaxDist int
+	// Span is the offset added to the relative positions (the table has
+	// 2·Span rows).
+	Span int
+	// Index names the value holding the clamped table index of the c2p
+	// term (or of p2c without c2p), Relative the relative positions
+	// before the clamp.
+	Index, Relative string
+	// Blocks are the layers' terms.
+	Blocks []DisentangledBlock
+	// C2PIndex and P2CIndex name the clamped table indexes of the first
+	// layer's terms ("" for a term it lacks), RelativePositions the
+	// relative positions after the bucket function (the value the c2p
+	// index offsets by Span; "" when no one value holds them).
+	C2PIndex, P2CIndex, RelativePositions string
+	// LogRatio is the constant the bucket function divides the log of
+	// large distances by (log((max_relative_positions-1)/(buckets/2)) as
+	// the graph holds it) and LogRatioFrom the value holding it; "" when
+	// the positions are not bucketed or no constant of the graph holds it.
+	LogRatio     float64
+	LogRatioFrom string
+}
+
+// DisentangledBlock is one layer's position terms (original node names of
+// the products; "" for a term the layer lacks).
+type DisentangledBlock struct {
+	Layer    int
+	C2P, P2C string
+}
+
+// DisentangledPass finds DeBERTa's disentangled attention.
+var Detect = &passes.Pass[[]*passes.Finding]{
+	Name: "disentangled",
+	Doc: `Find disentangled attention (DeBERTa): content-to-position and position-to-content terms.
+
+A block's scores hold, besides q·k, terms q·P_kᵀ and k·P_qᵀ whose columns
+are gathered by an index computed from positions: the products of the
+content with a table of relative-position embeddings, read at the
+relative position of each query and key. The term whose content is q is
+c2p, the one whose content is k p2c. The index, before its clamp to the
+table, evaluated over long probes is the bucket function: its exact
+range and logarithmic steps give position_buckets and
+max_relative_positions. The position tables are the relative embeddings
+projected by the content projections when one relative embedding
+reproduces both (share_att_key); the scores' divisor sqrt(d·s) gives the
+scale factor s.`,
+	Requires: []passes.Analyzer{work.Normalize, attn.Blocks},
+	Run:      runDisentangled,
+}
+
+func runDisentangled(c *passes.Context) ([]*passes.Finding, error) {
+	w := work.Of(c)
+	var out []*passes.Finding
+	for _, b := range passes.Result(c, attn.Blocks) {
+		f, why := disentangledAt(w, b)
+		if f == nil {
+			if why != "" {
+				c.Miss("disentangled", w.OrigName(b.Node()), why, 1)
+			}
+			continue
+		}
+		out = w.MergeFinding(out, f, nil)
+	}
+	return out, nil
+}
+
+func disentangledAt(w *work.Work, b *attn.Block) (*passes.Finding, string) {
+	if b.QK == nil || b.Softmax == nil {
+		return nil, ""
+	}
+	var c2p, p2c *attn.ScoreTerm
+	qRoot, kRoot := attn.OpRoot(w, b.QK.Input(0)), attn.OpRoot(w, b.QK.Input(1))
+	for _, t := range attn.ScoreTerms(w, b) {
+		if t.Gather == nil {
+			continue
+		}
+		if a, _, _ := probe.SinCosOf(w.Cone(t.Pos)); a != nil {
+			continue // a sinusoid of distances (relative_sinusoidal)
+		}
+		t := t
+		switch attn.OpRoot(w, t.Content) {
+		case qRoot:
+			c2p = &t
+		case kRoot:
+			p2c = &t
+		}
+	}
+	if c2p == nil && p2c == nil {
+		return nil, ""
+	}
+	main := c2p
+	if main == nil {
+		main = p2c
+	}
+	params := &Params{}
+	var notes []string
+	if c2p != nil {
+		params.AttTypes = append(params.AttTypes, "c2p")
+	}
+	if p2c != nil {
+		params.AttTypes = append(params.AttTypes, "p2c")
+	}
+	// The relative positions: the index before its clamp to the table.
+	rel, clip := unclamped(w, main.Index)
+	if rel == nil {
+		return nil, "the term's index is not a clamped function of the positions"
+	}
+	span := 0
+	if s := w.Shape(main.Prod.Output(0)); s.Last().Known() {
+		span = int(s.Last()) / 2
+	}
+	if span == 0 {
+		return nil, "the position table's size is not known"
+	}
+	const S = 512
+	p := probe.NewProbe(w, 1, S, 0)
+	t, err := p.Value(rel)
+	if err != nil {
+		return nil, "the relative positions could not be evaluated: " + err.Error()
+	}
+	if t.Len() < S*S {
+		return nil, fmt.Sprintf("the relative positions are not [query, key] (%v)", t.Shape)
+	}
+	v := t.Float64s()
+	// relative position of q - k = n, from the first query row and the
+	// first key column.
+	buckets := make([]int, 2*S-1)
+	for i := 0; i < S; i++ {
+		for j := 0; j < S; j++ {
+			x := v[i*S+j] - float64(span)
+			if main == p2c {
+				x = float64(span) - v[i*S+j] // p2c reads span - rel
+			}
+			k := i - j + S - 1
+			if i == 0 || j == 0 {
+				buckets[k] = int(math.Round(x))
+			} else if int(math.Round(x)) != buckets[k] {
+				return nil, "the index is not a function of q - k"
+			}
+		}
+	}
+	ev := &Evidence{Buckets: buckets, MaxDist: S - 1, Span: span, Index: w.Name(main.Index), Relative: w.Name(rel)}
+	at := func(n int) int { return buckets[n+S-1] }
+	exact := true
+	for n := -(S - 1); n < S; n++ {
+		if at(n) != n {
+			exact = false
+		}
+	}
+	if exact {
+		// Not bucketed: relative positions clamped to the table.
+		params.MaxRelativePositions = passes.Ptr(span)
+	} else {
+		mid := span / 2
+		if m, ok := fitLogBuckets(at, mid, S-1); ok {
+			params.PositionBuckets = passes.Ptr(span)
+			params.MaxRelativePositions = passes.Ptr(m)
+		} else {
+			notes = append(notes, fmt.Sprintf("max_relative_positions: the relative positions follow no logarithmic bucketing of %d buckets", span))
+			params.PositionBuckets = passes.Ptr(span)
+		}
+	}
+	// share_att_key: one relative embedding R gives both tables through the
+	// content projections (P_k = R·W_k + b_k, P_q = R·W_q + b_q).
+	if c2p != nil && p2c != nil {
+		shared, why := sharedProjection(w, b, c2p, p2c)
+		params.ShareAttKey = shared
+		if why != "" {
+			notes = append(notes, "share_att_key: "+why)
+		}
+	} else {
+		notes = append(notes, "share_att_key: one position term only; the projections cannot be compared")
+	}
+	// The scale: the scores and the terms divided by sqrt(d·s).
+	if d := w.Shape(b.QK.Input(0)).Last(); d.Known() && main.Scale != 1 {
+		s := main.Scale * main.Scale / float64(d)
+		if math.Abs(s-math.Round(s)) < 1e-4 && scoresDividedBy(w, b, main.Scale) {
+			params.ScaleFactor = passes.Ptr(math.Round(s))
+		}
+	}
+	if params.ScaleFactor == nil {
+		notes = append(notes, "scale_factor: the terms are not divided by sqrt(d·s) like the scores")
+	}
+	if c2p != nil {
+		ev.C2PIndex = w.Name(c2p.Index)
+		if r := offsetOperand(w, rel); r != nil {
+			ev.RelativePositions = w.Name(r)
+		}
+	}
+	if p2c != nil {
+		ev.P2CIndex = w.Name(p2c.Index)
+	}
+	if params.PositionBuckets != nil && params.MaxRelativePositions != nil {
+		mid := *params.PositionBuckets / 2
+		ev.LogRatio, ev.LogRatioFrom = probe.LogRatio(w, w.Cone(rel), math.Log(float64(*params.MaxRelativePositions-1)/float64(mid)))
+	}
+	blk := DisentangledBlock{Layer: b.Index}
+	nodes := []*graph.Node{clip}
+	for _, tm := range []*attn.ScoreTerm{c2p, p2c} {
+		if tm == nil {
+			continue
+		}
+		nodes = append(nodes, tm.Prod)
+		nodes = append(nodes, tm.Path...)
+		nodes = append(nodes, w.Cone(tm.Pos, tm.Index)...)
+	}
+	if c2p != nil {
+		blk.C2P = w.OrigName(c2p.Prod)
+	}
+	if p2c != nil {
+		blk.P2C = w.OrigName(p2c.Prod)
+	}
+	ev.Blocks = []DisentangledBlock{blk}
+	f := &passes.Finding{Scheme: Name, Layers: []int{b.Index}, Params: params, Notes: notes, Evidence: ev}
+	f.Nodes = w.OrigNames(nodes)
+	return f, ""
+}
+
+// unclamped follows an index back through layout ops to a clamp (Clip, or
+// Max and Min with constants) and returns the clamped value and the clamp.
+func unclamped(w *work.Work, idx *graph.Value) (*graph.Value, *graph.Node) {
+	v := idx
+	for steps := 0; steps < 12 && v != nil; steps++ {
+		n := v.Producer()
+		if n == nil {
+			return nil, nil
+		}
+		switch n.OpType {
+		case "Clip":
+			return n.Input(0), n
+		case "Max", "Min":
+			// max(min(x, hi), lo) or min(max(x, lo), hi).
+			x := nonConstInput(w, n)
+			if x == nil || x.Producer() == nil {
+				return nil, nil
+			}
+			if m := x.Producer(); (m.OpType == "Max" || m.OpType == "Min") && m.OpType != n.OpType {
+				if y := nonConstInput(w, m); y != nil {
+					return y, n
+				}
+			}
+			return nil, nil
+		case "Cast", "Reshape", "Unsqueeze", "Squeeze", "Expand", "Transpose", "Identity", "Tile", "Slice":
+			v = n.Input(0)
+		default:
+			return nil, nil
+		}
+	}
+	return nil, nil
+}
+
+// offsetOperand is x of a value computed as x plus a constant (an Add
+// with one constant input, through Cast), or nil.
+func offsetOperand(w *work.Work, v *graph.Value) *graph.Value {
+	n := v.Producer()
+	for steps := 0; steps < 4 && n != nil && n.OpType == "Cast"; steps++ {
+		n = n.Input(0).Producer()
+	}
+	if n == nil || n.OpType != "Add" || len(n.Inputs()) != 2 {
+		return nil
+	}
+	return nonConstInput(w, n)
+}
+
+// nonConstInput is the one input of a two-input node that is not a
+// constant (nil otherwise).
+func nonConstInput(w *work.Work, n *graph.Node) *graph.Value {
+	var out *graph.Value
+	for _, x := range n.Inputs() {
+		if x != nil && !w.IsConst(x) {
+			if out != nil {
+				return nil
+			}
+			out = x
+		}
+	}
+	return out
+}
+
+// fitLogBuckets finds max_position for DeBERTa's make_log_bucket_position
+// with mid (bucket_size / 2) that reproduces at(n) for |n| <= maxDist,
+// computed as the model computes it (float32).
+func fitLogBuckets(at func(int) int, mid, maxDist int) (int, bool) {
+	if mid < 2 {
+		return 0, false
+	}
+	// ceil(log(a/mid)/L·(mid-1)) = at(a) - mid bounds L = log((M-1)/mid).
+	lo, hi := 0.0, math.Inf(1)
+	for a := mid + 1; a <= maxDist; a++ {
+		k := float64(at(a) - mid)
+		if k < 1 {
+			return 0, false
+		}
+		x := math.Log(float64(a)/float64(mid)) * float64(mid-1)
+		lo = math.Max(lo, x/k)
+		if k > 1 {
+			hi = math.Min(hi, x/(k-1))
+		}
+	}
+	if lo <= 0 || lo > hi {
+		return 0, false
+	}
+	guess := int(math.Ceil(1 + float64(mid)*math.Exp(lo)))
+	hiM := math.Inf(1)
+	if !math.IsInf(hi, 1) {
+		hiM = 1 + float64(mid)*math.Exp(hi)
+	}
+	for m := max(mid+2, guess-3); m <= guess+3 && float64(m) <= hiM+3; m++ {
+		if logBucketsMatch(at, mid, m, maxDist) {
+			return m, true
+		}
+	}
+	return 0, false
+}
+
+// logBucket is make_log_bucket_position(n, 2·mid, maxPos) in float32.
+func logBucket(n, mid, maxPos int) int {
+	a := n
+	if a < 0 {
+		a = -a
+	}
+	if n < mid && n > -mid {
+		a = mid - 1
+	}
+	if a <= mid {
+		return n
+	}
+	lx := float32(math.Log(float64(float32(a) / float32(mid))))
+	lm := float32(math.Log(float64(float32(float64(maxPos-1) / float64(mid)))))
+	r := int(math.Ceil(float64(lx/lm*float32(mid-1)))) + mid
+	if n < 0 {
+		return -r
+	}
+	return r
+}
+
+func logBucketsMatch(at func(int) int, mid, maxPos, maxDist int) bool {
+	for n := -maxDist; n <= maxDist; n++ {
+		if logBucket(n, mid, maxPos) != at(n) {
+			return false
+		}
+	}
+	return true
+}
+
+// scoresDividedBy reports whether the block's q·k reaches the scores
+// divided by c (or multiplied by 1/c).
+func scoresDividedBy(w *work.Work, b *attn.Block, c float64) bool {
+	for _, n := range b.ScorePath {
+		if n.OpType != "Div" && n.OpType != "Mul" {
+			continue
+		}
+		for _, x := range n.Inputs() {
+			k := w.Const(x)
+			if k == nil || k.Len() != 1 {
+				continue
+			}
+			v := k.Float64s()[0]
+			if n.OpType == "Mul" && v != 0 {
+				v = 1 / v
+			}
+			if math.Abs(v/c-1) < 1e-5 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sharedProjection reports whether one relative embedding R gives both
+// position tables through the block's content projections: P_k = R·W_k +
+// b_k (c2p) and P_q = R·W_q + b_q (p2c), R solved from the first and
+// checked on the second.
+func sharedProjection(w *work.Work, b *attn.Block, c2p, p2c *attn.ScoreTerm) (bool, string) {
+	wq, bq := projectionOf(w, b.QK.Input(0))
+	wk, bk := projectionOf(w, b.QK.Input(1))
+	if wq == nil || wk == nil {
+		return false, "the content projections are not found"
+	}
+	pk, err := positionTable2D(w, c2p)
+	if err != nil {
+		return false, err.Error()
+	}
+	pq, err := positionTable2D(w, p2c)
+	if err != nil {
+		return false, err.Error()
+	}
+	hid, n := wk.rows, wk.cols
+	if len(pk) == 0 || len(pk[0]) != n || len(pq) != len(pk) || len(pq[0]) != wq.cols || wq.rows != hid || hid > n {
+		return false, "the tables and projections have different sizes"
+	}
+	// R = (P_k - b_k)·W_kᵀ·(W_k·W_kᵀ)⁻¹.
+	g := make([][]float64, hid) // W_k·W_kᵀ
+	for i := range g {
+		g[i] = make([]float64, hid)
+		for j := range g[i] {
+			for c := 0; c < n; c++ {
+				g[i][j] += wk.at(i, c) * wk.at(j, c)
+			}
+		}
+	}
+	inv, ok := invert(g)
+	if !ok {
+		return false, "the key projection is singular"
+	}
+	var errK, errQ, scale float64
+	for r := range pk {
+		y := make([]float64, hid) // (P_k - b_k)·W_kᵀ
+		for i := 0; i < hid; i++ {
+			for c := 0; c < n; c++ {
+				y[i] += (pk[r][c] - bk[c]) * wk.at(i, c)
+			}
+		}
+		rr := make([]float64, hid)
+		for i := range rr {
+			for j := range rr {
+				rr[i] += y[j] * inv[j][i]
+			}
+		}
+		for c := 0; c < n; c++ {
+			x := bk[c]
+			for i := range rr {
+				x += rr[i] * wk.at(i, c)
+			}
+			errK = math.Max(errK, math.Abs(x-pk[r][c]))
+			scale = math.Max(scale, math.Abs(pk[r][c]))
+		}
+		for c := 0; c < wq.cols; c++ {
+			x := bq[c]
+			for i := range rr {
+				x += rr[i] * wq.at(i, c)
+			}
+			errQ = math.Max(errQ, math.Abs(x-pq[r][c]))
+			scale = math.Max(scale, math.Abs(pq[r][c]))
+		}
+	}
+	tol := 1e-3 * math.Max(1, scale)
+	if errK > tol {
+		return false, "the key table is not a projection of the key weights"
+	}
+	return errQ <= tol, ""
+}
+
+// matrix is a constant 2-D weight, [rows][cols] row-major.
+type matrix struct {
+	rows, cols int
+	v          []float64
+}
+
+func (m *matrix) at(i, j int) float64 { return m.v[i*m.cols+j] }
+
+// projectionOf finds the linear projection x·W + b of the content a score
+// operand comes from (through layout ops): W [hidden, out] and b (zeros
+// without a bias).
+func projectionOf(w *work.Work, v *graph.Value) (*matrix, []float64) {
+	v = attn.OpRoot(w, v)
+	var bias []float64
+	for steps := 0; steps < 4 && v != nil; steps++ {
+		n := v.Producer()
+		if n == nil {
+			return nil, nil
+		}
+		switch n.OpType {
+		case "Add":
+			acts := w.ActInputs(n)
+			if len(acts) != 1 {
+				return nil, nil
+			}
+			if k := w.Const(n.Input(1 - acts[0])); k != nil {
+				bias = k.Float64s()
+			}
+			v = n.Input(acts[0])
+		case "MatMul":
+			acts := w.ActInputs(n)
+			if len(acts) != 1 || acts[0] != 0 {
+				return nil, nil
+			}
+			k := w.Const(n.Input(1))
+			if k == nil || k.Rank() != 2 {
+				return nil, nil
+			}
+			m := &matrix{rows: k.Shape[0], cols: k.Shape[1], v: k.Float64s()}
+			if bias == nil {
+				bias = make([]float64, m.cols)
+			}
+			if len(bias) != m.cols {
+				return nil, nil
+			}
+			return m, bias
+		default:
+			if !work.LayoutOps[n.OpType] {
+				return nil, nil
+			}
+			v = n.Input(0)
+		}
+	}
+	return nil, nil
+}
+
+// positionTable2D evaluates a term's position operand at batch 1 and joins
+// its heads: [row][head·d + j], the layout the content projection writes.
+func positionTable2D(w *work.Work, t *attn.ScoreTerm) ([][]float64, error) {
+	p := probe.NewProbe(w, 1, 8, 0)
+	x, err := p.Value(t.Pos)
+	if err != nil {
+		return nil, fmt.Errorf("the position table could not be evaluated: %w", err)
+	}
+	// The product contracts the content's last axis with the operand's
+	// next-to-last: [heads, d, rows].
+	if x.Rank() != 3 {
+		return nil, fmt.Errorf("the position operand has shape %v", x.Shape)
+	}
+	// Rows first when the operand's last axis is the contracted one: the
+	// first operand of a product, or the second of a FusedMatMul with
+	// transB (and the reverse with transA).
+	first := t.Prod.Input(0) == t.Pos
+	rowsFirst := first
+	if t.Prod.OpType == "FusedMatMul" {
+		if first && t.Prod.AttrInt("transA", 0) != 0 || !first && t.Prod.AttrInt("transB", 0) != 0 {
+			rowsFirst = !rowsFirst
+		}
+	}
+	h, d, n := x.Shape[0], x.Shape[1], x.Shape[2]
+	if rowsFirst {
+		h, n, d = x.Shape[0], x.Shape[1], x.Shape[2]
+	}
+	v := x.Float64s()
+	out := make([][]float64, n)
+	for r := range out {
+		out[r] = make([]float64, h*d)
+		for hh := 0; hh < h; hh++ {
+			for j := 0; j < d; j++ {
+				if rowsFirst {
+					out[r][hh*d+j] = v[(hh*n+r)*d+j]
+				} else {
+					out[r][hh*d+j] = v[(hh*d+j)*n+r]
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// invert inverts a square matrix by Gauss-Jordan elimination with partial
+// pivoting.
+func invert(a [][]float64) ([][]float64, bool) {
+	n := len(a)
+	m := make([][]float64, n)
+	for i := range m {
+		m[i] = make([]float64, 2*n)
+		copy(m[i], a[i])
+		m[i][n+i] = 1
+	}
+	for c := 0; c < n; c++ {
+		p := c
+		for r := c + 1; r < n; r++ {
+			if math.Abs(m[r][c]) > math.Abs(m[p][c]) {
+				p = r
+			}
+		}
+		if math.Abs(m[p][c]) < 1e-12 {
+			return nil, false
+		}
+		m[c], m[p] = m[p], m[c]
+		d := m[c][c]
+		for j := range m[c] {
+			m[c][j] /= d
+		}
+		for r := 0; r < n; r++ {
+			if r == c || m[r][c] == 0 {
+				continue
+			}
+			f := m[r][c]
+			for j := range m[r] {
+				m[r][j] -= f * m[c][j]
+			}
+		}
+	}
+	out := make([][]float64, n)
+	for i := range out {
+		out[i] = slices.Clone(m[i][n:])
+	}
+	return out, true
+}
+
+// MergeEvidence takes the blocks of another finding's evidence.
+func (ev *Evidence) MergeEvidence(from any, _ func([]string) []string) {
+	ev.Blocks = append(ev.Blocks, from.(*Evidence).Blocks...)
+}

@@ -1,0 +1,384 @@
+package rope
+
+import (
+	"fmt"
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/attn"
+	"github.com/onnxpe/onnxpe/passes/probe"
+	"github.com/onnxpe/onnxpe/passes/work"
+	"math"
+	"slices"
+	"strings"
+)
+
+// RoPEEvidence is what the RoPE detector measured, per finding.
+type Evidence struct {
+	// Pairs are the rotary pairs (dimension indexes of the head) in
+	// frequency order.
+	Pairs [][2]int
+	// InvFreq are the measured frequencies (radians per position) of the
+	// pairs; InvFreqLong those measured beyond the original length for
+	// rules that switch (longrope), else nil.
+	InvFreq, InvFreqLong []float64
+	// Amplitude multiplies cos and sin (1 unless YaRN/LongRoPE scale them).
+	Amplitude float64
+	// Synthetic is true when cos/sin come from graph inputs (the values
+	// are not in the file).
+	Synthetic bool
+	// Table names the stored cos/sin (or sin|cos) table, when there is one.
+	Table string
+	// Blocks are the rotations found, per block and side.
+	Blocks []Block
+	// CosSinNodes compute the values that enter the rotations (positions,
+	// frequencies, cos and sin).
+	CosSinNodes []string
+	// Cos and Sin are what the rotation applies at consecutive positions,
+	// as one probe evaluated it: [row][pair], the amplitude included, row
+	// i at position Start+i (Start -1 when the angles did not tell the
+	// first position), at most 64 rows. Nil when the probe failed or the
+	// frequencies are graph inputs (Synthetic).
+	Start    int
+	Cos, Sin [][]float64
+	// Axis is the axis of q (as the rotation reads it) along which the
+	// positions run; the others but the last are batch and heads.
+	Axis int
+	// Positions says where the rotation reads the positions (nil when the
+	// cos/sin depend on more than the positions: frequencies given as
+	// inputs, dynamic rules; PositionsWhy says why).
+	Positions    *probe.Positions
+	PositionsWhy string
+	// Angles is the exact arithmetic of the cos and sin when the graph
+	// computes them (positions times frequencies, sin and cos, a scale),
+	// Stored the tables holding them when it reads them from stored
+	// caches; both nil when neither could be confirmed on the measured
+	// values (ExactWhy says why). Codegen reproduces them bit for bit.
+	Angles   *probe.Angles
+	Stored   *StoredCosSin
+	ExactWhy string
+	// PairAxis is, for a 2-D rotation over a patch grid, the axis turning
+	// each pair (0: the column, 1: the row); GridOffset the tokens before
+	// the grid (not rotated).
+	PairAxis   []int
+	GridOffset int
+	// Streams names the positions input of a multimodal rotation (M-RoPE),
+	// read as [streams, batch, seq], and PairStream the stream turning
+	// each pair (in the order of Pairs).
+	Streams    string
+	PairStream []int
+}
+
+// RoPEBlock is one block's rotations of q and k.
+type Block struct {
+	Layer int
+	Q, K  Side
+	// Op names the fused attention op that rotates q and k inside itself
+	// (GroupQueryAttention's do_rotary), when no node of the graph does.
+	Op string
+}
+
+// RoPESide is the rotation of one operand: the original values it reads
+// and writes, the values that enter it besides (cos, sin) and its nodes.
+type Side struct {
+	In, Out string
+	Pos     []string
+	Nodes   []string
+	// Form names how the rotation is written (rotate_half,
+	// rotate_every_two, complex_pairs; "" for another form), and
+	// RotateNodes the original nodes of that sub-pattern.
+	Form        string
+	RotateNodes []string
+
+	side *attn.Side // in the working copy
+}
+
+// RoPE finds rotary position embeddings in unfused form.
+var Detect = &passes.Pass[[]*passes.Finding]{
+	Name: "rope",
+	Doc: `Find rotary position embeddings (RoPE) on q and k.
+
+A side whose region rotates pairs of head dimensions by angles that grow
+linearly with the position is RoPE. The region is probed with unit
+vectors: which dimensions pair up gives the layout (half_split or
+interleaved) and the rotary dim; the angles over consecutive positions
+give the frequency of every pair and the amplitude. The base and the
+scaling rule (none, linear, ntk, llama3, yarn, unknown) are fitted from
+the frequencies; a second probe at other positions shows whether they
+depend on the sequence length (dynamic NTK). Frequencies that come from
+graph inputs are reported as null.
+
+Rotations fused ops carry are reported with fused: true, after the
+unfused ones: RotaryEmbedding of both domains on a block's q and k, and
+the do_rotary of the fused attention ops, their sizes read by the ops'
+contracts and their caches fitted as unfused cos/sin are.`,
+	Requires: []passes.Analyzer{work.Normalize, attn.Blocks, attn.Sides},
+	Run: func(c *passes.Context) ([]*passes.Finding, error) {
+		out, err := runRoPE(c)
+		if err != nil {
+			return nil, err
+		}
+		return append(out.([]*passes.Finding), fusedRoPE(c)...), nil
+	},
+}
+
+type ropeMeasure struct {
+	rot *rotation
+	fit ropeFit
+}
+
+func runRoPE(c *passes.Context) (any, error) {
+	w := work.Of(c)
+	blocks := passes.Result(c, attn.Blocks)
+	sides := passes.Result(c, attn.Sides)
+	cache := map[string]*ropeMeasure{}
+	type hit struct {
+		b      *attn.Block
+		params *Params
+		ev     Block
+		m      *ropeMeasure
+		nodes  []*graph.Node
+		notes  []string
+	}
+	var hits []hit
+	for _, b := range blocks {
+		bs := sides[b]
+		if bs == nil || bs.Q == nil || len(bs.Q.Nodes) == 0 || len(bs.Q.Pos) == 0 {
+			continue
+		}
+		at := w.OrigName(b.Node())
+		if n := fusedIn(bs.Q.Nodes); n != nil {
+			c.Miss("rope", at, fmt.Sprintf("q is rotated by the fused op %v (left to the fused detectors)", n), 1)
+			continue
+		}
+		mq, why := measureCached(w, cache, bs.Q)
+		if mq == nil {
+			c.Miss("rope", at, "q: "+why, 2)
+			continue
+		}
+		var mk *ropeMeasure
+		if bs.K != nil && len(bs.K.Nodes) > 0 {
+			mk, why = measureCached(w, cache, bs.K)
+			if mk == nil {
+				c.Miss("rope", at, "k: "+why, 3)
+			}
+		}
+		p, notes := ropeParams(w, b, bs, mq, mk)
+		ev := Block{Layer: b.Index, Q: sideEvidence(w, bs.Q)}
+		nodes := append([]*graph.Node{}, bs.Q.Nodes...)
+		if bs.K != nil && mk != nil {
+			ev.K = sideEvidence(w, bs.K)
+			nodes = append(nodes, bs.K.Nodes...)
+		}
+		hits = append(hits, hit{b, p, ev, mq, nodes, notes})
+	}
+	// One finding per distinct parameter set (each set printed once, not
+	// once per layer and finding).
+	var out []*passes.Finding
+	var keys []string
+	for _, h := range hits {
+		var f *passes.Finding
+		key := passes.ParamsKey(h.params)
+		for i, g := range out {
+			if keys[i] == key {
+				f = g
+				break
+			}
+		}
+		if f == nil {
+			keys = append(keys, key)
+			f = &passes.Finding{Scheme: Name, Params: h.params, Evidence: &Evidence{
+				Pairs: h.m.rot.pairs, InvFreq: h.m.rot.omega, InvFreqLong: h.m.rot.omegaLong, Amplitude: h.m.rot.amp,
+				Synthetic: h.m.rot.synthetic, Table: h.m.rot.table, Axis: h.m.rot.posAxis}}
+			ev := f.Evidence.(*Evidence)
+			if ax := h.m.rot.axial; ax != nil {
+				ev.PairAxis, ev.GridOffset = ax.Axis, ax.Offset
+			}
+			if r := h.m.rot; r.streamsIn != nil {
+				ev.Streams, ev.PairStream = w.OrigValue(r.streamsIn), r.pairStream
+			}
+			ev.Start, ev.Cos, ev.Sin = cosSinRows(w, sides[h.b].Q, h.m.rot)
+			ev.Positions, ev.PositionsWhy = ropePositions(w, sides[h.b].Q, h.m.rot)
+			ev.Angles, ev.Stored, ev.ExactWhy = ropeExact(w, sides[h.b].Q, h.m.rot, ev)
+			out = append(out, f)
+		}
+		ev := f.Evidence.(*Evidence)
+		ev.Blocks = append(ev.Blocks, h.ev)
+		f.Layers = append(f.Layers, h.b.Index)
+		for _, n := range h.notes {
+			if !slices.Contains(f.Notes, n) {
+				f.Notes = append(f.Notes, n)
+			}
+		}
+		f.Nodes = append(f.Nodes, w.OrigNames(h.nodes)...)
+	}
+	for _, f := range out {
+		ev := f.Evidence.(*Evidence)
+		var pos []*graph.Value
+		for _, b := range blocks {
+			if bs := sides[b]; bs != nil && slices.Contains(f.Layers, b.Index) {
+				pos = append(pos, bs.Q.Pos...)
+				if bs.K != nil {
+					pos = append(pos, bs.K.Pos...)
+				}
+			}
+		}
+		// The cos/sin of a fixed length or grid that normalisation folded
+		// were computed by the nodes it folded.
+		cone := w.Cone(pos...)
+		for _, v := range pos {
+			if w.IsConst(v) {
+				cone = append(cone, w.FoldedNodes(v)...)
+			}
+		}
+		cs := w.OrigNames(cone)
+		ev.CosSinNodes = cs
+		f.Nodes = w.SortOrig(append(f.Nodes, cs...))
+	}
+	return out, nil
+}
+
+func sideEvidence(w *work.Work, s *attn.Side) Side {
+	r := Side{In: w.OrigValue(s.In), Out: w.OrigValue(s.Out), Nodes: w.OrigNames(s.Nodes), side: s}
+	form, nodes := rotationForm(w, s)
+	r.Form, r.RotateNodes = form, w.OrigNames(nodes)
+	for _, p := range s.Pos {
+		r.Pos = append(r.Pos, w.OrigValue(p))
+	}
+	return r
+}
+
+func measureCached(w *work.Work, cache map[string]*ropeMeasure, s *attn.Side) (*ropeMeasure, string) {
+	// Sides sharing their cos/sin values and head shape measure the same.
+	var key strings.Builder
+	for _, p := range s.Pos {
+		fmt.Fprintf(&key, "%p,", p)
+	}
+	fmt.Fprintf(&key, "%s|%d", w.ShapeString(w.Shape(s.In)), len(s.Nodes))
+	if m, ok := cache[key.String()]; ok {
+		return m, ""
+	}
+	rot, why := measureRotation(w, s)
+	if rot == nil {
+		return nil, why
+	}
+	m := &ropeMeasure{rot: rot}
+	if rot.axial != nil {
+		m.fit = rot.fitAxial()
+	} else if !rot.synthetic {
+		m.fit = rot.fitFrequencies()
+		if rot.dynamic != nil {
+			angErr := rot.angErr()
+			m.fit = fitDynamic(w, rot, angErr, max(1e-6, 2*angErr))
+		}
+	}
+	cache[key.String()] = m
+	return m, ""
+}
+
+// fitFrequencies fits the base and scaling rule of the measured
+// frequencies (weighted by their measurement error, which the noise of the
+// angles and the type they were computed in decide).
+func (r *rotation) fitFrequencies() ropeFit {
+	angErr := r.angErr()
+	tol := max(1e-6, 2*angErr)
+	return fitRoPE(r.omega, probe.OmegaSigma(r.omega, angErr, r.seq, r.seq, relEps(r.half)), r.rotaryDim, r.amp, tol, r.tableRows)
+}
+
+// ropeParams assembles the params of one block.
+func ropeParams(w *work.Work, b *attn.Block, bs *attn.BlockSides, mq, mk *ropeMeasure) (*Params, []string) {
+	r := mq.rot
+	p := &Params{Layout: r.layout, HeadDim: r.headDim, RotaryDim: r.rotaryDim, QKNorm: bs.Q.Norm}
+	var notes []string
+	if r.heads > 0 {
+		p.NumHeads = passes.Ptr(r.heads)
+	}
+	if mk != nil && mk.rot.heads > 0 {
+		p.NumKVHeads = passes.Ptr(mk.rot.heads)
+	} else if p.NumHeads != nil {
+		p.NumKVHeads = passes.Ptr(*p.NumHeads)
+	}
+	if r.tableRows > 0 {
+		p.MaxPositions = passes.Ptr(r.tableRows)
+	}
+	if r.pastLength {
+		p.PositionSource = "past_length"
+	}
+	p.MultimodalSections = r.sections
+	if r.axial != nil {
+		p.Axes = 2
+		if !r.axial.Open {
+			p.Grid = []int{r.axial.Rows, r.axial.Cols}
+		}
+		if r.axial.OpenWhy != "" {
+			notes = append(notes, r.axial.OpenWhy)
+		}
+	}
+	if r.synthetic {
+		notes = append(notes, "base, scaling and factor: the frequencies (or the cos/sin caches) are not in the file (graph inputs, or an absent external-data file)")
+		if r.tableRows == 0 {
+			notes = append(notes, "max_positions: no stored cos/sin table")
+		}
+		return p, notes
+	}
+	return p, append(notes, setFit(p, r, mq.fit)...)
+}
+
+// setFit sets the params the frequencies of r decide (base, scaling and
+// the rule's parameters) from their fit f, and returns the notes of the
+// fit. The fused detectors use it for frequencies read from cos/sin
+// caches.
+func setFit(p *Params, r *rotation, f ropeFit) []string {
+	var notes []string
+	if f.Scaling == "unknown" {
+		p.Scaling = passes.Ptr("unknown")
+		p.Frequencies = r.omega
+		if math.Abs(r.amp-1) > 1e-5 {
+			p.AttentionFactor = passes.Ptr(snapF32(r.amp))
+		}
+		notes = append(notes, "scaling: the measured frequencies follow no known rule; see frequencies")
+		return notes
+	}
+	if !math.IsNaN(f.Base) {
+		p.Base = passes.Ptr(f.Base)
+	}
+	p.Scaling = passes.Ptr(f.Scaling)
+	if !math.IsNaN(f.Factor) {
+		p.Factor = passes.Ptr(f.Factor)
+	}
+	p.ShortFactor, p.LongFactor = f.Short, f.Long
+	if f.Scaling == "longrope" && p.Factor != nil && f.Orig != nil && p.MaxPositions == nil {
+		// The length the factor extends the original to.
+		p.MaxPositions = passes.Ptr(int(math.Round(*p.Factor * float64(*f.Orig))))
+	}
+	p.OriginalMaxPositions = f.Orig
+	p.LowFreqFactor, p.HighFreqFactor = f.Low, f.High
+	p.BetaFast, p.BetaSlow = f.BetaFast, f.BetaSlow
+	p.AttentionFactor = f.AttnF
+	p.CorrectionRange = f.Range
+	if f.Scaling == "ntk" {
+		p.Dynamic = passes.Ptr(f.Dynamic)
+	}
+	notes = append(notes, f.Notes...)
+	return notes
+}
+
+// fusedIn returns the first node of another domain than ONNX's among
+// nodes (a fused or custom op, which the fused detectors read from its
+// attributes and inputs).
+func fusedIn(nodes []*graph.Node) *graph.Node {
+	for _, n := range nodes {
+		if !work.IsONNX(n) || n.OpType == "RotaryEmbedding" {
+			return n
+		}
+	}
+	return nil
+}
+
+// MergeEvidence takes the blocks and cos/sin nodes of another finding's
+// evidence.
+func (ev *Evidence) MergeEvidence(from any, order func([]string) []string) {
+	if fe, ok := from.(*Evidence); ok {
+		ev.Blocks = append(ev.Blocks, fe.Blocks...)
+		ev.CosSinNodes = order(append(ev.CosSinNodes, fe.CosSinNodes...))
+	}
+}

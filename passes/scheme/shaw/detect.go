@@ -1,0 +1,175 @@
+package shaw
+
+import (
+	"fmt"
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/attn"
+	"github.com/onnxpe/onnxpe/passes/probe"
+	"github.com/onnxpe/onnxpe/passes/scorebias"
+	"github.com/onnxpe/onnxpe/passes/work"
+)
+
+// ShawEvidence is what the relative-embedding detector read.
+type Evidence struct {
+	// Blocks: per layer, the original tables of keys and values (Value
+	// empty without relative values) and the index value.
+	Blocks []Block
+	// IndexMap is the table row of every relative position key - query
+	// from -MaxRel to MaxRel (index n + MaxRel) in the probe.
+	IndexMap []int
+	MaxRel   int
+}
+
+// ShawBlock is one layer's relative tables.
+type Block struct {
+	Layer             int
+	Key, Value, Index string
+	// KeyEmb and ValueEmb are the relative embeddings the layer gathers
+	// from its tables, [query, key, dim] (ValueEmb empty without relative
+	// values): what codegen's golden vectors compare.
+	KeyEmb, ValueEmb string
+}
+
+// Shaw finds relative position embeddings in the style of Shaw et al.
+var Detect = &passes.Pass[[]*passes.Finding]{
+	Name: "relative_clipped",
+	Doc: `Find relative position embeddings added through products (Shaw et al. 2018).
+
+A block's extra score term, q times a value that does not depend on
+content, is a relative key embedding when that value gathers a table by
+an index computed from positions. Evaluating the index over the probe's
+query and key positions gives its relation to key - query: the direction
+(key_minus_query or query_minus_key), the clipping (the index saturates),
+and max_relative_position from the table's rows. A product of the
+attention weights with such a table on the output side is the relative
+value embedding.`,
+	Requires: []passes.Analyzer{work.Normalize, attn.Blocks},
+	Run:      runShaw,
+}
+
+func runShaw(c *passes.Context) ([]*passes.Finding, error) {
+	w := work.Of(c)
+	var out []*passes.Finding
+	tables := map[*graph.Value]bool{}
+	for _, b := range passes.Result(c, attn.Blocks) {
+		for _, term := range b.Terms {
+			f, table, why := shawAt(w, b, term)
+			if f == nil {
+				c.Miss("relative_clipped", w.OrigName(term), why, 1)
+				continue
+			}
+			tables[table] = true
+			out = w.MergeFinding(out, f, nil)
+		}
+	}
+	for _, f := range out {
+		p := f.Params.(*Params)
+		p.PerLayerTables = len(f.Layers) > 1 && len(tables) >= len(f.Layers)
+	}
+	return out, nil
+}
+
+// relTable finds the table a position-side value gathers by a computed
+// index.
+func relTable(w *work.Work, v *graph.Value) (*graph.Node, bool) {
+	for _, n := range w.Cone(v) {
+		if n.OpType == "Gather" && w.IsConst(n.Input(0)) && len(n.Input(0).Const.Dims()) == 2 && !w.IsConst(n.Input(1)) {
+			return n, true
+		}
+	}
+	return nil, false
+}
+
+func shawAt(w *work.Work, b *attn.Block, term *graph.Node) (*passes.Finding, *graph.Value, string) {
+	var e *graph.Value
+	for _, in := range term.Inputs() {
+		if in != nil && !w.IsAct(in) && !w.IsConst(in) {
+			e = in
+		}
+	}
+	if e == nil {
+		return nil, nil, "no position-side operand"
+	}
+	g, ok := relTable(w, e)
+	if !ok {
+		return nil, nil, "the operand does not gather a table by a computed index"
+	}
+	table := g.Input(0)
+	rows, dim := int(table.Const.Dims()[0]), int(table.Const.Dims()[1])
+	const S = 16
+	p := probe.NewProbe(w, 1, S, 0)
+	t, err := p.Value(g.Input(1))
+	if err != nil {
+		return nil, nil, "the index could not be evaluated: " + err.Error()
+	}
+	bv, ok := scorebias.NewBiasView(t)
+	if !ok || bv.Q != S || bv.K != S {
+		return nil, nil, fmt.Sprintf("the index is not [query, key] (%v)", t.Shape)
+	}
+	im := make([]int, 2*S-1)
+	for i := range im {
+		im[i] = -1
+	}
+	for i := 0; i < S; i++ {
+		for j := 0; j < S; j++ {
+			x := int(bv.At(0, i, j))
+			k := j - i + S - 1
+			if im[k] >= 0 && im[k] != x {
+				return nil, nil, "the index is not a function of key - query"
+			}
+			im[k] = x
+		}
+	}
+	// index(n) = clamp(s·n, -k, k) + k with s = ±1.
+	s := im[S] - im[S-1] // n = 1 minus n = 0
+	if s != 1 && s != -1 {
+		return nil, nil, fmt.Sprintf("the index changes by %d per position", s)
+	}
+	center := im[S-1]
+	if rows != 2*center+1 {
+		return nil, nil, fmt.Sprintf("the index of distance 0 is %d, not the middle of %d rows", center, rows)
+	}
+	clipped := false
+	for k, x := range im {
+		n := k - (S - 1)
+		want := max(0, min(rows-1, s*n+center))
+		if x != want {
+			return nil, nil, fmt.Sprintf("the index of distance %d is %d, not %d", n, x, want)
+		}
+		if s*n+center < 0 || s*n+center > rows-1 {
+			clipped = true
+		}
+	}
+	params := &Params{MaxRelativePosition: center, Dim: dim, Distance: "key_minus_query", Clipped: clipped}
+	if s < 0 {
+		params.Distance = "query_minus_key"
+	}
+	ev := &Evidence{IndexMap: im, MaxRel: S - 1, Blocks: []Block{{Layer: b.Index, Key: w.Name(table), Index: w.Name(g.Input(1)), KeyEmb: w.Name(g.Output(0))}}}
+	nodes := append([]*graph.Node{term}, w.Cone(e)...)
+	var notes []string
+	if !clipped {
+		notes = append(notes, fmt.Sprintf("clipped: the index did not saturate for distances up to %d", S-1))
+	}
+	for _, ot := range b.OutTerms {
+		for _, in := range ot.Inputs() {
+			if in != nil && !w.IsAct(in) && !w.IsConst(in) {
+				if gv, ok := relTable(w, in); ok {
+					params.RelativeValues = true
+					ev.Blocks[0].Value = w.Name(gv.Input(0))
+					ev.Blocks[0].ValueEmb = w.Name(gv.Output(0))
+					nodes = append(nodes, ot)
+					nodes = append(nodes, w.Cone(in)...)
+				}
+			}
+		}
+	}
+	f := &passes.Finding{Scheme: Name, Layers: []int{b.Index}, Params: params, Notes: notes, Evidence: ev}
+	f.Nodes = w.OrigNames(nodes)
+	return f, table, ""
+}
+
+// MergeEvidence takes the blocks of another finding's evidence.
+func (ev *Evidence) MergeEvidence(from any, _ func([]string) []string) {
+	ev.Blocks = append(ev.Blocks, from.(*Evidence).Blocks...)
+}
