@@ -1,23 +1,22 @@
-// Package passes finds the positional encodings of a model and, later,
-// rewrites them. Every analysis is a Pass: a declared value with a name, a
-// doc string, the passes it requires and a Run function; results flow
-// from pass to pass through a Context (the shape of
-// golang.org/x/tools/go/analysis).
-//
-// Detection never changes the caller's model. Normalize makes a working
-// copy (functions inlined, constants folded, shapes inferred
-// symbolically) and keeps a map from every copied node back to the
-// original, so findings name original nodes. Detectors work on the copy:
-// they find candidate subgraphs by structure, evaluate them with the
-// kernels on probe positions (Probe), and fit the parameters of a scheme
-// from the values (fit.go). Names of nodes and values, producer strings
-// and metadata are never evidence.
+// Package passes is the framework of onnxpe's analyses and rewrites, in
+// the shape of golang.org/x/tools/go/analysis: every analysis is a
+// Pass[T], a package-level value with a name, a doc, the passes it
+// requires and a Run returning a T; Run and Context.Run run passes in
+// dependency order, each once per context, and Result gives a pass the
+// result of one it requires, typed (reading one it does not require is a
+// defect, reported by a panic).
 //
 // The unit of knowledge is a Finding: a scheme, the attention layers it
-// reaches, the original nodes that carry it, the vocabulary params of
-// DESIGN.md (what reports show) and typed evidence (what rewrites and
-// codegen use without detecting again).
+// reaches, the original nodes that carry it, its params in the vocabulary
+// of DESIGN.md (what reports print) and typed evidence (what rewrites,
+// codegen and plots use without detecting again). A Report is the audit of
+// one model (report.schema.json, embedded as ReportSchema).
 //
-// It is not a general ONNX optimiser: normalisation serves detection, and
-// the working copy is never saved.
+// What the framework runs lives in its subpackages: the working copy
+// (passes/work), the pattern language (passes/pattern), probes
+// (passes/probe), attention blocks (passes/attn), the rewrite builder
+// (passes/rewrite), one package per scheme (passes/scheme/...), their list
+// (passes/schemes) and the drivers (passes/audit, passes/extend).
+// Detection never changes the caller's model, and names of nodes and
+// values, producer strings and metadata are never evidence.
 package passes
