@@ -163,11 +163,13 @@ func rotaryMS(c *Call, in []*Tensor) ([]*Tensor, error) {
 	return []*Tensor{y}, err
 }
 
-// t5Bucket is T5's relative position bucket (Hugging Face
-// _relative_position_bucket) of relative position rel = key - query, with
-// the logarithm computed in float32 as PyTorch does. checkT5Buckets must
-// accept numBuckets, maxDistance and bidirectional.
-func t5Bucket(rel int64, numBuckets, maxDistance int64, bidirectional bool) int64 {
+// T5Bucket is T5's relative position bucket (Hugging Face
+// _relative_position_bucket, ONNX Runtime's RelativePositionBias) of
+// relative position rel = key - query, with the logarithm computed in
+// float32 as PyTorch does. A direction without an exact range (fewer than
+// 2 buckets) gives the distance itself; the fused op's kernel refuses such
+// arguments first (checkT5Buckets).
+func T5Bucket(rel int64, numBuckets, maxDistance int64, bidirectional bool) int64 {
 	var ret int64
 	n := rel
 	if bidirectional {
@@ -182,7 +184,7 @@ func t5Bucket(rel int64, numBuckets, maxDistance int64, bidirectional bool) int6
 		n = -min(rel, 0)
 	}
 	maxExact := numBuckets / 2
-	if n < maxExact {
+	if n < maxExact || maxExact == 0 {
 		return ret + n
 	}
 	l := float32(math.Log(float64(float32(n) / float32(maxExact))))
@@ -245,7 +247,7 @@ func relativePositionBias(c *Call, in []*Tensor) ([]*Tensor, error) {
 	idx := make([]int, 0, int64(nh)*q*k)
 	buckets := make([]int, 2*k+2*q+1)
 	for r := -q; r <= k; r++ {
-		buckets[r+q] = int(t5Bucket(r, int64(nb), maxDist, bi))
+		buckets[r+q] = int(T5Bucket(r, int64(nb), maxDist, bi))
 	}
 	for h := range nh {
 		for i := range q {

@@ -403,13 +403,13 @@ func TestHalfComputedInFloat32AndRoundedOnce(t *testing.T) {
 func TestRelativePositionBiasBuckets(t *testing.T) {
 	// Hugging Face T5, 32 buckets, max_distance 128, bidirectional.
 	for _, tc := range []struct{ rel, want int64 }{{0, 0}, {1, 17}, {-1, 1}, {7, 23}, {-8, 8}, {20, 26}, {-20, 10}, {200, 31}, {-200, 15}} {
-		if got := t5Bucket(tc.rel, 32, 128, true); got != tc.want {
+		if got := T5Bucket(tc.rel, 32, 128, true); got != tc.want {
 			t.Errorf("bidirectional bucket(%d) = %d, want %d", tc.rel, got, tc.want)
 		}
 	}
 	// unidirectional (decoder): positive offsets all map to 0.
 	for _, tc := range []struct{ rel, want int64 }{{5, 0}, {-5, 5}, {-20, 17}, {-1000, 31}} {
-		if got := t5Bucket(tc.rel, 32, 128, false); got != tc.want {
+		if got := T5Bucket(tc.rel, 32, 128, false); got != tc.want {
 			t.Errorf("causal bucket(%d) = %d, want %d", tc.rel, got, tc.want)
 		}
 	}

@@ -1,40 +1,26 @@
 package absolute
 
 import (
-	"errors"
 	"fmt"
+	"slices"
+
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/probe"
 	"github.com/onnxpe/onnxpe/passes/rewrite"
 	"github.com/onnxpe/onnxpe/passes/work"
-	"slices"
 )
 
 func AbsolutePass(r *rewrite.Rewrite, c *passes.Context, pass, scheme string, detector *passes.Pass[[]*passes.Finding]) (*rewrite.Change, error) {
-	w := work.Of(c)
-	ch := r.Begin(pass, scheme)
-	defer r.End(ch)
-	for _, f := range passes.Result(c, detector) {
-		if f.Fused {
-			continue
-		}
-		done, kept, err := absolute(r, w, f)
-		if err != nil {
-			if errors.Is(err, rewrite.ErrRewrite) {
-				ch.Skip(f, "%s", rewrite.Reason(err))
-				continue
+	return r.Findings(c, rewrite.Findings{Pass: pass, Scheme: scheme, Detect: detector,
+		Do: func(w *work.Work, f *passes.Finding, _ *rewrite.Change) error {
+			done, kept, err := absolute(r, w, f)
+			if err == nil && !done {
+				return rewrite.Unchanged("%s: nothing to rewrite", kept)
 			}
-			return ch, err
-		}
-		if done {
-			ch.Layers = append(ch.Layers, f.Layers...)
-		} else {
-			ch.Note("layers %v: %s: nothing to rewrite", f.Layers, kept)
-		}
-	}
-	return ch, nil
+			return err
+		}})
 }
 
 // absolute rewrites one absolute encoding; false, with what the model

@@ -1,8 +1,9 @@
 package alibi
 
 import (
-	"errors"
 	"fmt"
+	"slices"
+
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
@@ -10,7 +11,6 @@ import (
 	"github.com/onnxpe/onnxpe/passes/probe"
 	"github.com/onnxpe/onnxpe/passes/rewrite"
 	"github.com/onnxpe/onnxpe/passes/work"
-	"slices"
 )
 
 // RewriteALiBi folds or fuses the ALiBi bias added to the scores.
@@ -41,40 +41,23 @@ executor and generated code.`,
 
 func runRewriteALiBi(c *passes.Context) (*rewrite.Change, error) {
 	r := rewrite.Of(c)
-	w := work.Of(c)
-	ch := r.Begin("rewrite_alibi", Name)
-	defer r.End(ch)
 	blocks := passes.Result(c, attn.Blocks)
-	for _, f := range passes.Result(c, Detect) {
-		if f.Fused {
-			continue
-		}
-		terms := biasTerms(w, f, blocks)
-		if len(terms) == 0 {
-			ch.Skip(f, "the bias added to the scores is not found")
-			continue
-		}
-		var err error
-		var done bool
-		if r.Opts.ALiBi == passes.ALiBiFuse {
-			done, err = alibiFuse(r, w, f, terms)
-		} else {
-			done, err = alibiFold(r, w, f, terms)
-		}
-		if err != nil {
-			if errors.Is(err, rewrite.ErrRewrite) {
-				ch.Skip(f, "%s", rewrite.Reason(err))
-				continue
+	return r.Findings(c, rewrite.Findings{Pass: "rewrite_alibi", Scheme: Name, Detect: Detect,
+		Do: func(w *work.Work, f *passes.Finding, _ *rewrite.Change) error {
+			terms := biasTerms(w, f, blocks)
+			if len(terms) == 0 {
+				return fmt.Errorf("%w: the bias added to the scores is not found", rewrite.ErrRewrite)
 			}
-			return ch, err
-		}
-		if done {
-			ch.Layers = append(ch.Layers, f.Layers...)
-		} else {
-			ch.Note("layers %v: the bias is already constants and the positions' own subgraph: nothing to fold", f.Layers)
-		}
-	}
-	return ch, nil
+			rewriteBias := alibiFold
+			if r.Opts.ALiBi == passes.ALiBiFuse {
+				rewriteBias = alibiFuse
+			}
+			done, err := rewriteBias(r, w, f, terms)
+			if err == nil && !done {
+				return rewrite.Unchanged("the bias is already constants and the positions' own subgraph: nothing to fold")
+			}
+			return err
+		}})
 }
 
 // biasTerm is one layer's addition of a finding's bias to its scores.

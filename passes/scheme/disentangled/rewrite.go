@@ -2,6 +2,7 @@ package disentangled
 
 import (
 	"fmt"
+
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
@@ -25,8 +26,8 @@ table) are left, with that reason: a Clip is as cheap as a Gather.`,
 	Requires: []passes.Analyzer{work.Normalize, Detect, rewrite.Edit},
 	Run: func(c *passes.Context) (*rewrite.Change, error) {
 		r := rewrite.Of(c)
-		return r.FindingsPass(c, "rewrite_disentangled", Name, Detect, nil,
-			func(w *work.Work, f *passes.Finding, _ *rewrite.Change) error { return disentangled(r, w, f) })
+		return r.Findings(c, rewrite.Findings{Pass: "rewrite_disentangled", Scheme: Name, Detect: Detect,
+			Do: func(w *work.Work, f *passes.Finding, _ *rewrite.Change) error { return disentangled(r, w, f) }})
 	},
 }
 

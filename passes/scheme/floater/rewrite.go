@@ -2,12 +2,13 @@ package floater
 
 import (
 	"fmt"
+	"slices"
+
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/probe"
 	"github.com/onnxpe/onnxpe/passes/rewrite"
 	"github.com/onnxpe/onnxpe/passes/work"
-	"slices"
 )
 
 // RewriteFloater stores FLOATER's integrated states.
@@ -25,8 +26,8 @@ does not apply. States that follow the call's length are refused.`,
 	Requires: []passes.Analyzer{work.Normalize, Detect, rewrite.Edit},
 	Run: func(c *passes.Context) (*rewrite.Change, error) {
 		r := rewrite.Of(c)
-		return r.FindingsPass(c, "rewrite_floater", Name, Detect, nil,
-			func(w *work.Work, f *passes.Finding, _ *rewrite.Change) error { return floater(r, w, f) })
+		return r.Findings(c, rewrite.Findings{Pass: "rewrite_floater", Scheme: Name, Detect: Detect,
+			Do: func(w *work.Work, f *passes.Finding, _ *rewrite.Change) error { return floater(r, w, f) }})
 	},
 }
 

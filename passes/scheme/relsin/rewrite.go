@@ -2,6 +2,7 @@ package relsin
 
 import (
 	"fmt"
+
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
@@ -29,8 +30,8 @@ distances themselves (a Range, clamp_len's Clip) stay in the graph.`,
 	Requires: []passes.Analyzer{work.Normalize, Detect, rewrite.Edit},
 	Run: func(c *passes.Context) (*rewrite.Change, error) {
 		r := rewrite.Of(c)
-		return r.FindingsPass(c, "rewrite_relative_sinusoidal", Name, Detect, nil,
-			func(w *work.Work, f *passes.Finding, _ *rewrite.Change) error { return relSin(r, w, f) })
+		return r.Findings(c, rewrite.Findings{Pass: "rewrite_relative_sinusoidal", Scheme: Name, Detect: Detect,
+			Do: func(w *work.Work, f *passes.Finding, _ *rewrite.Change) error { return relSin(r, w, f) }})
 	},
 }
 

@@ -3,6 +3,9 @@ package rope
 import (
 	"errors"
 	"fmt"
+	"math"
+	"slices"
+
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
@@ -10,8 +13,6 @@ import (
 	"github.com/onnxpe/onnxpe/passes/probe"
 	"github.com/onnxpe/onnxpe/passes/rewrite"
 	"github.com/onnxpe/onnxpe/passes/work"
-	"math"
-	"slices"
 )
 
 // RewriteRoPE fuses every unfused RoPE rotation into a RotaryEmbedding node.
@@ -41,36 +42,34 @@ of opset 23 and upgrades the model's opset.`,
 
 func runRewriteRoPE(c *passes.Context) (*rewrite.Change, error) {
 	r := rewrite.Of(c)
-	w := work.Of(c)
-	ch := r.Begin("rewrite_rope", Name)
-	defer r.End(ch)
-	for _, f := range passes.Result(c, Detect) {
-		if f.Fused {
-			continue
+	// RotaryEmbedding turns every pair by one position per token: M-RoPE's
+	// and 2-D RoPE's findings are their own passes' (which say what they
+	// did with them); said here only when that pass does not run.
+	otherPass := func(f *passes.Finding) (owner, short, what string) {
+		p, ok := f.Params.(*Params)
+		switch {
+		case !ok:
+		case p.Axes == 2:
+			return "rewrite_axial_rope", "axial", "the two axes of 2-D RoPE"
+		case p.MultimodalSections != nil:
+			return "rewrite_mrope", "mrope", "M-RoPE's position streams"
 		}
-		if p, ok := f.Params.(*Params); ok && (p.MultimodalSections != nil || p.Axes == 2) {
-			// RotaryEmbedding turns every pair by one position per token:
-			// these findings are their own passes' (which say what they
-			// did with them); said here only when that pass does not run.
-			owner, short, what := "rewrite_mrope", "mrope", "M-RoPE's position streams"
-			if p.Axes == 2 {
-				owner, short, what = "rewrite_axial_rope", "axial", "the two axes of 2-D RoPE"
-			}
-			if !c.Runs(owner) {
-				ch.Skip(f, "%s do not fit RotaryEmbedding (one position turns every pair): the finding is %s's, which this run leaves out (--passes %s)", what, owner, short)
-			}
-			continue
-		}
-		if err := rope(r, w, f, ch); err != nil {
-			if errors.Is(err, rewrite.ErrRewrite) {
-				ch.Skip(f, "%s", rewrite.Reason(err))
-				continue
-			}
-			return ch, err
-		}
-		ch.Layers = append(ch.Layers, f.Layers...)
+		return "", "", ""
 	}
-	// Fused nodes of the other domain, when --rope-op names one.
+	return r.Findings(c, rewrite.Findings{Pass: "rewrite_rope", Scheme: Name, Detect: Detect,
+		Want: func(f *passes.Finding) bool { owner, _, _ := otherPass(f); return owner == "" || !c.Runs(owner) },
+		Do: func(w *work.Work, f *passes.Finding, ch *rewrite.Change) error {
+			if owner, short, what := otherPass(f); owner != "" {
+				return fmt.Errorf("%w: %s do not fit RotaryEmbedding (one position turns every pair): the finding is %s's, which this run leaves out (--passes %s)", rewrite.ErrRewrite, what, owner, short)
+			}
+			return rope(r, w, f, ch)
+		},
+		After: func(ch *rewrite.Change) error { return convertRotaries(r, ch) }})
+}
+
+// convertRotaries converts the fused RotaryEmbedding nodes of the other
+// domain, when --rope-op names one.
+func convertRotaries(r *rewrite.Rewrite, ch *rewrite.Change) error {
 	if r.Opts.RoPEOp != "" {
 		toONNX := r.Opts.RoPEOp == passes.RoPEOpONNX
 		for _, n := range r.M.Graph.Nodes() {
@@ -83,12 +82,12 @@ func runRewriteRoPE(c *passes.Context) (*rewrite.Change, error) {
 					ch.Skipped = append(ch.Skipped, fmt.Sprintf("%s (RotaryEmbedding): %s", work.NodeName(n), rewrite.Reason(err)))
 					continue
 				}
-				return ch, err
+				return err
 			}
 			ch.Note("converted the fused RotaryEmbedding nodes to the %s op", r.Opts.RoPEOp)
 		}
 	}
-	return ch, nil
+	return nil
 }
 
 // ropeTarget is one rotation to fuse, in the rewritten model.

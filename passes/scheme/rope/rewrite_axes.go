@@ -2,6 +2,8 @@ package rope
 
 import (
 	"fmt"
+	"math"
+
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
@@ -9,7 +11,6 @@ import (
 	"github.com/onnxpe/onnxpe/passes/probe"
 	"github.com/onnxpe/onnxpe/passes/rewrite"
 	"github.com/onnxpe/onnxpe/passes/work"
-	"math"
 )
 
 // RewriteMRoPE stores the cos and sin of multimodal RoPE.
@@ -28,12 +29,9 @@ fused.)`,
 	Requires: []passes.Analyzer{work.Normalize, Detect, rewrite.Edit},
 	Run: func(c *passes.Context) (*rewrite.Change, error) {
 		r := rewrite.Of(c)
-		return r.FindingsPass(c, "rewrite_mrope", Name, Detect,
-			func(f *passes.Finding) bool {
-				p, ok := f.Params.(*Params)
-				return ok && !f.Fused && p.MultimodalSections != nil
-			},
-			func(w *work.Work, f *passes.Finding, _ *rewrite.Change) error { return mrope(r, w, f) })
+		return r.Findings(c, rewrite.Findings{Pass: "rewrite_mrope", Scheme: Name, Detect: Detect,
+			Want: func(f *passes.Finding) bool { p, ok := f.Params.(*Params); return ok && p.MultimodalSections != nil },
+			Do:   func(w *work.Work, f *passes.Finding, _ *rewrite.Change) error { return mrope(r, w, f) }})
 	},
 }
 
@@ -129,12 +127,9 @@ does not apply. Cos and sin the model already stores are left.`,
 	Requires: []passes.Analyzer{work.Normalize, Detect, rewrite.Edit},
 	Run: func(c *passes.Context) (*rewrite.Change, error) {
 		r := rewrite.Of(c)
-		return r.FindingsPass(c, "rewrite_axial_rope", Name, Detect,
-			func(f *passes.Finding) bool {
-				p, ok := f.Params.(*Params)
-				return ok && p.Axes == 2 && !f.Fused
-			},
-			func(w *work.Work, f *passes.Finding, ch *rewrite.Change) error { return axial(r, w, f, ch) })
+		return r.Findings(c, rewrite.Findings{Pass: "rewrite_axial_rope", Scheme: Name, Detect: Detect,
+			Want: func(f *passes.Finding) bool { p, ok := f.Params.(*Params); return ok && p.Axes == 2 },
+			Do:   func(w *work.Work, f *passes.Finding, ch *rewrite.Change) error { return axial(r, w, f, ch) }})
 	},
 }
 

@@ -2,12 +2,13 @@ package t5
 
 import (
 	"fmt"
+
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/attn"
 	"github.com/onnxpe/onnxpe/passes/scorebias"
 	"github.com/onnxpe/onnxpe/passes/work"
-	"math"
 )
 
 // relPosBiases reads the RelativePositionBias ops on the blocks' bias
@@ -90,26 +91,7 @@ func relPosBias(w *work.Work, c *passes.Context, n *graph.Node, bs []*attn.Block
 	return f
 }
 
-// t5BucketOf is T5's bucket of relative position rel = key - query (the
-// logarithm in float32, as PyTorch and ONNX Runtime compute it).
+// t5BucketOf is kernels.T5Bucket on ints.
 func t5BucketOf(rel, nb, md int, bidir bool) int {
-	bucket := 0
-	n := rel
-	if bidir {
-		nb /= 2
-		if rel > 0 {
-			bucket += nb
-		}
-		if n < 0 {
-			n = -n
-		}
-	} else {
-		n = -min(rel, 0)
-	}
-	exact := nb / 2
-	if n < exact || exact == 0 {
-		return bucket + n
-	}
-	x := float32(math.Log(float64(float32(n)/float32(exact)))) / float32(math.Log(float64(md)/float64(exact))) * float32(nb-exact)
-	return bucket + min(exact+int(x), nb-1)
+	return int(kernels.T5Bucket(int64(rel), int64(nb), int64(md), bidir))
 }

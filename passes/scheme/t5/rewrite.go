@@ -2,13 +2,14 @@ package t5
 
 import (
 	"fmt"
+	"math"
+
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/probe"
 	"github.com/onnxpe/onnxpe/passes/rewrite"
 	"github.com/onnxpe/onnxpe/passes/work"
-	"math"
 )
 
 // RewriteT5 replaces T5's bucketed relative bias by a table read at the
@@ -39,9 +40,8 @@ only; after a cache it covers past + S queries, the last S kept).`,
 
 func runRewriteT5(c *passes.Context) (*rewrite.Change, error) {
 	r := rewrite.Of(c)
-	return r.FindingsPass(c, "rewrite_t5", Name, Detect,
-		func(f *passes.Finding) bool { return !f.Fused },
-		func(w *work.Work, f *passes.Finding, _ *rewrite.Change) error { return t5(r, w, f) })
+	return r.Findings(c, rewrite.Findings{Pass: "rewrite_t5", Scheme: Name, Detect: Detect,
+		Do: func(w *work.Work, f *passes.Finding, _ *rewrite.Change) error { return t5(r, w, f) }})
 }
 
 func t5(r *rewrite.Rewrite, w *work.Work, f *passes.Finding) error {
