@@ -1,6 +1,7 @@
 package audit_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/onnxpe/onnxpe/graph"
@@ -76,8 +77,14 @@ func TestRotationForms(t *testing.T) {
 	}
 	for _, n := range w.M.Graph.Nodes() {
 		if n.OpType == "MatMul" {
-			if m, why := pattern.MatchValue(w, rope.RotateHalf, n.Output(0)); m != nil || why == "" {
-				t.Errorf("rotate_half matched a MatMul (%v) or gave no reason", m)
+			m, miss := pattern.MatchValue(w, rope.RotateHalf, n.Output(0))
+			if m != nil || miss == nil || miss.Reason == "" {
+				t.Fatalf("rotate_half matched a MatMul (%v) or gave no reason", m)
+			}
+			// The failure names where it failed: the MatMul itself, which
+			// is not the Concat rotate_half starts with.
+			if miss.Node != n || !strings.Contains(miss.Reason, "MatMul") {
+				t.Errorf("rotate_half failed at %v (%q), want the MatMul", miss.Node, miss.Reason)
 			}
 			break
 		}

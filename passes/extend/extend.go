@@ -263,16 +263,8 @@ func boundedReads(x *rewrite.Extended, n int) []boundedRead {
 		default:
 			continue
 		}
-		v := nd.Input(0)
-		for steps := 0; steps < 8 && v != nil && x.ConstTensor(v) == nil; steps++ {
-			p := v.Producer()
-			if p == nil || !work.IsONNX(p) || !work.LayoutOps[p.OpType] {
-				v = nil
-				break
-			}
-			v = p.Input(0)
-		}
-		if v == nil {
+		v := work.Back(nd.Input(0), work.LayoutOps, 8, func(v *graph.Value) bool { return x.ConstTensor(v) != nil })
+		if v == nil || x.ConstTensor(v) == nil {
 			continue
 		}
 		t := x.ConstTensor(v)

@@ -44,18 +44,33 @@ type Match struct {
 }
 
 type matcher struct {
-	env    Env
-	vals   map[string]*graph.Value
-	nodes  map[string]*graph.Node
-	seen   []*graph.Node
-	depth  int
-	best   int
-	reason string
+	env   Env
+	vals  map[string]*graph.Value
+	nodes map[string]*graph.Node
+	seen  []*graph.Node
+	depth int
+	best  int
+	miss  Failure
 }
 
-func (m *matcher) fail(reason string) bool {
+// Failure is why a match failed: the reason of the attempt that got
+// furthest, and the value it failed at (with its producer, nil for an
+// input or a constant).
+type Failure struct {
+	Reason string
+	Value  *graph.Value
+	Node   *graph.Node
+}
+
+func (f *Failure) String() string { return f.Reason }
+
+func (m *matcher) fail(v *graph.Value, reason string) bool {
 	if m.depth >= m.best {
-		m.best, m.reason = m.depth, reason
+		m.best = m.depth
+		m.miss = Failure{Reason: reason, Value: v}
+		if v != nil {
+			m.miss.Node = v.Producer()
+		}
 	}
 	return false
 }
@@ -91,14 +106,15 @@ func cloneN(x map[string]*graph.Node) map[string]*graph.Node {
 	return y
 }
 
-// MatchValue matches p against v; on failure it returns the reason of the
-// attempt that got furthest.
-func MatchValue(env Env, p Pattern, v *graph.Value) (*Match, string) {
+// MatchValue matches p against v; on failure it says why the attempt
+// that got furthest failed, and where.
+func MatchValue(env Env, p Pattern, v *graph.Value) (*Match, *Failure) {
 	m := &matcher{env: env, vals: map[string]*graph.Value{}, nodes: map[string]*graph.Node{}, best: -1}
 	if p.match(m, v) {
-		return &Match{Values: m.vals, NodesBy: m.nodes, Nodes: slices.Clone(m.seen)}, ""
+		return &Match{Values: m.vals, NodesBy: m.nodes, Nodes: slices.Clone(m.seen)}, nil
 	}
-	return nil, m.reason
+	miss := m.miss
+	return nil, &miss
 }
 
 // opPat matches a node of one op type whose first inputs match ins.
@@ -126,21 +142,21 @@ func (p *opPat) As(name string) *opPat { p.name = name; return p }
 
 func (p *opPat) match(m *matcher, v *graph.Value) bool {
 	if v == nil {
-		return m.fail("missing value")
+		return m.fail(nil, "missing value")
 	}
 	n := v.Producer()
 	if n == nil {
-		return m.fail(fmt.Sprintf("%s is not computed by %v", m.env.ValueName(v), p.ops))
+		return m.fail(v, fmt.Sprintf("%s is not computed by %v", m.env.ValueName(v), p.ops))
 	}
 	if !slices.Contains(p.ops, n.OpType) || !isONNXDomain(n) && n.Domain != "com.microsoft" {
-		return m.fail(fmt.Sprintf("%s is computed by %s, not %v", m.env.ValueName(v), n.OpType, p.ops))
+		return m.fail(v, fmt.Sprintf("%s is computed by %s, not %v", m.env.ValueName(v), n.OpType, p.ops))
 	}
 	if len(n.Inputs()) < len(p.ins) {
-		return m.fail(fmt.Sprintf("%s has %d inputs", n.OpType, len(n.Inputs())))
+		return m.fail(v, fmt.Sprintf("%s has %d inputs", n.OpType, len(n.Inputs())))
 	}
 	if p.name != "" {
 		if old, ok := m.nodes[p.name]; ok && old != n {
-			return m.fail(fmt.Sprintf("%s: another node than %s", p.name, old.OpType))
+			return m.fail(v, fmt.Sprintf("%s: another node than %s", p.name, old.OpType))
 		}
 	}
 	orders := [][]int{seq(len(p.ins))}
@@ -194,11 +210,11 @@ func Ref(name string) Pattern { return capPat{name} }
 
 func (p capPat) match(m *matcher, v *graph.Value) bool {
 	if v == nil {
-		return m.fail(p.name + ": missing")
+		return m.fail(nil, p.name+": missing")
 	}
 	if old, ok := m.vals[p.name]; ok {
 		if old != v {
-			return m.fail(fmt.Sprintf("%s: %s is not %s", p.name, m.env.ValueName(v), m.env.ValueName(old)))
+			return m.fail(v, fmt.Sprintf("%s: %s is not %s", p.name, m.env.ValueName(v), m.env.ValueName(old)))
 		}
 		return true
 	}
@@ -223,11 +239,19 @@ func (p orPat) match(m *matcher, v *graph.Value) bool {
 	return false
 }
 
-// thruPat skips Cast and Identity nodes before matching.
-type thruPat struct{ p Pattern }
+// thruPat skips nodes of some ops before matching.
+type thruPat struct {
+	ops []string
+	p   Pattern
+}
 
 // Thru matches p on v or on what a chain of Cast/Identity nodes reads.
-func Thru(p Pattern) Pattern { return thruPat{p} }
+func Thru(p Pattern) Pattern { return Through([]string{"Cast", "Identity"}, p) }
+
+// Through matches p on v or on what a chain of nodes of the given ops
+// (ONNX domain, by their first input) reads: a pattern that sees through
+// layout ops, say.
+func Through(ops []string, p Pattern) Pattern { return thruPat{ops, p} }
 
 func (p thruPat) match(m *matcher, v *graph.Value) bool {
 	for steps := 0; steps < 8; steps++ {
@@ -240,7 +264,7 @@ func (p thruPat) match(m *matcher, v *graph.Value) bool {
 			return false
 		}
 		n := v.Producer()
-		if (n.OpType != "Cast" && n.OpType != "Identity") || !isONNXDomain(n) {
+		if !slices.Contains(p.ops, n.OpType) || !isONNXDomain(n) {
 			return false
 		}
 		m.seen = append(m.seen, n)
@@ -267,7 +291,7 @@ func (p checkPat) match(m *matcher, v *graph.Value) bool {
 	if why := p.check(m.env, m.vals, m.nodes); why != "" {
 		m.depth++
 		defer func() { m.depth-- }()
-		return m.fail(why)
+		return m.fail(v, why)
 	}
 	return true
 }

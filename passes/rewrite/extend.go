@@ -403,20 +403,8 @@ func (x *Extended) BaseConst(name string) (*graph.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	for steps := 0; steps < 16; steps++ {
-		if x.ConstTensor(v) != nil {
-			return v, nil
-		}
-		p := v.Producer()
-		if p == nil || !work.IsONNX(p) {
-			break
-		}
-		switch p.OpType {
-		case "Unsqueeze", "Squeeze", "Expand", "Reshape", "Cast", "Identity":
-			v = p.Input(0)
-			continue
-		}
-		break
+	if v = work.Back(v, work.SameValues, 16, func(v *graph.Value) bool { return x.ConstTensor(v) != nil }); x.ConstTensor(v) != nil {
+		return v, nil
 	}
 	return nil, ExtendErr("the table %q is not a constant of the model (it is computed by %s)", name, work.ProducerString(v))
 }

@@ -39,19 +39,7 @@ func (r *Rewrite) BoundValue(w *work.Work, name string, v *graph.Value, c int64,
 // passedFrom walks back from v through ops that keep its values (casts,
 // layout) while it is not stop, and returns where it stopped.
 func PassedFrom(w *work.Work, v, stop *graph.Value) *graph.Value {
-	for steps := 0; steps < 8 && v != nil && v != stop; steps++ {
-		n := v.Producer()
-		if n == nil || !work.IsONNX(n) {
-			break
-		}
-		switch n.OpType {
-		case "Cast", "Unsqueeze", "Squeeze", "Reshape", "Expand", "Identity":
-			v = n.Input(0)
-			continue
-		}
-		break
-	}
-	return v
+	return work.Back(v, work.SameValues, 8, func(x *graph.Value) bool { return x == stop })
 }
 
 // opOf names the op that computes v, for reasons.

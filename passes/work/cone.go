@@ -5,10 +5,32 @@ import (
 	"slices"
 )
 
-// layoutOps pass content through unchanged in value (up to layout), with
+// LayoutOps pass content through unchanged in value (up to layout), with
 // only constant or shape operands.
 var LayoutOps = map[string]bool{"Transpose": true, "Reshape": true, "Cast": true, "Expand": true, "Tile": true,
 	"Unsqueeze": true, "Squeeze": true, "Identity": true, "Flatten": true}
+
+// SameValues are the ops whose output holds its first input's elements,
+// in their order (a cast, a copy, a new shape, a broadcast): where a value
+// comes from is what they read.
+var SameValues = map[string]bool{"Cast": true, "Unsqueeze": true, "Squeeze": true, "Reshape": true, "Expand": true, "Identity": true}
+
+// Back walks back from v through the ONNX ops of ops, by their first
+// input, at most max steps, and returns the value it stopped at: the first
+// one that stop accepts (nil: none), or that no such op computes.
+func Back(v *graph.Value, ops map[string]bool, max int, stop func(*graph.Value) bool) *graph.Value {
+	for steps := 0; steps < max && v != nil; steps++ {
+		if stop != nil && stop(v) {
+			return v
+		}
+		n := v.Producer()
+		if n == nil || !IsONNX(n) || !ops[n.OpType] {
+			return v
+		}
+		v = n.Input(0)
+	}
+	return v
+}
 
 func (w *Work) PosOf(v *graph.Value) int {
 	if n := v.Producer(); n != nil {

@@ -68,18 +68,10 @@ func ropePositions(w *work.Work, s *attn.Side, r *rotation) (*probe.Positions, s
 		if why = check(pos); why != "" {
 			continue
 		}
-		for steps := 0; steps < 8; steps++ {
-			n := v.Producer()
-			if n == nil || !work.IsONNX(n) || !isCand[n.Input(0)] {
-				break
-			}
-			switch n.OpType {
-			case "Cast", "Unsqueeze", "Squeeze", "Reshape", "Expand", "Identity":
-				v = n.Input(0)
-				continue
-			}
-			break
-		}
+		v = work.Back(v, work.SameValues, 8, func(x *graph.Value) bool {
+			n := x.Producer()
+			return n == nil || !isCand[n.Input(0)]
+		})
 		if first := probe.NewPositions(w, v); first.WorkValue != pos.WorkValue && check(first) == "" {
 			return first, ""
 		}
