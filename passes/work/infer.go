@@ -220,131 +220,17 @@ func (w *Work) infer(n *graph.Node) {
 	case "Reshape":
 		w.inferReshape(n, set)
 	case "Transpose":
-		s := in(0)
-		if !s.Ranked {
-			set(0, Shape{})
-			break
-		}
-		perm := n.AttrInts("perm")
-		if perm == nil {
-			for i := len(s.Dims) - 1; i >= 0; i-- {
-				perm = append(perm, int64(i))
-			}
-		}
-		out := make([]Dim, len(perm))
-		for i, p := range perm {
-			if int(p) < len(s.Dims) {
-				out[i] = s.Dims[p]
-			}
-		}
-		set(0, ranked(out...))
+		w.inferTranspose(n, outs, set, in)
 	case "Unsqueeze":
-		s := in(0)
-		axes, ok := w.Axes(n, 1)
-		if !s.Ranked || !ok {
-			set(0, Shape{})
-			break
-		}
-		r := len(s.Dims) + len(axes)
-		mark := make([]bool, r)
-		for _, a := range axes {
-			if x := NormAxis(a, r); x >= 0 && x < r {
-				mark[x] = true
-			}
-		}
-		out := make([]Dim, 0, r)
-		k := 0
-		for i := 0; i < r; i++ {
-			if mark[i] {
-				out = append(out, 1)
-			} else if k < len(s.Dims) {
-				out = append(out, s.Dims[k])
-				k++
-			}
-		}
-		set(0, ranked(out...))
-		if p, ok := w.Partial(n.Input(0)); ok {
-			w.pv[outs[0]] = p
-		}
+		w.inferUnsqueeze(n, outs, set, in)
 	case "Squeeze":
-		s := in(0)
-		axes, ok := w.Axes(n, 1)
-		if !s.Ranked || !ok {
-			set(0, Shape{})
-			break
-		}
-		drop := map[int]bool{}
-		for _, a := range axes {
-			drop[NormAxis(a, len(s.Dims))] = true
-		}
-		var out []Dim
-		for i, d := range s.Dims {
-			if axes == nil && d == 1 || drop[i] {
-				continue
-			}
-			out = append(out, d)
-		}
-		set(0, ranked(out...))
-		if p, ok := w.Partial(n.Input(0)); ok {
-			w.pv[outs[0]] = p
-		}
+		w.inferSqueeze(n, outs, set, in)
 	case "Flatten":
-		s := in(0)
-		if !s.Ranked {
-			set(0, Shape{})
-			break
-		}
-		ax := NormAxis(n.AttrInt("axis", 1), len(s.Dims))
-		a, as := product(s.Dims[:ax])
-		b, bs := product(s.Dims[ax:])
-		da, db := Dim(a), Dim(b)
-		if len(as) == 1 && a == 1 {
-			da = as[0]
-		} else if len(as) > 0 {
-			da = w.exprSym('*', as, a)
-		}
-		if len(bs) == 1 && b == 1 {
-			db = bs[0]
-		} else if len(bs) > 0 {
-			db = w.exprSym('*', bs, b)
-		}
-		set(0, ranked(da, db))
+		w.inferFlatten(n, outs, set, in)
 	case "MatMul", "MatMulInteger", "FusedMatMul":
-		a, b := in(0), in(1)
-		if !a.Ranked || !b.Ranked || len(a.Dims) == 0 || len(b.Dims) == 0 {
-			set(0, Shape{})
-			break
-		}
-		ad, bd := a.Dims, b.Dims
-		if len(ad) == 1 {
-			ad = []Dim{1, ad[0]}
-		}
-		if len(bd) == 1 {
-			bd = []Dim{bd[0], 1}
-		}
-		batch := w.broadcast(ranked(ad[:len(ad)-2]...), ranked(bd[:len(bd)-2]...))
-		out := append(append([]Dim{}, batch.Dims...), ad[len(ad)-2], bd[len(bd)-1])
-		if len(a.Dims) == 1 {
-			out = append(out[:len(out)-2], out[len(out)-1])
-		}
-		if len(b.Dims) == 1 {
-			out = out[:len(out)-1]
-		}
-		set(0, ranked(out...))
+		w.inferMatMul(n, outs, set, in)
 	case "Gemm":
-		a, b := in(0), in(1)
-		if a.Rank() != 2 || b.Rank() != 2 {
-			set(0, Shape{})
-			break
-		}
-		m, k := a.Dims[0], b.Dims[1]
-		if n.AttrInt("transA", 0) != 0 {
-			m = a.Dims[1]
-		}
-		if n.AttrInt("transB", 0) != 0 {
-			k = b.Dims[0]
-		}
-		set(0, ranked(m, k))
+		w.inferGemm(n, outs, set, in)
 	case "Gather":
 		w.inferGather(n, set)
 	case "GatherElements":
@@ -356,125 +242,18 @@ func (w *Work) infer(n *graph.Node) {
 	case "Concat":
 		w.inferConcat(n, set)
 	case "Split":
-		s := in(0)
-		axis, sizes, ok := w.SplitSizes(n)
-		if p, okp := w.Partial(n.Input(0)); okp && ok && len(s.Dims) == 1 {
-			at := 0
-			for i, o := range outs {
-				if i < len(sizes) && at+int(sizes[i]) <= len(p) && o.Name != "" {
-					w.pv[o] = append([]Dim(nil), p[at:at+int(sizes[i])]...)
-				}
-				if i < len(sizes) {
-					at += int(sizes[i])
-				}
-			}
-		}
-		for i := range outs {
-			if !ok || !s.Ranked || i >= len(sizes) {
-				if s.Ranked {
-					d := append([]Dim{}, s.Dims...)
-					d[axis] = w.Syms.fresh()
-					set(i, ranked(d...))
-				} else {
-					set(i, Shape{})
-				}
-				continue
-			}
-			d := append([]Dim{}, s.Dims...)
-			d[axis] = Dim(sizes[i])
-			set(i, ranked(d...))
-		}
+		w.inferSplit(n, outs, set, in)
 	case "Expand":
-		s := in(0)
-		p, ok := w.Partial(n.Input(1))
-		if !ok {
-			if t := w.Shape(n.Input(1)); t.AllKnown() && len(t.Dims) == 1 && s.Ranked {
-				r := max(int(t.Dims[0]), len(s.Dims))
-				d := make([]Dim, r)
-				for i := range d {
-					d[i] = w.Syms.fresh()
-				}
-				set(0, ranked(d...))
-			} else {
-				set(0, Shape{})
-			}
-			break
-		}
-		set(0, w.broadcast(s, ranked(p...)))
+		w.inferExpand(n, outs, set, in)
 	case "Tile":
-		s := in(0)
-		reps, ok := w.Partial(n.Input(1))
-		if !s.Ranked || !ok || len(reps) != len(s.Dims) {
-			set(0, Shape{})
-			break
-		}
-		out := make([]Dim, len(s.Dims))
-		for i, d := range s.Dims {
-			switch {
-			case reps[i] == 1:
-				out[i] = d
-			case d.Known() && reps[i].Known():
-				out[i] = d * reps[i]
-			case d == 1:
-				out[i] = reps[i]
-			default:
-				out[i] = w.Syms.fresh()
-			}
-		}
-		set(0, ranked(out...))
+		w.inferTile(n, outs, set, in)
 	case "ConstantOfShape":
-		p, ok := w.Partial(n.Input(0))
-		if ok {
-			set(0, ranked(p...))
-		} else if t := w.Shape(n.Input(0)); t.AllKnown() && len(t.Dims) == 1 {
-			d := make([]Dim, t.Dims[0])
-			for i := range d {
-				d[i] = w.Syms.fresh()
-			}
-			set(0, ranked(d...))
-		} else {
-			set(0, Shape{})
-		}
+		w.inferConstantOfShape(n, outs, set, in)
 	case "Range":
 		set(0, ranked(w.rangeLen(n)))
 	case "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceL1",
 		"ReduceSumSquare", "ReduceLogSumExp", "ArgMax", "ArgMin":
-		s := in(0)
-		if !s.Ranked {
-			set(0, Shape{})
-			break
-		}
-		keep := n.AttrInt("keepdims", 1) != 0
-		var axes []int64
-		var ok bool
-		if n.OpType == "ArgMax" || n.OpType == "ArgMin" {
-			axes, ok = []int64{n.AttrInt("axis", 0)}, true
-		} else {
-			axes, ok = w.Axes(n, 1)
-		}
-		if !ok {
-			set(0, Shape{})
-			break
-		}
-		red := map[int]bool{}
-		for _, a := range axes {
-			red[NormAxis(a, len(s.Dims))] = true
-		}
-		if len(axes) == 0 && n.AttrInt("noop_with_empty_axes", 0) == 0 {
-			for i := range s.Dims {
-				red[i] = true
-			}
-		}
-		var out []Dim
-		for i, d := range s.Dims {
-			switch {
-			case !red[i]:
-				out = append(out, d)
-			case keep:
-				out = append(out, 1)
-			}
-		}
-		set(0, ranked(out...))
+		w.inferReduce(n, outs, set, in)
 	case "Einsum":
 		w.inferEinsum(n, set)
 	case "Constant":
@@ -500,54 +279,7 @@ func (w *Work) infer(n *graph.Node) {
 			}
 		}
 	case "Conv", "ConvTranspose", "MaxPool", "AveragePool":
-		s := in(0)
-		if !s.Ranked {
-			break
-		}
-		d := make([]Dim, len(s.Dims))
-		d[0] = s.Dims[0]
-		if w1 := w.Shape(n.Input(1)); n.OpType == "Conv" && w1.Ranked && len(w1.Dims) > 0 {
-			d[1] = w1.Dims[0]
-		} else {
-			d[1] = s.Dims[1]
-		}
-		for j := 2; j < len(d); j++ {
-			d[j] = w.Syms.fresh()
-		}
-		if n.OpType == "Conv" && len(s.Dims) > 2 {
-			if k := n.AttrInts("kernel_shape"); len(k) == len(d)-2 {
-				st := n.AttrInts("strides")
-				pads := n.AttrInts("pads")
-				dil := n.AttrInts("dilations")
-				for j := 2; j < len(d); j++ {
-					stride, dl := int64(1), int64(1)
-					if len(st) > j-2 {
-						stride = st[j-2]
-					}
-					if len(dil) > j-2 {
-						dl = dil[j-2]
-					}
-					p := int64(0)
-					if len(pads) == 2*(len(d)-2) {
-						p = pads[j-2] + pads[j-2+len(d)-2]
-					}
-					if n.AttrString("auto_pad", "NOTSET") != "NOTSET" || stride <= 0 {
-						continue
-					}
-					// floor((x + p - dl·(k-1) - 1) / stride) + 1: a known
-					// size, or of an open image the derived symbol a
-					// probe computes from the image's (the patch grid).
-					c := p - dl*(k[j-2]-1) - 1
-					switch x := s.Dims[j]; {
-					case x.Known():
-						d[j] = Dim((int64(x)+c)/stride + 1)
-					case x.IsSym():
-						d[j] = w.exprDiv(x, c+stride, stride)
-					}
-				}
-			}
-		}
-		set(0, ranked(d...))
+		w.inferConv(n, outs, set, in)
 	case "Attention":
 		if !w.inferFused(n, set, in) {
 			for i := range outs {
@@ -559,6 +291,334 @@ func (w *Work) infer(n *graph.Node) {
 			set(i, w.declaredShape(outs[i].Type))
 		}
 	}
+}
+
+// inferTranspose infers the shapes of Transpose.
+func (w *Work) inferTranspose(n *graph.Node, outs []*graph.Value, set func(int, Shape), in func(int) Shape) {
+	s := in(0)
+	if !s.Ranked {
+		set(0, Shape{})
+		return
+	}
+	perm := n.AttrInts("perm")
+	if perm == nil {
+		for i := len(s.Dims) - 1; i >= 0; i-- {
+			perm = append(perm, int64(i))
+		}
+	}
+	out := make([]Dim, len(perm))
+	for i, p := range perm {
+		if int(p) < len(s.Dims) {
+			out[i] = s.Dims[p]
+		}
+	}
+	set(0, ranked(out...))
+}
+
+// inferUnsqueeze infers the shapes of Unsqueeze.
+func (w *Work) inferUnsqueeze(n *graph.Node, outs []*graph.Value, set func(int, Shape), in func(int) Shape) {
+	s := in(0)
+	axes, ok := w.Axes(n, 1)
+	if !s.Ranked || !ok {
+		set(0, Shape{})
+		return
+	}
+	r := len(s.Dims) + len(axes)
+	mark := make([]bool, r)
+	for _, a := range axes {
+		if x := NormAxis(a, r); x >= 0 && x < r {
+			mark[x] = true
+		}
+	}
+	out := make([]Dim, 0, r)
+	k := 0
+	for i := 0; i < r; i++ {
+		if mark[i] {
+			out = append(out, 1)
+		} else if k < len(s.Dims) {
+			out = append(out, s.Dims[k])
+			k++
+		}
+	}
+	set(0, ranked(out...))
+	if p, ok := w.Partial(n.Input(0)); ok {
+		w.pv[outs[0]] = p
+	}
+}
+
+// inferSqueeze infers the shapes of Squeeze.
+func (w *Work) inferSqueeze(n *graph.Node, outs []*graph.Value, set func(int, Shape), in func(int) Shape) {
+	s := in(0)
+	axes, ok := w.Axes(n, 1)
+	if !s.Ranked || !ok {
+		set(0, Shape{})
+		return
+	}
+	drop := map[int]bool{}
+	for _, a := range axes {
+		drop[NormAxis(a, len(s.Dims))] = true
+	}
+	var out []Dim
+	for i, d := range s.Dims {
+		if axes == nil && d == 1 || drop[i] {
+			continue
+		}
+		out = append(out, d)
+	}
+	set(0, ranked(out...))
+	if p, ok := w.Partial(n.Input(0)); ok {
+		w.pv[outs[0]] = p
+	}
+}
+
+// inferFlatten infers the shapes of Flatten.
+func (w *Work) inferFlatten(n *graph.Node, outs []*graph.Value, set func(int, Shape), in func(int) Shape) {
+	s := in(0)
+	if !s.Ranked {
+		set(0, Shape{})
+		return
+	}
+	ax := NormAxis(n.AttrInt("axis", 1), len(s.Dims))
+	a, as := product(s.Dims[:ax])
+	b, bs := product(s.Dims[ax:])
+	da, db := Dim(a), Dim(b)
+	if len(as) == 1 && a == 1 {
+		da = as[0]
+	} else if len(as) > 0 {
+		da = w.exprSym('*', as, a)
+	}
+	if len(bs) == 1 && b == 1 {
+		db = bs[0]
+	} else if len(bs) > 0 {
+		db = w.exprSym('*', bs, b)
+	}
+	set(0, ranked(da, db))
+}
+
+// inferMatMul infers the shapes of MatMul.
+func (w *Work) inferMatMul(n *graph.Node, outs []*graph.Value, set func(int, Shape), in func(int) Shape) {
+	a, b := in(0), in(1)
+	if !a.Ranked || !b.Ranked || len(a.Dims) == 0 || len(b.Dims) == 0 {
+		set(0, Shape{})
+		return
+	}
+	ad, bd := a.Dims, b.Dims
+	if len(ad) == 1 {
+		ad = []Dim{1, ad[0]}
+	}
+	if len(bd) == 1 {
+		bd = []Dim{bd[0], 1}
+	}
+	batch := w.broadcast(ranked(ad[:len(ad)-2]...), ranked(bd[:len(bd)-2]...))
+	out := append(append([]Dim{}, batch.Dims...), ad[len(ad)-2], bd[len(bd)-1])
+	if len(a.Dims) == 1 {
+		out = append(out[:len(out)-2], out[len(out)-1])
+	}
+	if len(b.Dims) == 1 {
+		out = out[:len(out)-1]
+	}
+	set(0, ranked(out...))
+}
+
+// inferGemm infers the shapes of Gemm.
+func (w *Work) inferGemm(n *graph.Node, outs []*graph.Value, set func(int, Shape), in func(int) Shape) {
+	a, b := in(0), in(1)
+	if a.Rank() != 2 || b.Rank() != 2 {
+		set(0, Shape{})
+		return
+	}
+	m, k := a.Dims[0], b.Dims[1]
+	if n.AttrInt("transA", 0) != 0 {
+		m = a.Dims[1]
+	}
+	if n.AttrInt("transB", 0) != 0 {
+		k = b.Dims[0]
+	}
+	set(0, ranked(m, k))
+}
+
+// inferSplit infers the shapes of Split.
+func (w *Work) inferSplit(n *graph.Node, outs []*graph.Value, set func(int, Shape), in func(int) Shape) {
+	s := in(0)
+	axis, sizes, ok := w.SplitSizes(n)
+	if p, okp := w.Partial(n.Input(0)); okp && ok && len(s.Dims) == 1 {
+		at := 0
+		for i, o := range outs {
+			if i < len(sizes) && at+int(sizes[i]) <= len(p) && o.Name != "" {
+				w.pv[o] = append([]Dim(nil), p[at:at+int(sizes[i])]...)
+			}
+			if i < len(sizes) {
+				at += int(sizes[i])
+			}
+		}
+	}
+	for i := range outs {
+		if !ok || !s.Ranked || i >= len(sizes) {
+			if s.Ranked {
+				d := append([]Dim{}, s.Dims...)
+				d[axis] = w.Syms.fresh()
+				set(i, ranked(d...))
+			} else {
+				set(i, Shape{})
+			}
+			continue
+		}
+		d := append([]Dim{}, s.Dims...)
+		d[axis] = Dim(sizes[i])
+		set(i, ranked(d...))
+	}
+}
+
+// inferExpand infers the shapes of Expand.
+func (w *Work) inferExpand(n *graph.Node, outs []*graph.Value, set func(int, Shape), in func(int) Shape) {
+	s := in(0)
+	p, ok := w.Partial(n.Input(1))
+	if !ok {
+		if t := w.Shape(n.Input(1)); t.AllKnown() && len(t.Dims) == 1 && s.Ranked {
+			r := max(int(t.Dims[0]), len(s.Dims))
+			d := make([]Dim, r)
+			for i := range d {
+				d[i] = w.Syms.fresh()
+			}
+			set(0, ranked(d...))
+		} else {
+			set(0, Shape{})
+		}
+		return
+	}
+	set(0, w.broadcast(s, ranked(p...)))
+}
+
+// inferTile infers the shapes of Tile.
+func (w *Work) inferTile(n *graph.Node, outs []*graph.Value, set func(int, Shape), in func(int) Shape) {
+	s := in(0)
+	reps, ok := w.Partial(n.Input(1))
+	if !s.Ranked || !ok || len(reps) != len(s.Dims) {
+		set(0, Shape{})
+		return
+	}
+	out := make([]Dim, len(s.Dims))
+	for i, d := range s.Dims {
+		switch {
+		case reps[i] == 1:
+			out[i] = d
+		case d.Known() && reps[i].Known():
+			out[i] = d * reps[i]
+		case d == 1:
+			out[i] = reps[i]
+		default:
+			out[i] = w.Syms.fresh()
+		}
+	}
+	set(0, ranked(out...))
+}
+
+// inferConstantOfShape infers the shapes of ConstantOfShape.
+func (w *Work) inferConstantOfShape(n *graph.Node, outs []*graph.Value, set func(int, Shape), in func(int) Shape) {
+	p, ok := w.Partial(n.Input(0))
+	if ok {
+		set(0, ranked(p...))
+	} else if t := w.Shape(n.Input(0)); t.AllKnown() && len(t.Dims) == 1 {
+		d := make([]Dim, t.Dims[0])
+		for i := range d {
+			d[i] = w.Syms.fresh()
+		}
+		set(0, ranked(d...))
+	} else {
+		set(0, Shape{})
+	}
+}
+
+// inferReduce infers the shapes of ReduceMean.
+func (w *Work) inferReduce(n *graph.Node, outs []*graph.Value, set func(int, Shape), in func(int) Shape) {
+	s := in(0)
+	if !s.Ranked {
+		set(0, Shape{})
+		return
+	}
+	keep := n.AttrInt("keepdims", 1) != 0
+	var axes []int64
+	var ok bool
+	if n.OpType == "ArgMax" || n.OpType == "ArgMin" {
+		axes, ok = []int64{n.AttrInt("axis", 0)}, true
+	} else {
+		axes, ok = w.Axes(n, 1)
+	}
+	if !ok {
+		set(0, Shape{})
+		return
+	}
+	red := map[int]bool{}
+	for _, a := range axes {
+		red[NormAxis(a, len(s.Dims))] = true
+	}
+	if len(axes) == 0 && n.AttrInt("noop_with_empty_axes", 0) == 0 {
+		for i := range s.Dims {
+			red[i] = true
+		}
+	}
+	var out []Dim
+	for i, d := range s.Dims {
+		switch {
+		case !red[i]:
+			out = append(out, d)
+		case keep:
+			out = append(out, 1)
+		}
+	}
+	set(0, ranked(out...))
+}
+
+// inferConv infers the shapes of Conv.
+func (w *Work) inferConv(n *graph.Node, outs []*graph.Value, set func(int, Shape), in func(int) Shape) {
+	s := in(0)
+	if !s.Ranked {
+		return
+	}
+	d := make([]Dim, len(s.Dims))
+	d[0] = s.Dims[0]
+	if w1 := w.Shape(n.Input(1)); n.OpType == "Conv" && w1.Ranked && len(w1.Dims) > 0 {
+		d[1] = w1.Dims[0]
+	} else {
+		d[1] = s.Dims[1]
+	}
+	for j := 2; j < len(d); j++ {
+		d[j] = w.Syms.fresh()
+	}
+	if n.OpType == "Conv" && len(s.Dims) > 2 {
+		if k := n.AttrInts("kernel_shape"); len(k) == len(d)-2 {
+			st := n.AttrInts("strides")
+			pads := n.AttrInts("pads")
+			dil := n.AttrInts("dilations")
+			for j := 2; j < len(d); j++ {
+				stride, dl := int64(1), int64(1)
+				if len(st) > j-2 {
+					stride = st[j-2]
+				}
+				if len(dil) > j-2 {
+					dl = dil[j-2]
+				}
+				p := int64(0)
+				if len(pads) == 2*(len(d)-2) {
+					p = pads[j-2] + pads[j-2+len(d)-2]
+				}
+				if n.AttrString("auto_pad", "NOTSET") != "NOTSET" || stride <= 0 {
+					continue
+				}
+				// floor((x + p - dl·(k-1) - 1) / stride) + 1: a known
+				// size, or of an open image the derived symbol a
+				// probe computes from the image's (the patch grid).
+				c := p - dl*(k[j-2]-1) - 1
+				switch x := s.Dims[j]; {
+				case x.Known():
+					d[j] = Dim((int64(x)+c)/stride + 1)
+				case x.IsSym():
+					d[j] = w.exprDiv(x, c+stride, stride)
+				}
+			}
+		}
+	}
+	set(0, ranked(d...))
 }
 
 // inferContrib covers the com.microsoft ops ONNX Runtime's optimiser
