@@ -11,7 +11,7 @@ DEMO_MODEL := testmodels/models/rope_llama/model.onnx
 DEMO_MODELS := testmodels/models
 FUZZTIME  ?= 10s
 
-.PHONY: all build check-tools test test-go test-race test-ort fuzz demo bench proto lint ort testmodels conformance-data clean
+.PHONY: all build check-tools test test-quick test-go test-race test-ort fuzz demo bench proto lint ort testmodels conformance-data clean
 
 all: build
 
@@ -34,6 +34,11 @@ check-tools:
 
 test-go:
 	$(GO) test -json -count=1 ./... | $(GO) run ./internal/tools/testsummary
+
+## test-quick: every package's fast tests (go test -short: the slowest tests skip, with the reason,
+## or run a subset), for the inner loop while changing code; make test runs everything
+test-quick:
+	$(GO) test -short -json -count=1 ./... | $(GO) run ./internal/tools/testsummary
 
 ## test-race: the executor, graph and CLI under the race detector (kernels/gemm's own suite takes minutes under it and is left out;
 ## so is TestExtendRoPEAtRealLengths, which test-go runs: its seven extensions to 8192 positions took 706 s under the detector,

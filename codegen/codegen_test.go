@@ -139,6 +139,9 @@ func writeFiles(t *testing.T, dir string, files []codegen.File) {
 // in one temporary module (one go vet and one go test for all); the C
 // programs are compiled two at a time.
 func TestGeneratedCodeMatchesTheModel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles and runs the generated code of every model (minutes; -short): make test runs it, TestGoldenCodegen checks the generated text")
+	}
 	goBin := goTool()
 	cc, ccErr := exec.LookPath("gcc")
 	root := t.TempDir()

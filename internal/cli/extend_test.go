@@ -695,6 +695,9 @@ func TestExtendAgainstLlamaBuilder(t *testing.T) {
 // rope_llama_fp16 showed it, at 30-70 s a run; passes'
 // TestDynamicNTKInHalf still audits it).
 func TestExtendRoPEAtRealLengths(t *testing.T) {
+	if testing.Short() {
+		t.Skip("extends Llamas to 8192 positions (a minute; -short): make test runs it, TestExtendRoPE checks the same at short lengths")
+	}
 	dir := t.TempDir()
 	const orig, to = 2048, 8192
 	narrow := func(name string, edit func(*testmodels.LlamaConfig)) {

@@ -194,9 +194,18 @@ func newC(r *rand.Rand, s shape, ldc int) []float32 {
 	return c
 }
 
+// threadCounts are the numbers of threads the large tests run with: one
+// and all cores, or (-short) all cores only.
+func threadCounts() []int {
+	if testing.Short() {
+		return []int{runtime.GOMAXPROCS(0)}
+	}
+	return []int{1, runtime.GOMAXPROCS(0)}
+}
+
 func TestSgemm(t *testing.T) {
 	forEachPath(t, func(t *testing.T) {
-		for _, threads := range []int{1, runtime.GOMAXPROCS(0)} {
+		for _, threads := range threadCounts() {
 			e := Exec{Threads: threads}
 			r := rand.New(rand.NewPCG(1, uint64(threads)))
 			for _, s := range shapes() {
@@ -217,7 +226,7 @@ func TestSgemm(t *testing.T) {
 
 func TestSgemmPacked(t *testing.T) {
 	forEachPath(t, func(t *testing.T) {
-		for _, threads := range []int{1, runtime.GOMAXPROCS(0)} {
+		for _, threads := range threadCounts() {
 			e := Exec{Threads: threads}
 			r := rand.New(rand.NewPCG(2, uint64(threads)))
 			for _, s := range shapes() {

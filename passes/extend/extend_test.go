@@ -221,7 +221,12 @@ func fmtPtr[T any](p *T) string {
 // as 130, 5000/4096 as 1.2. A computed RoPE without position ids (probed
 // at lengths counted from 0, as float32 ones) is read the same; the
 // models themselves read scaling none.
-func TestDynamicNTKInHalfGoBuilt(t *testing.T) { dynamicNTKInHalf(t, graph.Float16) }
+func TestDynamicNTKInHalfGoBuilt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("five forms at lengths up to 65536 (half a minute; -short): make test runs it, TestDynamicNTKInHalf checks the corpus model")
+	}
+	dynamicNTKInHalf(t, graph.Float16)
+}
 
 // TestDynamicNTKInBFloat16GoBuilt is TestDynamicNTKInHalfGoBuilt for
 // bfloat16 Llamas (as bf16 exports have them: a computed RoPE cast to
@@ -234,7 +239,12 @@ func TestDynamicNTKInHalfGoBuilt(t *testing.T) { dynamicNTKInHalf(t, graph.Float
 // reads back and none has to be null — base 10000 and half_split in
 // every form, the factor within 1e-3 (5000/4096 = 1.2207 reads 1.22, as
 // in float16; the 2e-2 snap of half angles would read 1.2 and fail).
-func TestDynamicNTKInBFloat16GoBuilt(t *testing.T) { dynamicNTKInHalf(t, graph.BFloat16) }
+func TestDynamicNTKInBFloat16GoBuilt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("five forms at lengths up to 65536 (forty seconds; -short): make test runs it")
+	}
+	dynamicNTKInHalf(t, graph.BFloat16)
+}
 
 // dynamicNTKInHalf builds narrow Llamas in dt in every RoPE form, audits
 // each (rope, half_split, base 10000, scaling none, not dynamic), extends
