@@ -13,6 +13,8 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/scheme"
+	"github.com/onnxpe/onnxpe/passes/schemes"
 	"github.com/spf13/cobra"
 )
 
@@ -181,15 +183,19 @@ func tablesBytes(rep *passes.Report, n int64, pairwise bool) (float64, string) {
 		width := max(num("rotary_dim"), num("head_dim"), num("dim"))
 		heads := max(num("num_heads"), 1)
 		rows := float64(n)
-		switch f.Scheme {
-		case "alibi", "t5_relative_bias":
+		growth := scheme.ByPosition
+		if sc := schemes.Lookup(f.Scheme); sc != nil {
+			growth = sc.Tables
+		}
+		switch growth {
+		case scheme.ByPair:
 			if pairwise {
 				total += float64(n) * float64(n) * heads * 4
 				what = fmt.Sprintf("the %s bias over %d x %d positions", f.Scheme, n, n)
 				continue
 			}
 			width = heads
-		case "relative_clipped", "relative_sinusoidal", "disentangled":
+		case scheme.ByDistance:
 			rows = 2 * float64(n)
 		}
 		total += rows * max(width, 1) * 16

@@ -33,6 +33,10 @@ type Scheme struct {
 	// Params is a zero value of the scheme's params (the keys the report
 	// prints for it).
 	Params passes.Params
+	// Tables says how the tables the scheme's rewrite and extension store
+	// grow with the number of positions n (what the memory budget is
+	// checked against before they are computed).
+	Tables Growth
 	// Detect finds the scheme's encodings: its findings, those of fused
 	// ops after the others. Nil for nope, which the audit gives the
 	// blocks no finding reaches.
@@ -53,6 +57,20 @@ type Scheme struct {
 	// plots); a figure it cannot draw is nil.
 	Plots func(ids *plot.IDs, f *passes.Finding) []*plot.Figure
 }
+
+// Growth is how a scheme's stored tables grow with the number of
+// positions n.
+type Growth int
+
+const (
+	// ByPosition: a row per position (n rows of the scheme's width).
+	ByPosition Growth = iota
+	// ByDistance: a row per relative distance (2n rows).
+	ByDistance
+	// ByPair: a bias per head and pair of positions when evaluated
+	// pairwise (n x n per head), else a row of heads per position.
+	ByPair
+)
 
 // Rewrite is a rewrite pass, the name --passes gives it and what rewrite's
 // help says it does (wrapped at 62 columns).

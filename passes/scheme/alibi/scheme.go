@@ -29,6 +29,7 @@ no position information enters q, k or the embeddings.`,
 	Color:  Color,
 	Rank:   1,
 	Params: &Params{},
+	Tables: scheme.ByPair,
 	Detect: Detect,
 	Rewrites: []scheme.Rewrite{{Name: "alibi", Pass: Rewrite, Help: `--alibi fold (default): the slopes and the distance pattern
 become constants, leaving the smallest subgraph ONNX Runtime

@@ -29,6 +29,7 @@ sqrt(d·s).`,
 	Color:  Color,
 	Rank:   3,
 	Params: &Params{},
+	Tables: scheme.ByDistance,
 	Detect: Detect,
 	Rewrites: []scheme.Rewrite{{Name: "disentangled", Pass: Rewrite, Help: `DeBERTa's log buckets become a table of 2N-1 relative
 positions gathered at q - k`}},

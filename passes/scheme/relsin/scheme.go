@@ -28,6 +28,7 @@ global biases u and v, aligned to key - query by a relative shift.`,
 	Color:  Color,
 	Rank:   3,
 	Params: &Params{},
+	Tables: scheme.ByDistance,
 	Detect: Detect,
 	Rewrites: []scheme.Rewrite{{Name: "relative_sinusoidal", Pass: Rewrite, Help: `Transformer-XL's and XLNet's sinusoid of relative
 distances becomes a [2N+1, dim] table gathered at the

@@ -29,6 +29,7 @@ added to the scores; fused as RelativePositionBias.`,
 	Color:  Color,
 	Rank:   2,
 	Params: &Params{},
+	Tables: scheme.ByPair,
 	Detect: Detect,
 	Rewrites: []scheme.Rewrite{{Name: "t5", Pass: Rewrite, Help: `the bucketed relative bias becomes a table of 2N-1 rows of
 heads gathered by key - query (ONNX Runtime's CPU provider runs
