@@ -21,9 +21,11 @@ const module = "github.com/onnxpe/onnxpe"
 // scheme packages (passes/scheme/*) are one layer: no scheme imports
 // another. Only graph imports onnxpb; kernels/gemm is the executor's
 // matrix multiply, imported by kernels alone; testmodels is imported only
-// by tests and bench/ tools; internal/metamorph (graph transformations
-// for metamorphic tests) by tests only; internal/ortpeer (tag ort) by
-// verify.
+// by tests, bench/ tools and passes/internal/schemetest (the passes'
+// test support: builders of small models, one detector run alone, the
+// golden comparison), which tests alone import; internal/metamorph
+// (graph transformations for metamorphic tests) by tests only;
+// internal/ortpeer (tag ort) by verify.
 var layers = [][]string{
 	{"internal/onnxpb", "internal/atomicfile", "internal/junit", "internal/conformance", "golden", "internal/tools/testsummary", "internal/tools/opschema", "internal/depgraph", "kernels/gemm"},
 	{"graph"},
@@ -40,6 +42,7 @@ var layers = [][]string{
 	{"passes/scheme"},
 	{"passes/scheme/*"},
 	{"passes/schemes"},
+	{"passes/internal/schemetest"},
 	{"passes/audit"},
 	{"passes/extend"},
 	{"verify", "codegen", "internal/htmlreport"},
@@ -49,11 +52,12 @@ var layers = [][]string{
 
 // only are the packages some packages alone may import.
 var only = map[string][]string{
-	"internal/onnxpb":    {"graph"},
-	"kernels/gemm":       {"kernels"},
-	"internal/ortpeer":   {"verify"},
-	"testmodels":         {},
-	"internal/metamorph": {},
+	"internal/onnxpb":            {"graph"},
+	"kernels/gemm":               {"kernels"},
+	"internal/ortpeer":           {"verify"},
+	"testmodels":                 {"passes/internal/schemetest"},
+	"passes/internal/schemetest": {},
+	"internal/metamorph":         {},
 }
 
 // layerOf is the layer of a package of the module (-1: not in the picture).

@@ -10,6 +10,7 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/internal/schemetest"
 	"github.com/onnxpe/onnxpe/testmodels"
 )
 
@@ -41,9 +42,9 @@ func TestAbsentExternalData(t *testing.T) {
 		t.Fatalf("schemes %v", r.Schemes)
 	}
 	f := r.Findings[0]
-	p := jsonParams(f)
+	p := schemetest.JSONParams(f)
 	for k, want := range map[string]any{"layout": "half_split", "rotary_dim": 16.0, "head_dim": 16.0, "max_positions": 128.0, "base": nil, "scaling": nil, "factor": nil} {
-		if !closeEnough(want, p[k]) && !(want == nil && p[k] == nil) {
+		if !schemetest.Agree(want, p[k]) && !(want == nil && p[k] == nil) {
 			t.Errorf("%s = %v, want %v", k, p[k], want)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/internal/schemetest"
 )
 
 // customRotaryModel rotates q and k half-split through an op of another
@@ -13,24 +14,24 @@ import (
 // exports write onnx-extended's Rotary), cos/sin gathered from stored
 // [64, 16] tables by position_ids.
 func customRotaryModel(domain, op string, splits []int64, side string) *graph.Model {
-	b := newFub(onnx(18), graph.Opset{Domain: domain, Version: 1})
-	ids, pos := b.ids(), b.posIDs()
-	x := b.embed(ids)
-	c, s := b.caches(64, fbHD, 10000, one, 1)
+	b := schemetest.NewNet(schemetest.ONNX(18), graph.Opset{Domain: domain, Version: 1})
+	ids, pos := b.IDs(), b.PosIDs()
+	x := b.Embed(ids)
+	c, s := b.Caches(64, schemetest.HeadDim, 10000, schemetest.One, 1)
 	full := func(t *graph.Value) *graph.Value {
-		g := b.op("Gather", []*graph.Value{b.op("Concat", []*graph.Value{t, t}, graph.IntAttr("axis", -1)), pos})
-		return b.op("Unsqueeze", []*graph.Value{g, b.i64(1)})
+		g := b.Op("Gather", []*graph.Value{b.Op("Concat", []*graph.Value{t, t}, graph.IntAttr("axis", -1)), pos})
+		return b.Op("Unsqueeze", []*graph.Value{g, b.I64(1)})
 	}
 	cos, sin := full(c), full(s)
 	rot := func(t *graph.Value) *graph.Value {
-		h := b.heads4(t, fbHeads)
-		r := b.dop(domain, op, []*graph.Value{h, b.i64(splits...)}, 1, graph.StringAttr("side", side))[0]
-		return b.op("Add", []*graph.Value{b.op("Mul", []*graph.Value{h, cos}), b.op("Mul", []*graph.Value{r, sin})})
+		h := b.Heads4(t, schemetest.Heads)
+		r := b.Dop(domain, op, []*graph.Value{h, b.I64(splits...)}, 1, graph.StringAttr("side", side))[0]
+		return b.Op("Add", []*graph.Value{b.Op("Mul", []*graph.Value{h, cos}), b.Op("Mul", []*graph.Value{r, sin})})
 	}
-	q, k := rot(b.proj(x, fbHidden)), rot(b.proj(x, fbHidden))
-	a := b.softmaxAttention(q, k, b.heads4(b.proj(x, fbHidden), fbHeads))
-	b.output(b.op("Add", []*graph.Value{x, b.proj(b.merge3(a), fbHidden)}))
-	return b.m
+	q, k := rot(b.Proj(x, schemetest.Hidden)), rot(b.Proj(x, schemetest.Hidden))
+	a := b.SoftmaxAttention(q, k, b.Heads4(b.Proj(x, schemetest.Hidden), schemetest.Heads))
+	b.Output(b.Op("Add", []*graph.Value{x, b.Proj(b.Merge3(a), schemetest.Hidden)}))
+	return b.M
 }
 
 // TestCustomRotation: a rotation by an op of another domain gives the
@@ -38,7 +39,7 @@ func customRotaryModel(domain, op string, splits []int64, side string) *graph.Mo
 // contract is rotate_half (onnx-extended's Rotary with equal splits), with
 // a note saying so; never for an op whose semantics are not known.
 func TestCustomRotation(t *testing.T) {
-	sizes := map[string]any{"head_dim": fbHD, "rotary_dim": fbHD, "num_heads": fbHeads, "num_kv_heads": fbHeads, "max_positions": 64}
+	sizes := map[string]any{"head_dim": schemetest.HeadDim, "rotary_dim": schemetest.HeadDim, "num_heads": schemetest.Heads, "num_kv_heads": schemetest.Heads, "max_positions": 64}
 	with := func(k string, v any) map[string]any {
 		out := map[string]any{k: v}
 		for k, v := range sizes {

@@ -7,6 +7,7 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/internal/schemetest"
 	"github.com/onnxpe/onnxpe/passes/pattern"
 	"github.com/onnxpe/onnxpe/passes/scheme/rope"
 	"github.com/onnxpe/onnxpe/passes/scheme/t5"
@@ -62,8 +63,8 @@ func TestRotationForms(t *testing.T) {
 		}
 	}
 	// Split halves: the Go-built form.
-	s := formSpec{name: "split", heads: 2, hd: 16, positions: "range", rope: "computed", rotate: "split", scores: "matmul", base: 10000}
-	r, _, err := audit.AuditModel(buildForm(s), "split", passes.Options{})
+	s := schemetest.Form{Name: "split", Heads: 2, HD: 16, Positions: "range", Rope: "computed", Rotate: "split", Scores: "matmul", Base: 10000}
+	r, _, err := audit.AuditModel(schemetest.BuildForm(s), "split", passes.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
 	"github.com/onnxpe/onnxpe/passes/extend"
+	"github.com/onnxpe/onnxpe/passes/internal/schemetest"
 	"github.com/onnxpe/onnxpe/passes/rewrite"
 	"github.com/onnxpe/onnxpe/passes/schemes"
 	"github.com/x448/float16"
@@ -128,10 +129,10 @@ func TestExporterFormsRewrite(t *testing.T) {
 	rewritten := 0
 	names := map[string]bool{}
 	for _, f := range exporterForms() {
-		names[f.name] = true
-		t.Run(f.name, func(t *testing.T) {
-			orig := buildExporterForm(f)
-			r, _, err := audit.RewriteModel(buildExporterForm(f), passes.Options{}, schemes.Rewriters()...)
+		names[f.Name] = true
+		t.Run(f.Name, func(t *testing.T) {
+			orig := schemetest.BuildExporterForm(f)
+			r, _, err := audit.RewriteModel(schemetest.BuildExporterForm(f), passes.Options{}, schemes.Rewriters()...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -145,15 +146,15 @@ func TestExporterFormsRewrite(t *testing.T) {
 					skipped = append(skipped, ch.Notes...)
 				}
 			}
-			if r.Changed() == formsLeft[f.name] {
-				t.Errorf("rewritten %v, want %v (%s)", r.Changed(), !formsLeft[f.name], strings.Join(skipped, "; "))
+			if r.Changed() == formsLeft[f.Name] {
+				t.Errorf("rewritten %v, want %v (%s)", r.Changed(), !formsLeft[f.Name], strings.Join(skipped, "; "))
 			}
 			if !r.Changed() {
 				if len(skipped) == 0 {
 					t.Fatalf("not rewritten and no reason given")
 				}
 				t.Logf("not rewritten: %s", strings.Join(skipped, "; "))
-				left = append(left, f.name+": "+strings.Join(skipped, "; "))
+				left = append(left, f.Name+": "+strings.Join(skipped, "; "))
 				return
 			}
 			rewritten++
@@ -236,13 +237,13 @@ func TestExtendTransposedTables(t *testing.T) {
 	const N = 144
 	n := 0
 	for _, f := range exporterForms() {
-		transposed := strings.HasPrefix(f.name, "learned_transposed_")
-		if !transposed && f.name != "learned_onehot_matmul" {
+		transposed := strings.HasPrefix(f.Name, "learned_transposed_")
+		if !transposed && f.Name != "learned_onehot_matmul" {
 			continue
 		}
 		n++
-		t.Run(f.name, func(t *testing.T) {
-			m := buildExporterForm(f)
+		t.Run(f.Name, func(t *testing.T) {
+			m := schemetest.BuildExporterForm(f)
 			x, err := extend.ExtendModel(m, rewrite.ExtendOptions{To: N})
 			if err != nil {
 				t.Fatal(err)
@@ -257,7 +258,7 @@ func TestExtendTransposedTables(t *testing.T) {
 				t.Fatalf("table %q not found", name)
 			}
 			off := 0
-			if o, ok := f.want["position_offset"].(int); ok {
+			if o, ok := f.Want["position_offset"].(int); ok {
 				off = o
 			}
 			// Position c of dim d of a table of cols positions, stored
@@ -358,8 +359,8 @@ func TestRewriteFP16CachesOffTheRotation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := exporterForm{name: c.name, heads: 2, hd: 16, opset: 18, rope: ropeFP16CachePastRange(c.tamper)}
-			r, _, err := audit.RewriteModel(buildExporterForm(f), passes.Options{}, schemes.Rewriters()...)
+			f := schemetest.ExporterForm{Name: c.name, Heads: 2, HD: 16, Opset: 18, Rope: schemetest.RopeFP16CachePastRange(c.tamper)}
+			r, _, err := audit.RewriteModel(schemetest.BuildExporterForm(f), passes.Options{}, schemes.Rewriters()...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -387,14 +388,14 @@ func TestExporterFormsRewriteOtherOps(t *testing.T) {
 	}
 	n := 0
 	for _, f := range exporterForms() {
-		o, ok := opts[f.name]
+		o, ok := opts[f.Name]
 		if !ok {
 			continue
 		}
 		n++
-		t.Run(f.name, func(t *testing.T) {
-			orig := buildExporterForm(f)
-			r, _, err := audit.RewriteModel(buildExporterForm(f), passes.Options{Rewrite: o}, schemes.Rewriters()...)
+		t.Run(f.Name, func(t *testing.T) {
+			orig := schemetest.BuildExporterForm(f)
+			r, _, err := audit.RewriteModel(schemetest.BuildExporterForm(f), passes.Options{Rewrite: o}, schemes.Rewriters()...)
 			if err != nil {
 				t.Fatal(err)
 			}

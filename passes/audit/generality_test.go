@@ -9,6 +9,7 @@ import (
 
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/internal/schemetest"
 	"github.com/onnxpe/onnxpe/testmodels"
 )
 
@@ -117,7 +118,7 @@ func generalityDiffs(truth testmodels.Truth, null map[string][]string, r *passes
 			out = append(out, fmt.Sprintf("no %s finding over layers %v", tf.Scheme, tf.Layers))
 			continue
 		}
-		gp := jsonParams(f)
+		gp := schemetest.JSONParams(f)
 		keys := make([]string, 0, len(tf.Params))
 		for k := range tf.Params {
 			keys = append(keys, k)
@@ -128,7 +129,7 @@ func generalityDiffs(truth testmodels.Truth, null map[string][]string, r *passes
 			switch {
 			case !ok:
 				out = append(out, fmt.Sprintf("%s %v: %s missing", tf.Scheme, tf.Layers, k))
-			case !closeEnough(tf.Params[k], g):
+			case !schemetest.Agree(tf.Params[k], g):
 				out = append(out, fmt.Sprintf("%s %v: %s %s, want %s", tf.Scheme, tf.Layers, k, short(g), short(tf.Params[k])))
 			}
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/internal/schemetest"
 	"github.com/onnxpe/onnxpe/testmodels"
 )
 
@@ -323,7 +324,7 @@ func hfDiffs(tr *hfTruth, r *passes.Report) ([]string, error) {
 			if f.Fused != tr.Truth.Fused {
 				diffs = append(diffs, fmt.Sprintf("%s: fused %v, want %v", at, f.Fused, tr.Truth.Fused))
 			}
-			got := jsonParams(f)
+			got := schemetest.JSONParams(f)
 			best := -1
 			var bestDiffs []string
 			for i, set := range sets {
@@ -381,7 +382,7 @@ func paramDiffs(want map[string]any, uncertain []string, got map[string]any) []s
 		switch {
 		case !ok:
 			out = append(out, fmt.Sprintf("%s missing, want %s", k, jsonString(want[k])))
-		case !closeEnough(want[k], g):
+		case !schemetest.Agree(want[k], g):
 			out = append(out, fmt.Sprintf("%s = %s, want %s", k, jsonString(g), jsonString(want[k])))
 		}
 	}
@@ -398,7 +399,7 @@ func jsonString(v any) string {
 
 // findingString is a finding in one line: layers, fused and params.
 func findingString(f *passes.Finding) string {
-	return fmt.Sprintf("layers %s fused %v params %s", passes.LayerRanges(f.Layers, "-", ","), f.Fused, jsonString(jsonParams(f)))
+	return fmt.Sprintf("layers %s fused %v params %s", passes.LayerRanges(f.Layers, "-", ","), f.Fused, jsonString(schemetest.JSONParams(f)))
 }
 
 // ortioTensor is a tensor as gen_hf.py and ort_run.js write them.

@@ -20,6 +20,7 @@ import (
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/internal/schemetest"
 	"github.com/onnxpe/onnxpe/testmodels"
 )
 
@@ -921,7 +922,7 @@ func findingDiffs(at string, a, b *passes.Finding, rule cmpRule) []string {
 	if mapped := mapText(b.Subgraph, rule); a.Subgraph != mapped {
 		out = append(out, fmt.Sprintf("%s: subgraph %q -> %q", at, a.Subgraph, b.Subgraph))
 	}
-	pa, pb := jsonParams(a), jsonParams(b)
+	pa, pb := schemetest.JSONParams(a), schemetest.JSONParams(b)
 	var keys []string
 	for k := range pa {
 		keys = append(keys, k)
@@ -935,7 +936,7 @@ func findingDiffs(at string, a, b *passes.Finding, rule cmpRule) []string {
 	for _, k := range keys {
 		x, inA := pa[k]
 		y, inB := pb[k]
-		if inA && inB && closeEnough(x, y) && closeEnough(y, x) {
+		if inA && inB && schemetest.Agree(x, y) && schemetest.Agree(y, x) {
 			continue
 		}
 		if rule.stored && k == "computed" && x == true && y == false {

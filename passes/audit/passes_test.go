@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/internal/schemetest"
 	"github.com/onnxpe/onnxpe/testmodels"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -110,60 +110,6 @@ func TestAuditLeavesTheModelAlone(t *testing.T) {
 	}
 }
 
-// closeEnough compares a truth value with a reported one: numbers within
-// 0.1%, lists elementwise, the rest exactly.
-func closeEnough(want, got any) bool {
-	switch w := want.(type) {
-	case float64:
-		g, ok := toFloat(got)
-		if !ok {
-			return false
-		}
-		return math.Abs(w-g) <= 1e-3*math.Abs(w) || w == g
-	case []any:
-		g, ok := got.([]any)
-		if !ok || len(g) != len(w) {
-			return false
-		}
-		for i := range w {
-			if !closeEnough(w[i], g[i]) {
-				return false
-			}
-		}
-		return true
-	case map[string]any:
-		g, ok := got.(map[string]any)
-		if !ok || len(g) != len(w) {
-			return false
-		}
-		for k := range w {
-			if !closeEnough(w[k], g[k]) {
-				return false
-			}
-		}
-		return true
-	}
-	return fmt.Sprint(want) == fmt.Sprint(got)
-}
-
-func toFloat(v any) (float64, bool) {
-	switch x := v.(type) {
-	case float64:
-		return x, true
-	case int:
-		return float64(x), true
-	}
-	return 0, false
-}
-
-// jsonParams is a finding's params as JSON values (numbers as float64).
-func jsonParams(f *passes.Finding) map[string]any {
-	b, _ := json.Marshal(f.Params.Map())
-	var m map[string]any
-	_ = json.Unmarshal(b, &m)
-	return m
-}
-
 // truthGaps are manifest params the graph does not determine, per scheme
 // and key, with the reason; the audit may leave them out.
 var truthGaps = map[string]string{
@@ -196,7 +142,7 @@ func compareTruth(t *testing.T, name string, truth testmodels.Truth, r *passes.R
 			t.Errorf("%s: no %s finding for layers %v", name, tf.Scheme, tf.Layers)
 			continue
 		}
-		gp := jsonParams(got)
+		gp := schemetest.JSONParams(got)
 		keys := make([]string, 0, len(tf.Params))
 		for k := range tf.Params {
 			keys = append(keys, k)
@@ -211,7 +157,7 @@ func compareTruth(t *testing.T, name string, truth testmodels.Truth, r *passes.R
 				t.Errorf("%s: %s: param %s missing (want %v)", name, tf.Scheme, k, tf.Params[k])
 				continue
 			}
-			if !closeEnough(tf.Params[k], g) {
+			if !schemetest.Agree(tf.Params[k], g) {
 				t.Errorf("%s: %s: param %s = %v, want %v", name, tf.Scheme, k, g, tf.Params[k])
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/internal/schemetest"
 	"github.com/onnxpe/onnxpe/testmodels"
 )
 
@@ -129,7 +130,7 @@ func TestRealModels(t *testing.T) {
 
 func checkRealParams(t *testing.T, scheme string, want map[string]any, f *passes.Finding) {
 	t.Helper()
-	got := jsonParams(f)
+	got := schemetest.JSONParams(f)
 	keys := make([]string, 0, len(want))
 	for k := range want {
 		keys = append(keys, k)
@@ -140,14 +141,14 @@ func checkRealParams(t *testing.T, scheme string, want map[string]any, f *passes
 		switch k {
 		case "long_factor_first4", "short_factor_first4":
 			list, _ := got[strings.TrimSuffix(k, "_first4")].([]any)
-			if len(list) < 4 || !closeEnough(w, list[:4]) {
+			if len(list) < 4 || !schemetest.Agree(w, list[:4]) {
 				t.Errorf("%s: %s: %v, want first four %v", scheme, k, list, w)
 			}
 			continue
 		case "slope":
 			list, _ := got["slopes"].([]any)
 			for _, x := range list {
-				if !closeEnough(w, x) {
+				if !schemetest.Agree(w, x) {
 					t.Errorf("%s: slopes %v, want every one %v", scheme, list, w)
 					break
 				}
@@ -169,7 +170,7 @@ func checkRealParams(t *testing.T, scheme string, want map[string]any, f *passes
 			t.Errorf("%s: param %s missing (want %v)", scheme, key, w)
 			continue
 		}
-		if !closeEnough(w, g) {
+		if !schemetest.Agree(w, g) {
 			t.Errorf("%s: param %s = %v, want %v", scheme, key, g, w)
 		}
 	}
@@ -179,7 +180,7 @@ func checkRealParams(t *testing.T, scheme string, want map[string]any, f *passes
 // naming it.
 func checkUncertain(t *testing.T, scheme string, uncertain []string, f *passes.Finding) {
 	t.Helper()
-	got := jsonParams(f)
+	got := schemetest.JSONParams(f)
 	for _, k := range uncertain {
 		g, inVocab := got[k]
 		if !inVocab {

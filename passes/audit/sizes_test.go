@@ -9,6 +9,7 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/internal/schemetest"
 	"github.com/onnxpe/onnxpe/passes/probe"
 	"github.com/onnxpe/onnxpe/passes/work"
 	"github.com/onnxpe/onnxpe/testmodels"
@@ -20,37 +21,37 @@ import (
 // Range(past, past+seq). sameMask declares the mask as long as the new
 // tokens (one symbol), as the Phi-3.5 export does.
 func alibiWithCache(sameMask bool) (*graph.Model, []float32) {
-	b := newFub(onnx(18))
-	ids := b.ids()
+	b := schemetest.NewNet(schemetest.ONNX(18))
+	ids := b.IDs()
 	total := graph.Dim{Param: "total"}
 	if sameMask {
 		total = graph.Dim{Param: "seq"}
 	}
-	mask := b.intInput("attention_mask", graph.Dim{Param: "batch"}, total)
-	kvDims := []graph.Dim{{Param: "batch"}, {Value: fbHeads, Known: true}, {Param: "past"}, {Value: fbHD, Known: true}}
-	pastK := b.g.AddInput("past_key", graph.TensorType(graph.Float, kvDims))
-	pastV := b.g.AddInput("past_value", graph.TensorType(graph.Float, kvDims))
-	plen := b.op("Gather", []*graph.Value{b.op("Shape", []*graph.Value{pastK}), b.i64s(2)}, graph.IntAttr("axis", 0))
-	tot := b.op("Add", []*graph.Value{plen, b.seqLen(ids)})
-	kr := b.op("Range", []*graph.Value{b.i64s(0), tot, b.i64s(1)})
-	qr := b.op("Range", []*graph.Value{plen, tot, b.i64s(1)})
-	causal := b.op("LessOrEqual", []*graph.Value{b.op("Unsqueeze", []*graph.Value{kr, b.i64(0)}), b.op("Unsqueeze", []*graph.Value{qr, b.i64(1)})})
-	cbias := b.op("Where", []*graph.Value{causal, b.scalar(0), b.scalar(-1e9)})
-	kp := b.op("Mul", []*graph.Value{b.op("Sub", []*graph.Value{b.op("CumSum", []*graph.Value{mask, b.i64s(1)}), b.i64s(1)}), mask})
-	kpf := b.op("Unsqueeze", []*graph.Value{b.op("Cast", []*graph.Value{kp}, graph.IntAttr("to", int64(graph.Float))), b.i64(1, 2)})
+	mask := b.IntInput("attention_mask", graph.Dim{Param: "batch"}, total)
+	kvDims := []graph.Dim{{Param: "batch"}, {Value: schemetest.Heads, Known: true}, {Param: "past"}, {Value: schemetest.HeadDim, Known: true}}
+	pastK := b.G.AddInput("past_key", graph.TensorType(graph.Float, kvDims))
+	pastV := b.G.AddInput("past_value", graph.TensorType(graph.Float, kvDims))
+	plen := b.Op("Gather", []*graph.Value{b.Op("Shape", []*graph.Value{pastK}), b.I64s(2)}, graph.IntAttr("axis", 0))
+	tot := b.Op("Add", []*graph.Value{plen, b.SeqLen(ids)})
+	kr := b.Op("Range", []*graph.Value{b.I64s(0), tot, b.I64s(1)})
+	qr := b.Op("Range", []*graph.Value{plen, tot, b.I64s(1)})
+	causal := b.Op("LessOrEqual", []*graph.Value{b.Op("Unsqueeze", []*graph.Value{kr, b.I64(0)}), b.Op("Unsqueeze", []*graph.Value{qr, b.I64(1)})})
+	cbias := b.Op("Where", []*graph.Value{causal, b.Scalar(0), b.Scalar(-1e9)})
+	kp := b.Op("Mul", []*graph.Value{b.Op("Sub", []*graph.Value{b.Op("CumSum", []*graph.Value{mask, b.I64s(1)}), b.I64s(1)}), mask})
+	kpf := b.Op("Unsqueeze", []*graph.Value{b.Op("Cast", []*graph.Value{kp}, graph.IntAttr("to", int64(graph.Float))), b.I64(1, 2)})
 	slopes := []float32{0.5, 0.25, 0.125, 0.0625}
-	ab := b.op("Mul", []*graph.Value{kpf, b.f32([]int64{1, fbHeads, 1, 1}, slopes)})
-	bias := b.op("Add", []*graph.Value{ab, cbias})
+	ab := b.Op("Mul", []*graph.Value{kpf, b.F32([]int64{1, schemetest.Heads, 1, 1}, slopes)})
+	bias := b.Op("Add", []*graph.Value{ab, cbias})
 
-	x := b.embed(ids)
-	q := b.heads4(b.proj(x, fbHeads*fbHD), fbHeads)
-	k := b.op("Concat", []*graph.Value{pastK, b.heads4(b.proj(x, fbHeads*fbHD), fbHeads)}, graph.IntAttr("axis", 2))
-	v := b.op("Concat", []*graph.Value{pastV, b.heads4(b.proj(x, fbHeads*fbHD), fbHeads)}, graph.IntAttr("axis", 2))
-	kt := b.op("Transpose", []*graph.Value{k}, graph.IntsAttr("perm", 0, 1, 3, 2))
-	s := b.op("Add", []*graph.Value{b.op("Div", []*graph.Value{b.op("MatMul", []*graph.Value{q, kt}), b.scalar(4)}), bias})
-	a := b.op("MatMul", []*graph.Value{b.op("Softmax", []*graph.Value{s}, graph.IntAttr("axis", -1)), v})
-	b.output(b.op("Add", []*graph.Value{x, b.proj(b.merge3(a), fbHidden)}))
-	return b.m, slopes
+	x := b.Embed(ids)
+	q := b.Heads4(b.Proj(x, schemetest.Heads*schemetest.HeadDim), schemetest.Heads)
+	k := b.Op("Concat", []*graph.Value{pastK, b.Heads4(b.Proj(x, schemetest.Heads*schemetest.HeadDim), schemetest.Heads)}, graph.IntAttr("axis", 2))
+	v := b.Op("Concat", []*graph.Value{pastV, b.Heads4(b.Proj(x, schemetest.Heads*schemetest.HeadDim), schemetest.Heads)}, graph.IntAttr("axis", 2))
+	kt := b.Op("Transpose", []*graph.Value{k}, graph.IntsAttr("perm", 0, 1, 3, 2))
+	s := b.Op("Add", []*graph.Value{b.Op("Div", []*graph.Value{b.Op("MatMul", []*graph.Value{q, kt}), b.Scalar(4)}), bias})
+	a := b.Op("MatMul", []*graph.Value{b.Op("Softmax", []*graph.Value{s}, graph.IntAttr("axis", -1)), v})
+	b.Output(b.Op("Add", []*graph.Value{x, b.Proj(b.Merge3(a), schemetest.Hidden)}))
+	return b.M, slopes
 }
 
 // TestProbeBindsPastApartFromSeq: a probe of a model with a KV cache binds
@@ -79,7 +80,7 @@ func TestProbeBindsPastApartFromSeq(t *testing.T) {
 		case same && p.Past != 0:
 			t.Errorf("mask declared as long as the new tokens: past %d, want 0", p.Past)
 		}
-		if want := []int{1, fbHeads, p.Past, fbHD}; !slices.Equal(shapes["past_key"], want) {
+		if want := []int{1, schemetest.Heads, p.Past, schemetest.HeadDim}; !slices.Equal(shapes["past_key"], want) {
 			t.Errorf("past_key %v, want %v", shapes["past_key"], want)
 		}
 		if want := []int{1, p.Past + p.Seq}; !slices.Equal(shapes["attention_mask"], want) {
@@ -106,7 +107,7 @@ func TestScoreBiasWithCache(t *testing.T) {
 			want[i] = float64(s)
 		}
 		checkReport(t, r, []string{"alibi"}, []wantFinding{{scheme: "alibi", layers: []int{0},
-			params: map[string]any{"num_heads": fbHeads, "slopes": want, "symmetric": false}}})
+			params: map[string]any{"num_heads": schemetest.Heads, "slopes": want, "symmetric": false}}})
 	}
 }
 
