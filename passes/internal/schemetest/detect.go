@@ -40,6 +40,7 @@ func WantMiss(t testing.TB, fs []*passes.Finding, trace []passes.Miss, rule, rea
 	}
 	for _, m := range trace {
 		if m.Rule == rule && strings.Contains(m.Reason, reason) {
+			t.Logf("near-miss of %s at %s: %s", m.Rule, m.At, m.Reason)
 			return
 		}
 	}
