@@ -1,0 +1,92 @@
+package learned_test
+
+import (
+	"testing"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/passes/audit"
+	st "github.com/onnxpe/onnxpe/passes/internal/schemetest"
+	"github.com/onnxpe/onnxpe/passes/scheme/learned"
+)
+
+// TestCorpus audits the corpus models whose golden reports have
+// learned_absolute findings: each finding as the golden report has it.
+func TestCorpus(t *testing.T) { st.CheckCorpus(t, learned.Name, audit.AuditModel) }
+
+// TestForms: learned tables read in forms and with sizes the corpus does
+// not have, each with the params the math gives.
+func TestForms(t *testing.T) {
+	cases := []struct {
+		name string
+		abs  func(e *st.Env, x *graph.Value) *graph.Value
+		want map[string]any
+	}{{
+		// A [72, 32] table sliced from row 3 to 3 + S (Slice with a
+		// computed end) and added before the embeddings.
+		name: "slice_from_row_3",
+		abs: func(e *st.Env, x *graph.Value) *graph.Value {
+			end := e.Op("Unsqueeze", nil, e.Op("Add", nil, e.Seq, e.Int0(3)), e.Ints(0))
+			pe := e.Op("Slice", nil, e.Weight(72, e.D), e.Ints(3), end, e.Ints(0))
+			return e.Op("Add", nil, e.Op("Unsqueeze", nil, pe, e.Ints(0)), x)
+		},
+		want: map[string]any{"max_positions": 72, "dim": 32, "position_offset": 3},
+	}, {
+		// A [24, 32] table gathered at the position_ids input flattened
+		// (through an Identity and a Reshape), the rows reshaped back to
+		// [1, S, 32], as TF exports write it.
+		name: "gather_position_ids_input",
+		abs: func(e *st.Env, x *graph.Value) *graph.Value {
+			pin := e.G.AddInput("position_ids", graph.TensorType(graph.Int64, []graph.Dim{{Param: "batch"}, {Param: "seq"}}))
+			ids := e.Op("Reshape", nil, e.Op("Identity", nil, pin), e.Ints(-1))
+			pe := e.Op("Reshape", nil, e.Op("Gather", nil, e.Weight(24, e.D), ids), e.Ints(1, -1, int64(e.D)))
+			return e.Op("Add", nil, x, pe)
+		},
+		want: map[string]any{"max_positions": 24, "dim": 32, "position_offset": 0},
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := st.BuildExporterForm(st.ExporterForm{Name: c.name, Heads: 2, HD: 16, Abs: c.abs})
+			fs, trace := st.Detect(t, m, learned.Detect)
+			f := st.Only(t, fs, trace)
+			if f.Fused {
+				t.Error("fused, want not")
+			}
+			st.WantParams(t, f, c.want)
+		})
+	}
+}
+
+// TestNearMisses: tables added to the embeddings that are no position
+// encoding give no finding, and the trace says why.
+func TestNearMisses(t *testing.T) {
+	cases := []struct {
+		name   string
+		abs    func(e *st.Env, x *graph.Value) *graph.Value
+		reason string
+	}{{
+		// A token-type table read at type 0 for every position (Range(0,
+		// S) times zero): the same row everywhere.
+		name: "token_type_zero",
+		abs: func(e *st.Env, x *graph.Value) *graph.Value {
+			zeros := e.Op("Mul", nil, e.RangeS(), e.Int0(0))
+			return e.Op("Add", nil, x, e.Op("Gather", nil, e.Weight(2, e.D), zeros))
+		},
+		reason: "the added value is the same at every position",
+	}, {
+		// The position table is a graph input: its rows are not in the
+		// file.
+		name: "table_given_as_input",
+		abs: func(e *st.Env, x *graph.Value) *graph.Value {
+			tb := e.G.AddInput("position_table", graph.TensorType(graph.Float, graph.Dims(64, int64(e.D))))
+			return e.Op("Add", nil, x, e.Op("Gather", nil, tb, e.RangeS()))
+		},
+		reason: "the added value comes from parameters given as inputs",
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := st.BuildExporterForm(st.ExporterForm{Name: c.name, Heads: 2, HD: 16, Abs: c.abs})
+			fs, trace := st.Detect(t, m, learned.Detect)
+			st.WantMiss(t, fs, trace, "absolute", c.reason)
+		})
+	}
+}
