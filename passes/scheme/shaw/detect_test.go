@@ -1,0 +1,132 @@
+package shaw_test
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/passes/audit"
+	st "github.com/onnxpe/onnxpe/passes/internal/schemetest"
+	"github.com/onnxpe/onnxpe/passes/scheme/shaw"
+)
+
+// TestCorpus audits the corpus models whose golden reports have
+// relative_clipped findings: each finding as the golden report has it.
+func TestCorpus(t *testing.T) { st.CheckCorpus(t, shaw.Name, audit.AuditModel) }
+
+const (
+	heads = 2
+	hd    = 16
+	dim   = heads * hd
+	vocab = 40
+)
+
+// relModel is a model of layers attention blocks over q, k, v [B,H,S,hd]
+// whose scores add q times a [rows, hd] table gathered at idx(e) [S, S]
+// (Einsum bhid,ijd->bhij) and, with values, whose outputs add the weights
+// times a second table gathered at the same index; each layer its own
+// tables.
+func relModel(layers, rows int, values bool, idx func(e *st.Env) *graph.Value) *graph.Model {
+	m := graph.NewModel(8, "onnxpe-shaw-test", graph.Opset{Domain: "", Version: 17})
+	e := &st.Env{Builder: &st.Builder{G: m.Graph, Rng: rand.New(rand.NewPCG(7, 9))}, Opset: 17, Heads: heads, HD: hd, D: dim}
+	bs := []graph.Dim{{Param: "batch"}, {Param: "seq"}}
+	e.IDs = e.G.AddInput("input_ids", graph.TensorType(graph.Int64, bs))
+	e.Seq = e.Op("Gather", e.Axis(0), e.Op("Shape", nil, e.IDs), e.Int0(1))
+	x := e.Op("Gather", nil, e.Weight(vocab, dim), e.IDs)
+	index := idx(e)
+	heads4 := func(p *graph.Value) *graph.Value {
+		return e.Op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 2, 1, 3)}, e.Op("Reshape", nil, p, e.Ints(0, 0, heads, hd)))
+	}
+	einsum := func(eq string, a, b *graph.Value) *graph.Value {
+		return e.Op("Einsum", []*graph.Attr{graph.StringAttr("equation", eq)}, a, b)
+	}
+	for l := 0; l < layers; l++ {
+		q, k, v := heads4(e.Op("MatMul", nil, x, e.Weight(dim, dim))), heads4(e.Op("MatMul", nil, x, e.Weight(dim, dim))), heads4(e.Op("MatMul", nil, x, e.Weight(dim, dim)))
+		relK := e.Op("Gather", nil, e.Weight(rows, hd), index) // [S, S, hd]
+		scores := e.Op("Add", nil, einsum("bhid,bhjd->bhij", q, k), einsum("bhid,ijd->bhij", q, relK))
+		w := e.Op("Softmax", e.Axis(-1), e.Op("Mul", nil, scores, e.F0(0.25)))
+		a := e.Op("MatMul", nil, w, v)
+		if values {
+			relV := e.Op("Gather", nil, e.Weight(rows, hd), index)
+			a = e.Op("Add", nil, a, einsum("bhij,ijd->bhid", w, relV))
+		}
+		o := e.Op("Reshape", nil, e.Op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 2, 1, 3)}, a), e.Ints(0, 0, dim))
+		x = e.Op("Add", nil, x, e.Op("MatMul", nil, o, e.Weight(dim, dim)))
+	}
+	out := e.Op("MatMul", nil, x, e.Weight(dim, vocab))
+	out.Type = graph.TensorType(graph.Float, []graph.Dim{{Param: "batch"}, {Param: "seq"}, {Value: vocab, Known: true}})
+	e.G.AddOutput(out)
+	return m
+}
+
+// jMinusI is j - i as int64 [S, S] (key minus query).
+func jMinusI(e *st.Env) *graph.Value {
+	r := e.RangeS()
+	return e.Op("Sub", nil, e.Op("Unsqueeze", nil, r, e.Ints(0)), e.Op("Unsqueeze", nil, r, e.Ints(1)))
+}
+
+// TestForms: relative embeddings with clippings, directions and ops the
+// corpus does not have, each with the params the math gives.
+func TestForms(t *testing.T) {
+	cases := []struct {
+		name string
+		m    *graph.Model
+		want map[string]any
+	}{{
+		// One layer, key tables only, key - query clipped to ±6 by Clip.
+		name: "clip_6_keys_only",
+		m: relModel(1, 13, false, func(e *st.Env) *graph.Value {
+			return e.Op("Add", nil, e.Op("Clip", nil, jMinusI(e), e.Int0(-6), e.Int0(6)), e.Int0(6))
+		}),
+		want: map[string]any{"max_relative_position": 6, "dim": hd, "distance": "key_minus_query", "clipped": true, "relative_values": false, "per_layer_tables": false},
+	}, {
+		// Two layers with key and value tables each, query - key clipped
+		// to ±3 by Max and Min.
+		name: "query_minus_key_3_with_values",
+		m: relModel(2, 7, true, func(e *st.Env) *graph.Value {
+			d := e.Op("Neg", nil, jMinusI(e))
+			return e.Op("Add", nil, e.Op("Min", nil, e.Op("Max", nil, d, e.Int0(-3)), e.Int0(3)), e.Int0(3))
+		}),
+		want: map[string]any{"max_relative_position": 3, "dim": hd, "distance": "query_minus_key", "clipped": true, "relative_values": true, "per_layer_tables": true},
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fs, trace := st.Detect(t, c.m, shaw.Detect)
+			f := st.Only(t, fs, trace)
+			st.WantParams(t, f, c.want)
+		})
+	}
+}
+
+// TestNearMisses: tables gathered by indices that are not clipped
+// relative positions give no finding, and the trace says why.
+func TestNearMisses(t *testing.T) {
+	cases := []struct {
+		name   string
+		m      *graph.Model
+		reason string
+	}{{
+		// The key's own position, clipped (an absolute index).
+		name: "index_of_the_key_alone",
+		m: relModel(1, 9, false, func(e *st.Env) *graph.Value {
+			r := e.RangeS()
+			j := e.Op("Sub", nil, e.Op("Unsqueeze", nil, r, e.Ints(0)), e.Op("Mul", nil, e.Op("Unsqueeze", nil, r, e.Ints(1)), e.Int0(0)))
+			return e.Op("Clip", nil, j, e.Int0(0), e.Int0(8))
+		}),
+		reason: "the index is not a function of key - query",
+	}, {
+		// 2·(j - i) clipped to ±8: every other row skipped.
+		name: "index_steps_by_two",
+		m: relModel(1, 17, false, func(e *st.Env) *graph.Value {
+			d := e.Op("Mul", nil, jMinusI(e), e.Int0(2))
+			return e.Op("Add", nil, e.Op("Clip", nil, d, e.Int0(-8), e.Int0(8)), e.Int0(8))
+		}),
+		reason: "the index changes by 2 per position",
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fs, trace := st.Detect(t, c.m, shaw.Detect)
+			st.WantMiss(t, fs, trace, "relative_clipped", c.reason)
+		})
+	}
+}
