@@ -54,6 +54,7 @@ func TestForms(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m := st.BuildExporterForm(st.ExporterForm{Name: c.name, Heads: c.heads, HD: 8, Bias: c.bias})
+			st.Executes(t, m, 6)
 			fs, trace := st.Detect(t, m, alibi.Detect)
 			f := st.Only(t, fs, trace)
 			if f.Fused {
@@ -93,6 +94,7 @@ func TestNearMisses(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m := st.BuildExporterForm(st.ExporterForm{Name: c.name, Heads: 2, HD: 8, Bias: c.bias})
+			st.Executes(t, m, 6)
 			fs, trace := st.Detect(t, m, alibi.Detect)
 			st.WantMiss(t, fs, trace, "score_bias", c.reason)
 		})

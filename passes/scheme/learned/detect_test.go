@@ -46,6 +46,7 @@ func TestForms(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m := st.BuildExporterForm(st.ExporterForm{Name: c.name, Heads: 2, HD: 16, Abs: c.abs})
+			st.Executes(t, m, 6)
 			fs, trace := st.Detect(t, m, learned.Detect)
 			f := st.Only(t, fs, trace)
 			if f.Fused {
@@ -85,6 +86,7 @@ func TestNearMisses(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m := st.BuildExporterForm(st.ExporterForm{Name: c.name, Heads: 2, HD: 16, Abs: c.abs})
+			st.Executes(t, m, 6)
 			fs, trace := st.Detect(t, m, learned.Detect)
 			st.WantMiss(t, fs, trace, "absolute", c.reason)
 		})

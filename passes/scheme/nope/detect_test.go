@@ -74,6 +74,7 @@ func TestForms(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m := st.BuildExporterForm(st.ExporterForm{Name: c.name, Heads: 2, HD: 8, Rope: c.rope})
+			st.Executes(t, m, 6)
 			f, _ := audited(t, m)
 			st.WantParams(t, f, map[string]any{"temperature_tuning": c.want})
 		})
@@ -105,6 +106,7 @@ func TestNearMisses(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m := st.BuildExporterForm(st.ExporterForm{Name: c.name, Heads: 2, HD: 8, Rope: scaleQ("Mul", c.scale)})
+			st.Executes(t, m, 6)
 			ctx, err := passes.Run(m, passes.Options{Trace: true}, nope.Temperatures)
 			if err != nil {
 				t.Fatal(err)

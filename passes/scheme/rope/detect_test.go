@@ -73,7 +73,9 @@ func TestForms(t *testing.T) {
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			fs, trace := st.Detect(t, c.build(), rope.Detect)
+			m := c.build()
+			st.Executes(t, m, 6)
+			fs, trace := st.Detect(t, m, rope.Detect)
 			f := st.Only(t, fs, trace)
 			if f.Fused != c.fused {
 				t.Errorf("fused %v, want %v", f.Fused, c.fused)
@@ -137,6 +139,7 @@ func TestNearMisses(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m := st.BuildExporterForm(st.ExporterForm{Name: c.name, Heads: 2, HD: hd, Rope: c.rope})
+			st.Executes(t, m, 6)
 			fs, trace := st.Detect(t, m, rope.Detect)
 			st.WantMiss(t, fs, trace, "rope", c.reason)
 		})

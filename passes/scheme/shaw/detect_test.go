@@ -91,6 +91,7 @@ func TestForms(t *testing.T) {
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			st.Executes(t, c.m, 6)
 			fs, trace := st.Detect(t, c.m, shaw.Detect)
 			f := st.Only(t, fs, trace)
 			st.WantParams(t, f, c.want)
@@ -125,6 +126,7 @@ func TestNearMisses(t *testing.T) {
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			st.Executes(t, c.m, 6)
 			fs, trace := st.Detect(t, c.m, shaw.Detect)
 			st.WantMiss(t, fs, trace, "relative_clipped", c.reason)
 		})

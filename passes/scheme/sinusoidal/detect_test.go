@@ -72,6 +72,7 @@ func TestForms(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m := st.BuildExporterForm(st.ExporterForm{Name: c.name, Heads: 2, HD: 16, Abs: c.abs})
+			st.Executes(t, m, 6)
 			fs, trace := st.Detect(t, m, sinusoidal.Detect)
 			f := st.Only(t, fs, trace)
 			if f.Fused {
@@ -112,6 +113,7 @@ func TestNearMisses(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m := st.BuildExporterForm(st.ExporterForm{Name: c.name, Heads: 2, HD: 16, Abs: c.abs})
+			st.Executes(t, m, 6)
 			fs, trace := st.Detect(t, m, sinusoidal.Detect)
 			st.WantMiss(t, fs, trace, "absolute", c.reason)
 		})

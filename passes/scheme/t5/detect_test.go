@@ -55,6 +55,7 @@ func TestForms(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m := st.BuildExporterForm(st.ExporterForm{Name: c.name, Heads: c.heads, HD: 8, Bias: c.bias})
+			st.Executes(t, m, 6)
 			fs, trace := st.Detect(t, m, t5.Detect)
 			f := st.Only(t, fs, trace)
 			if f.Fused {
@@ -93,6 +94,7 @@ func TestNearMisses(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m := st.BuildExporterForm(st.ExporterForm{Name: c.name, Heads: 2, HD: 8, Bias: c.bias})
+			st.Executes(t, m, 6)
 			fs, trace := st.Detect(t, m, t5.Detect)
 			st.WantMiss(t, fs, trace, "t5", c.reason)
 		})

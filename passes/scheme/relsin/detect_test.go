@@ -1,0 +1,192 @@
+package relsin_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/passes/audit"
+	st "github.com/onnxpe/onnxpe/passes/internal/schemetest"
+	"github.com/onnxpe/onnxpe/passes/scheme/relsin"
+)
+
+// TestCorpus audits the corpus models whose golden reports have
+// relative_sinusoidal findings: each finding as the golden report has it.
+func TestCorpus(t *testing.T) { st.CheckCorpus(t, relsin.Name, audit.AuditModel) }
+
+const (
+	heads = 2
+	hd    = 16
+	dim   = heads * hd
+	vocab = 40
+)
+
+// relSpec is a two-layer model whose scores add q·R, R a projection of
+// the sinusoid of relative distances, aligned by a relative shift.
+type relSpec struct {
+	// xlnet: distances klen .. -qlen+1 and XLNet's reshape/slice/gather
+	// shift; else klen-1 .. 0 and Transformer-XL's pad/reshape/slice.
+	xlnet  bool
+	base   float64
+	clamp  int  // clamp of the distances (0: none)
+	biases bool // q + u in the content scores, q + v in the position ones
+	// dist, when set, turns the distances (float [R]) into others; inv,
+	// when set, gives the frequencies [1, dim/2].
+	dist func(e *st.Env, d *graph.Value) *graph.Value
+	inv  func(e *st.Env) *graph.Value
+}
+
+func relModel(s relSpec) *graph.Model {
+	m := graph.NewModel(8, "onnxpe-relsin-test", graph.Opset{Domain: "", Version: 17})
+	e := &st.Env{Builder: &st.Builder{G: m.Graph, Rng: rand.New(rand.NewPCG(3, 11))}, Opset: 17, Heads: heads, HD: hd, D: dim}
+	bs := []graph.Dim{{Param: "batch"}, {Param: "seq"}}
+	e.IDs = e.G.AddInput("input_ids", graph.TensorType(graph.Int64, bs))
+	S := e.Op("Gather", e.Axis(0), e.Op("Shape", nil, e.IDs), e.Int0(1))
+	e.Seq = S
+	x := e.Op("Gather", nil, e.Weight(vocab, dim), e.IDs)
+	// The distances and their sinusoid [R, dim].
+	var d *graph.Value
+	if s.xlnet {
+		d = e.Op("Range", nil, S, e.Op("Neg", nil, S), e.Int0(-1))
+	} else {
+		d = e.Op("Range", nil, e.Op("Sub", nil, S, e.Int0(1)), e.Int0(-1), e.Int0(-1))
+	}
+	switch {
+	case s.clamp > 0 && s.xlnet:
+		d = e.Op("Clip", nil, d, e.Int0(int64(-s.clamp)), e.Int0(int64(s.clamp)))
+	case s.clamp > 0:
+		d = e.Op("Min", nil, d, e.Int0(int64(s.clamp)))
+	}
+	df := e.ToFloat(d)
+	if s.dist != nil {
+		df = s.dist(e, df)
+	}
+	var inv *graph.Value
+	if s.inv != nil {
+		inv = s.inv(e)
+	} else {
+		f := make([]float32, dim/2)
+		for i := range f {
+			f[i] = float32(math.Pow(s.base, -2*float64(i)/dim))
+		}
+		inv = e.Floats([]int64{1, dim / 2}, f)
+	}
+	ang := e.Op("Mul", nil, e.Op("Unsqueeze", nil, df, e.Ints(-1)), inv)
+	posEmb := e.Op("Concat", e.Axis(-1), e.Op("Sin", nil, ang), e.Op("Cos", nil, ang))
+	dims := func(vs ...*graph.Value) *graph.Value { return e.Op("Concat", e.Axis(0), vs...) } // 1-D shapes joined
+	heads4 := func(p *graph.Value) *graph.Value {
+		return e.Op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 2, 1, 3)}, e.Op("Reshape", nil, p, e.Ints(0, 0, heads, hd)))
+	}
+	for l := 0; l < 2; l++ {
+		q, k, v := heads4(e.Op("MatMul", nil, x, e.Weight(dim, dim))), heads4(e.Op("MatMul", nil, x, e.Weight(dim, dim))), heads4(e.Op("MatMul", nil, x, e.Weight(dim, dim)))
+		r := e.Op("Reshape", nil, e.Op("MatMul", nil, posEmb, e.Weight(dim, dim)), e.Ints(-1, heads, hd))
+		rt := e.Op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 1, 2, 0)}, r) // [H, hd, R]
+		qu, qv := q, q
+		if s.biases {
+			bias := func() *graph.Value {
+				v := make([]float32, dim)
+				for i := range v {
+					v[i] = float32(e.Rng.NormFloat64() * 0.1)
+				}
+				return e.Floats([]int64{heads, 1, hd}, v)
+			}
+			qu, qv = e.Op("Add", nil, q, bias()), e.Op("Add", nil, q, bias())
+		}
+		ac := e.Op("MatMul", nil, qu, e.Op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 1, 3, 2)}, k))
+		bd := e.Op("MatMul", nil, qv, rt) // [B, H, S, R]
+		one := e.Ints(1)
+		su := e.Op("Unsqueeze", nil, S, e.Ints(0))
+		if s.xlnet {
+			// rel_shift_bnij: [B,H,2S,S], drop the first row, [B,H,S,2S-1],
+			// keep the first S columns.
+			x1 := e.Op("Reshape", nil, bd, dims(e.Ints(0, 0), e.Op("Mul", nil, su, e.Ints(2)), su))
+			x2 := e.Op("Slice", nil, x1, one, e.Ints(math.MaxInt64), e.Ints(2))
+			x3 := e.Op("Reshape", nil, x2, dims(e.Ints(0, 0), su, e.Op("Sub", nil, e.Op("Mul", nil, su, e.Ints(2)), one)))
+			bd = e.Op("Gather", e.Axis(3), x3, e.Op("Range", nil, e.Int0(0), S, e.Int0(1)))
+		} else {
+			// _rel_shift: a zero column in front, [B,H,S+1,S], drop the first
+			// row, back to [B,H,S,S].
+			zshape := dims(e.Op("Slice", nil, e.Op("Shape", nil, bd), e.Ints(0), e.Ints(3)), one)
+			zero := e.Op("ConstantOfShape", []*graph.Attr{graph.TensorAttr("value", st.MustTensor(graph.Float, []int64{1}, []float32{0}))}, zshape)
+			padded := e.Op("Concat", e.Axis(3), zero, bd)
+			x1 := e.Op("Reshape", nil, padded, dims(e.Ints(0, 0), e.Op("Add", nil, su, one), su))
+			x2 := e.Op("Slice", nil, x1, one, e.Ints(math.MaxInt64), e.Ints(2))
+			bd = e.Op("Reshape", nil, x2, e.Op("Shape", nil, ac))
+		}
+		scores := e.Op("Mul", nil, e.Op("Add", nil, ac, bd), e.F0(0.25))
+		a := e.Op("MatMul", nil, e.Op("Softmax", e.Axis(-1), scores), v)
+		o := e.Op("Reshape", nil, e.Op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 2, 1, 3)}, a), e.Ints(0, 0, dim))
+		x = e.Op("Add", nil, x, e.Op("MatMul", nil, o, e.Weight(dim, dim)))
+	}
+	out := e.Op("MatMul", nil, x, e.Weight(dim, vocab))
+	out.Type = graph.TensorType(graph.Float, []graph.Dim{{Param: "batch"}, {Param: "seq"}, {Value: vocab, Known: true}})
+	e.G.AddOutput(out)
+	return m
+}
+
+// TestForms: relative sinusoids with bases, clamps and ops the corpus does
+// not have, each with the params the math gives.
+func TestForms(t *testing.T) {
+	cases := []struct {
+		name string
+		spec relSpec
+		want map[string]any
+	}{{
+		// Transformer-XL's distances and shift by MatMul instead of
+		// Einsum, base 1000, no global biases, no clamp.
+		name: "transfo_xl_base_1000_matmul",
+		spec: relSpec{base: 1000},
+		want: map[string]any{"variant": "transfo_xl", "dim": dim, "base": 1000.0, "global_biases": false, "clamp_len": nil, "rel_shift": "pad_reshape_slice"},
+	}, {
+		// XLNet's distances clamped to ±6 by Clip, base 5000, global
+		// biases u and v, the shift's columns kept by Gather.
+		name: "xlnet_clamp_6_biases",
+		spec: relSpec{xlnet: true, base: 5000, clamp: 6, biases: true},
+		want: map[string]any{"variant": "xlnet", "dim": dim, "base": 5000.0, "global_biases": true, "clamp_len": 6, "rel_shift": "reshape_slice"},
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := relModel(c.spec)
+			st.Executes(t, m, 6)
+			fs, trace := st.Detect(t, m, relsin.Detect)
+			f := st.Only(t, fs, trace)
+			if len(f.Layers) != 2 {
+				t.Errorf("layers %v, want [0 1]", f.Layers)
+			}
+			st.WantParams(t, f, c.want)
+		})
+	}
+}
+
+// TestNearMisses: position terms over sinusoids that are not of relative
+// distances give no finding, and the trace says why.
+func TestNearMisses(t *testing.T) {
+	cases := []struct {
+		name   string
+		spec   relSpec
+		reason string
+	}{{
+		// The frequencies are a graph input: the angles are not in the
+		// file.
+		name: "frequencies_given_as_input",
+		spec: relSpec{inv: func(e *st.Env) *graph.Value {
+			return e.G.AddInput("inv_freq", graph.TensorType(graph.Float, graph.Dims(1, dim/2)))
+		}},
+		reason: "the angles come from parameters given as inputs",
+	}, {
+		// The squares of the distances: the rows are not one distance
+		// apart.
+		name:   "squared_distances",
+		spec:   relSpec{base: 10000, dist: func(e *st.Env, d *graph.Value) *graph.Value { return e.Op("Mul", nil, d, d) }},
+		reason: "is not at a whole distance",
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := relModel(c.spec)
+			st.Executes(t, m, 6)
+			fs, trace := st.Detect(t, m, relsin.Detect)
+			st.WantMiss(t, fs, trace, "relative_sinusoidal", c.reason)
+		})
+	}
+}
