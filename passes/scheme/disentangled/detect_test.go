@@ -1,0 +1,224 @@
+package disentangled_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/passes/audit"
+	st "github.com/onnxpe/onnxpe/passes/internal/schemetest"
+	"github.com/onnxpe/onnxpe/passes/scheme/disentangled"
+)
+
+// TestCorpus audits the corpus models whose golden reports have
+// disentangled findings: each finding as the golden report has it.
+func TestCorpus(t *testing.T) { st.CheckCorpus(t, disentangled.Name, audit.AuditModel) }
+
+const (
+	heads = 2
+	hd    = 16
+	dim   = heads * hd
+	vocab = 40
+)
+
+// debSpec is a two-layer model of DeBERTa's disentangled attention,
+// written with Expand and explicit log buckets where Hugging Face's
+// export has Tile and its own op order.
+type debSpec struct {
+	span    int  // rows of the relative embedding: 2·span
+	buckets int  // position_buckets (0: relative positions clamped, not bucketed)
+	maxPos  int  // max_relative_positions of the buckets
+	p2c     bool // a position-to-content term besides content-to-position
+	shared  bool // the relative embedding projected by the content projections
+	// rel, when set, gives the relative positions [S, S] (int64) from the
+	// query and key positions instead of q - k; noClip leaves the c2p
+	// index unclamped.
+	rel    func(e *st.Env, qp, kp *graph.Value) *graph.Value
+	noClip bool
+	// bmm writes the position terms over [batch·heads, S, hd] (torch.bmm's
+	// layout) instead of [batch, heads, S, hd].
+	bmm bool
+}
+
+func debModel(s debSpec) *graph.Model {
+	m := graph.NewModel(8, "onnxpe-deberta-test", graph.Opset{Domain: "", Version: 17})
+	e := &st.Env{Builder: &st.Builder{G: m.Graph, Rng: rand.New(rand.NewPCG(5, 13))}, Opset: 17, Heads: heads, HD: hd, D: dim}
+	bs := []graph.Dim{{Param: "batch"}, {Param: "seq"}}
+	e.IDs = e.G.AddInput("input_ids", graph.TensorType(graph.Int64, bs))
+	e.Seq = e.Op("Gather", e.Axis(0), e.Op("Shape", nil, e.IDs), e.Int0(1))
+	x := e.Op("Gather", nil, e.Weight(vocab, dim), e.IDs)
+	// Relative positions q - k [S, S], bucketed or not.
+	r := e.RangeS()
+	qp, kp := e.Op("Unsqueeze", nil, r, e.Ints(1)), e.Op("Unsqueeze", nil, r, e.Ints(0))
+	var rel *graph.Value
+	if s.rel != nil {
+		rel = s.rel(e, qp, kp)
+	} else {
+		rel = e.Op("Sub", nil, qp, kp)
+	}
+	if s.buckets > 0 {
+		mid := float32(s.buckets / 2)
+		rf := e.ToFloat(rel)
+		inner := e.Op("And", nil, e.Op("Less", nil, rf, e.F0(mid)), e.Op("Greater", nil, rf, e.F0(-mid)))
+		abs := e.Op("Where", nil, inner, e.F0(mid-1), e.Op("Abs", nil, rf))
+		lr := float32(math.Log(float64(float32(float64(s.maxPos-1) / float64(mid)))))
+		lg := e.Op("Div", nil, e.Op("Log", nil, e.Op("Div", nil, abs, e.F0(mid))), e.F0(lr))
+		logPos := e.Op("Add", nil, e.Op("Ceil", nil, e.Op("Mul", nil, lg, e.F0(mid-1))), e.F0(mid))
+		b := e.Op("Where", nil, e.Op("LessOrEqual", nil, abs, e.F0(mid)), rf, e.Op("Mul", nil, logPos, e.Op("Sign", nil, rf)))
+		rel = e.ToInt(b)
+	}
+	span := int64(s.span)
+	clip := func(v *graph.Value) *graph.Value {
+		if s.noClip {
+			return v
+		}
+		return e.Op("Clip", nil, v, e.Int0(0), e.Int0(2*span-1))
+	}
+	c2pIdx := clip(e.Op("Add", nil, rel, e.Int0(span)))
+	p2cIdx := clip(e.Op("Add", nil, e.Op("Neg", nil, rel), e.Int0(span)))
+	relEmb := e.Weight(int(2*span), dim)
+	batch := e.Op("Slice", nil, e.Op("Shape", nil, x), e.Ints(0), e.Ints(1))
+	// table [2·span, dim] as [B, H, 2·span, hd], over the batch (the
+	// batch makes it a value of the run, as HF's repeat does).
+	perHead := func(t *graph.Value) *graph.Value {
+		h := e.Op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 1, 0, 2)}, e.Op("Reshape", nil, t, e.Ints(-1, heads, hd)))
+		x := e.Op("Expand", nil, e.Op("Unsqueeze", nil, h, e.Ints(0)), e.Op("Concat", e.Axis(0), batch, e.Ints(heads, 2*span, hd)))
+		if s.bmm {
+			x = e.Op("Reshape", nil, x, e.Ints(-1, 2*span, hd))
+		}
+		return x
+	}
+	// bmm3 is x [B, H, S, hd] as [B·H, S, hd] when the terms are batched
+	// so.
+	bmm3 := func(x *graph.Value) *graph.Value {
+		if s.bmm {
+			return e.Op("Reshape", nil, x, e.Op("Concat", e.Axis(0), e.Ints(-1), e.Op("Unsqueeze", nil, e.Seq, e.Ints(0)), e.Ints(hd)))
+		}
+		return x
+	}
+	heads4 := func(p *graph.Value) *graph.Value {
+		return e.Op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 2, 1, 3)}, e.Op("Reshape", nil, p, e.Ints(0, 0, heads, hd)))
+	}
+	nTerms := 1
+	if s.p2c {
+		nTerms = 2
+	}
+	scale := float32(math.Sqrt(float64(hd * (1 + nTerms))))
+	// term gathers the columns of a product p [.., S, 2·span] at idx
+	// [S, S] and returns it as [B, H, S, S] (like qk).
+	term := func(p, idx, qk *graph.Value) *graph.Value {
+		ix := e.Op("Unsqueeze", nil, idx, e.Ints(0, 1))
+		if s.bmm {
+			ix = e.Op("Unsqueeze", nil, idx, e.Ints(0))
+		}
+		g := e.Op("GatherElements", e.Axis(-1), p, e.Op("Expand", nil, ix, e.Op("Concat", e.Axis(0), e.Op("Slice", nil, e.Op("Shape", nil, p), e.Ints(0), e.Ints(-1)), e.Op("Unsqueeze", nil, e.Seq, e.Ints(0)))))
+		if s.bmm {
+			g = e.Op("Reshape", nil, g, e.Op("Shape", nil, qk))
+		}
+		return g
+	}
+	for l := 0; l < 2; l++ {
+		wq, bq, wk, bk := e.Weight(dim, dim), e.Floats([]int64{dim}, make([]float32, dim)), e.Weight(dim, dim), e.Floats([]int64{dim}, make([]float32, dim))
+		q := heads4(e.Op("Add", nil, e.Op("MatMul", nil, x, wq), bq))
+		k := heads4(e.Op("Add", nil, e.Op("MatMul", nil, x, wk), bk))
+		v := heads4(e.Op("MatMul", nil, x, e.Weight(dim, dim)))
+		posK, posQ := e.Op("MatMul", nil, relEmb, e.Weight(dim, dim)), e.Op("MatMul", nil, relEmb, e.Weight(dim, dim))
+		if s.shared {
+			posK = e.Op("Add", nil, e.Op("MatMul", nil, relEmb, wk), bk)
+			posQ = e.Op("Add", nil, e.Op("MatMul", nil, relEmb, wq), bq)
+		}
+		// swap exchanges the last two axes of a position table (3-D when
+		// the terms are batched as torch.bmm, else 4-D).
+		swap := func(v *graph.Value) *graph.Value {
+			perm := []int64{0, 1, 3, 2}
+			if s.bmm {
+				perm = []int64{0, 2, 1}
+			}
+			return e.Op("Transpose", []*graph.Attr{graph.IntsAttr("perm", perm...)}, v)
+		}
+		qk := e.Op("MatMul", nil, q, e.Op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 1, 3, 2)}, k))
+		scores := e.Op("Div", nil, qk, e.F0(scale))
+		c2p := e.Op("MatMul", nil, bmm3(q), swap(perHead(posK))) // [.., S, 2·span]
+		scores = e.Op("Add", nil, scores, e.Op("Div", nil, term(c2p, c2pIdx, qk), e.F0(scale)))
+		if s.p2c {
+			p2c := e.Op("MatMul", nil, bmm3(k), swap(perHead(posQ)))
+			p2c = e.Op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 1, 3, 2)}, term(p2c, p2cIdx, qk))
+			scores = e.Op("Add", nil, scores, e.Op("Div", nil, p2c, e.F0(scale)))
+		}
+		a := e.Op("MatMul", nil, e.Op("Softmax", e.Axis(-1), scores), v)
+		o := e.Op("Reshape", nil, e.Op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 2, 1, 3)}, a), e.Ints(0, 0, dim))
+		x = e.Op("Add", nil, x, e.Op("MatMul", nil, o, e.Weight(dim, dim)))
+	}
+	out := e.Op("MatMul", nil, x, e.Weight(dim, vocab))
+	out.Type = graph.TensorType(graph.Float, []graph.Dim{{Param: "batch"}, {Param: "seq"}, {Value: vocab, Known: true}})
+	e.G.AddOutput(out)
+	return m
+}
+
+// TestForms: disentangled attention with bucket counts, spans and terms
+// the corpus does not have, each with the params the math gives.
+func TestForms(t *testing.T) {
+	cases := []struct {
+		name string
+		spec debSpec
+		want map[string]any
+	}{{
+		// Both terms through the content projections, over [B·H, S, hd]
+		// with the tables expanded over the batch (the corpus tiles them),
+		// 8 log buckets reaching 64 (the corpus has 16 and 128).
+		name: "shared_8_buckets_64",
+		spec: debSpec{span: 8, buckets: 8, maxPos: 64, p2c: true, shared: true, bmm: true},
+		want: map[string]any{"position_buckets": 8, "max_relative_positions": 64, "att_types": []string{"c2p", "p2c"}, "share_att_key": true, "scale_factor": 3.0},
+	}, {
+		// Content-to-position only, its own projection, relative
+		// positions clamped to ±6 (no buckets), scores / sqrt(2d).
+		name: "c2p_only_span_6",
+		spec: debSpec{span: 6},
+		want: map[string]any{"position_buckets": nil, "max_relative_positions": 6, "att_types": []string{"c2p"}, "share_att_key": false, "scale_factor": 2.0},
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := debModel(c.spec)
+			st.Executes(t, m, 6)
+			fs, trace := st.Detect(t, m, disentangled.Detect)
+			f := st.Only(t, fs, trace)
+			if len(f.Layers) != 2 {
+				t.Errorf("layers %v, want [0 1]", f.Layers)
+			}
+			st.WantParams(t, f, c.want)
+		})
+	}
+}
+
+// TestNearMisses: position terms gathered by indices that are not
+// DeBERTa's give no finding, and the trace says why.
+func TestNearMisses(t *testing.T) {
+	cases := []struct {
+		name   string
+		spec   debSpec
+		reason string
+	}{{
+		// The index q - k + span is not clamped to the table.
+		name:   "index_not_clamped",
+		spec:   debSpec{span: 6, noClip: true},
+		reason: "the term's index is not a clamped function of the positions",
+	}, {
+		// The query's position alone (broadcast over the keys), clamped.
+		name: "index_of_the_query_alone",
+		spec: debSpec{span: 6, rel: func(e *st.Env, qp, kp *graph.Value) *graph.Value {
+			return e.Op("Add", nil, qp, e.Op("Mul", nil, kp, e.Int0(0)))
+		}},
+		reason: "the index is not a function of q - k",
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := debModel(c.spec)
+			if !c.spec.noClip { // an unclamped index reads past the table
+				st.Executes(t, m, 6)
+			}
+			fs, trace := st.Detect(t, m, disentangled.Detect)
+			st.WantMiss(t, fs, trace, "disentangled", c.reason)
+		})
+	}
+}
