@@ -472,14 +472,17 @@ func (p *progress) draw() {
 	if p.last.Total > 0 {
 		count = fmt.Sprintf("%d/%d", min(p.last.Done+1, p.last.Total), p.last.Total)
 	}
-	var line string
+	var head string
 	switch {
 	case p.phase == "":
-		line = strings.TrimSpace(p.label+" "+count) + ": " + p.last.Step
+		head = strings.TrimSpace(p.label+" "+count) + ": "
 	case p.last.Step == "":
-		line = p.label + ": " + p.phase
+		head = p.label + ": " + p.phase
 	default:
-		line = p.label + ": " + p.phase + ": " + strings.TrimSpace(count+" "+p.last.Step)
+		head = p.label + ": " + p.phase + ": "
+		if count != "" {
+			head += count + " "
+		}
 	}
 	took := ""
 	switch {
@@ -488,11 +491,27 @@ func (p *progress) draw() {
 	case p.stop != nil:
 		took = " (" + time.Since(p.stepAt).Round(time.Second).String() + ")"
 	}
-	if r := []rune(line); len(r)+len(took) > 78 {
-		line = string(r[:78-len(took)])
-	}
+	line := head + fitLeft(p.last.Step, progressWidth-len([]rune(head))-len(took))
 	fmt.Fprint(p.w, "\r\033[K"+strings.TrimSpace(line)+took)
 	p.shown = true
+}
+
+// progressWidth is the widest progress line drawn (an 80-column
+// terminal, less the cursor's column and one to spare).
+const progressWidth = 78
+
+// fitLeft shortens s to at most n runes by cutting its start, so that a
+// path keeps its end (the folder and file that tell models apart):
+// "…/rope_llama/model.onnx".
+func fitLeft(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	if n <= 1 {
+		return ""
+	}
+	return "…" + string(r[len(r)-(n-1):])
 }
 
 // done stops the ticking, clears the line and returns the ticking
