@@ -31,38 +31,6 @@ import (
 // right (remove its entry) or a listed model that no longer exists. The
 // table shrinks as the detectors are fixed.
 var hfExpected = map[string][]string{
-	// Class 1: the decoder's token embedding (96 = the vocabulary) taken
-	// for a position table.
-	"hf-bart-learned-offset2": {
-		"learned_absolute layers 2-3: max_positions = 96, want 42; position_offset = null, want 2",
-	},
-	"hf-m2m100-sinusoidal-offset2": {
-		"schemes [learned_absolute sinusoidal], want [sinusoidal]",
-		"learned_absolute finding not in the truth: layers 2-3 fused false params {\"dim\":32,\"max_positions\":96,\"position_offset\":null}",
-	},
-	"hf-marian-sinusoidal-concat": {
-		"schemes [learned_absolute sinusoidal], want [sinusoidal]",
-		"learned_absolute finding not in the truth: layers 2-3 fused false params {\"dim\":32,\"max_positions\":96,\"position_offset\":null}",
-	},
-	"hf-t5-relative-bias": {
-		"schemes [learned_absolute t5_relative_bias], want [t5_relative_bias]",
-		"layers given a scheme not in the truth: 3 learned_absolute",
-		"learned_absolute finding not in the truth: layers 2-3 fused false params {\"dim\":32,\"max_positions\":96,\"position_offset\":null}",
-	},
-	"hf-mt5-relative-bias-logits": {
-		"schemes [learned_absolute t5_relative_bias], want [t5_relative_bias]",
-		"layers given a scheme not in the truth: 3 learned_absolute",
-		"learned_absolute finding not in the truth: layers 2-3 fused false params {\"dim\":32,\"max_positions\":96,\"position_offset\":null}",
-	},
-	"hf-pegasus-sinusoidal-concat": {
-		"schemes [learned_absolute sinusoidal], want [sinusoidal]",
-		"learned_absolute finding not in the truth: layers 2-3 fused false params {\"dim\":32,\"max_positions\":96,\"position_offset\":null}",
-	},
-	"hf-umt5-relative-bias-per-layer": {
-		"schemes [learned_absolute t5_relative_bias], want [t5_relative_bias]",
-		"layers given a scheme not in the truth: 3 learned_absolute",
-		"learned_absolute finding not in the truth: layers 2-3 fused false params {\"dim\":32,\"max_positions\":96,\"position_offset\":null}",
-	},
 	// Class 2: disentangled attention without buckets (att_span from the
 	// length) not recognised: nope.
 	"hf-deberta-v1-relative-no-buckets": {

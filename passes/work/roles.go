@@ -96,6 +96,9 @@ const maxSegmentRows = 16
 type inputUses struct {
 	valued bool  // some node reads its values, not only its shape
 	rows   int64 // the most rows of a float [rows, dim] table it gathers
+	// tables are the float [rows, dim] tables it gathers rows of (directly,
+	// without arithmetic on the ids).
+	tables []*graph.Value
 	// rotates: the rows it gathers multiply a value computed apart from
 	// them (rotation factors: a cos/sin cache).
 	rotates bool
@@ -188,6 +191,7 @@ func (w *Work) readUses(v *graph.Value) *inputUses {
 						pos("a table gathered at computed indices", true)
 					} else {
 						u.rows = max(u.rows, int64(t.Dims[0]))
+						u.tables = append(u.tables, n.Input(0))
 						u.rotates = u.rotates || w.rowsMultiply(n.Output(0))
 					}
 				case t.Rank() >= 2:
@@ -227,6 +231,12 @@ func (w *Work) readUses(v *graph.Value) *inputUses {
 	}
 	walk(v, false, false, 0)
 	return u
+}
+
+// sameTable reports whether a table of as is one of bs (one value of the
+// copy: an initializer read by both).
+func sameTable(as, bs []*graph.Value) bool {
+	return slices.ContainsFunc(as, func(a *graph.Value) bool { return slices.Contains(bs, a) })
 }
 
 // boolOrder sorts true first.
@@ -347,6 +357,14 @@ func (w *Work) findRoles() *roles {
 	tokens := map[*graph.Value]bool{}
 	if len(readers) > 0 && !slices.ContainsFunc(ins, func(v *graph.Value) bool { return uses[v] != nil && uses[v].eln == 0 }) {
 		tokens[readers[0]] = true
+		// Positions never index the token table: every input gathering a
+		// table the token ids gather (the shared embedding of an
+		// encoder-decoder's two stacks) is token ids too.
+		for _, v := range readers[1:] {
+			if sameTable(uses[v].tables, uses[readers[0]].tables) {
+				tokens[v] = true
+			}
+		}
 	}
 	inGraphPositions := w.gathersComputedPositions()
 	for _, v := range ins {
