@@ -122,22 +122,39 @@ blocks take their numbers at the generation op's place.`,
 				}
 			}
 		}
-		slices.SortStableFunc(out, func(a, b *Block) int { return w.Pos(a.Node()) - w.Pos(b.Node()) })
-		// Number the blocks, the sub-audits' blocks at their op's place.
+		// Number the blocks in an order that follows what the graph
+		// computes (canonicalOrder), the sub-audits' blocks at their op's
+		// place.
 		subs := passes.Result(c, Generation)
-		i, k := 0, 0
-		for _, b := range out {
-			for ; k < len(subs) && w.Pos(subs[k].Node) < w.Pos(b.Node()); k++ {
-				subs[k].Base = i
-				i += len(subs[k].Report.Layers)
+		at := map[*graph.Node][]any{}
+		var nodes []*graph.Node
+		add := func(n *graph.Node, x any) {
+			if at[n] == nil {
+				nodes = append(nodes, n)
 			}
-			b.Index = i
-			i++
+			at[n] = append(at[n], x)
 		}
-		for ; k < len(subs); k++ {
-			subs[k].Base = i
-			i += len(subs[k].Report.Layers)
+		slices.SortStableFunc(out, func(a, b *Block) int { return w.Pos(a.Node()) - w.Pos(b.Node()) })
+		for _, b := range out {
+			add(b.Node(), b)
 		}
+		for _, s := range subs {
+			add(s.Node, s)
+		}
+		i := 0
+		for _, n := range canonicalOrder(w, nodes) {
+			for _, x := range at[n] {
+				switch x := x.(type) {
+				case *Block:
+					x.Index = i
+					i++
+				case *SubAudit:
+					x.Base = i
+					i += len(x.Report.Layers)
+				}
+			}
+		}
+		slices.SortStableFunc(out, func(a, b *Block) int { return a.Index - b.Index })
 		return out, nil
 	},
 }

@@ -525,8 +525,10 @@ var invExpected = map[string]map[string][]string{
 	},
 	"hf-bart-learned-offset2": {
 		"fold": {
+			"learned_absolute#0: layers 0-5 -> 0-1,3-5",
 			"learned_absolute#0: max_positions 42 -> 9",
 			"learned_absolute#0: position_offset 2 -> 0",
+			"learned_absolute#1 new: layers 2-5 fused false params {\"dim\":32,\"max_positions\":6,\"position_offset\":0}",
 		},
 	},
 	"hf-deberta-v2-disentangled": {
@@ -546,16 +548,18 @@ var invExpected = map[string]map[string][]string{
 	},
 	"hf-marian-sinusoidal-concat": {
 		"fold": {
+			"sinusoidal#0: layers 0-5 -> 0-1,3-5",
 			"sinusoidal#0: max_positions 64 -> 9",
+			"sinusoidal#1 new: layers 2-5 fused false params {\"base\":10000,\"computed\":false,\"dim\":32,\"freq_denominator\":\"d/2\",\"layout\":\"concat_sin_cos\",\"max_positions\":6,\"position_offset\":0}",
 		},
 	},
 	"hf-t5-relative-bias": {
 		"fold": {
-			"schemes [learned_absolute t5_relative_bias] -> [learned_absolute nope]",
-			"layers \"0-2 t5_relative_bias, 3 learned_absolute\" -> \"0-1 nope, 2-3 learned_absolute\"",
+			"schemes [nope t5_relative_bias] -> [nope]",
+			"layers \"0-2 t5_relative_bias, 3 nope, 4 t5_relative_bias, 5 nope\" -> \"0-5 nope\"",
 			"t5_relative_bias#0 (layers 0-1) lost",
-			"t5_relative_bias#1 (layers 2) lost",
-			"nope#0 new: layers 0-1 fused false params {\"temperature_tuning\":null}",
+			"t5_relative_bias#1 (layers 2,4) lost",
+			"nope#0: layers 3,5 -> 0-5",
 		},
 	},
 	"hf-vit-learned-patch-cls": {
@@ -586,11 +590,11 @@ var invExpected = map[string]map[string][]string{
 	// The exports added for issue 21's classes (testdata/hfmodels).
 	"hf-mt5-relative-bias-logits": {
 		"fold": {
-			"schemes [learned_absolute t5_relative_bias] -> [learned_absolute nope]",
-			"layers \"0-2 t5_relative_bias, 3 learned_absolute\" -> \"0-1 nope, 2-3 learned_absolute\"",
+			"schemes [nope t5_relative_bias] -> [nope]",
+			"layers \"0-2 t5_relative_bias, 3 nope, 4 t5_relative_bias, 5 nope\" -> \"0-5 nope\"",
 			"t5_relative_bias#0 (layers 0-1) lost",
-			"t5_relative_bias#1 (layers 2) lost",
-			"nope#0 new: layers 0-1 fused false params {\"temperature_tuning\":null}",
+			"t5_relative_bias#1 (layers 2,4) lost",
+			"nope#0: layers 3,5 -> 0-5",
 		},
 	},
 	"hf-pegasus-sinusoidal-concat": {
@@ -598,41 +602,13 @@ var invExpected = map[string]map[string][]string{
 			"sinusoidal#0: max_positions 48 -> 9",
 		},
 	},
-	"hf-speech2text-sinusoidal-offset2": {
-		"shuffle": {
-			"sinusoidal#0: layers 0-1,3-5 -> 0,3-5",
-			"sinusoidal#0: max_positions 62 -> 42",
-			"sinusoidal#0: nodes 65 -> 19 (lost [\"/model/encoder/Add\" \"/model/encoder/Add_1\" \"/model/encoder/Add_2\"] and 62 more, new [\"/model/decoder/Add_2\" \"/model/decoder/embed_positions/Add\" \"/model/decoder/embed_positions/Cast\"] and 16 more)",
-			"sinusoidal#1: layers 2-5 -> 1-5",
-			"sinusoidal#1: max_positions 42 -> 62",
-			"sinusoidal#1: nodes 19 -> 65 (lost [\"/model/decoder/Add_2\" \"/model/decoder/embed_positions/Add\" \"/model/decoder/embed_positions/Cast\"] and 16 more, new [\"/model/encoder/Add\" \"/model/encoder/Add_1\" \"/model/encoder/Add_2\"] and 62 more)",
-		},
-		"ort_basic": {
-			"sinusoidal#0: layers 0-1,3-5 -> 0,3-5",
-			"sinusoidal#0: max_positions 62 -> 42",
-			"sinusoidal#1: layers 2-5 -> 1-5",
-			"sinusoidal#1: max_positions 42 -> 62",
-		},
-		"ort_extended": {
-			"sinusoidal#0: layers 0-1,3-5 -> 0,3-5",
-			"sinusoidal#0: max_positions 62 -> 42",
-			"sinusoidal#1: layers 2-5 -> 1-5",
-			"sinusoidal#1: max_positions 42 -> 62",
-		},
-		"ort_all": {
-			"sinusoidal#0: layers 0-1,3-5 -> 0,3-5",
-			"sinusoidal#0: max_positions 62 -> 42",
-			"sinusoidal#1: layers 2-5 -> 1-5",
-			"sinusoidal#1: max_positions 42 -> 62",
-		},
-	},
 	"hf-umt5-relative-bias-per-layer": {
 		"fold": {
-			"schemes [learned_absolute t5_relative_bias] -> [learned_absolute nope]",
-			"layers \"0-2 t5_relative_bias, 3 learned_absolute\" -> \"0-1 nope, 2-3 learned_absolute\"",
+			"schemes [nope t5_relative_bias] -> [nope]",
+			"layers \"0-2 t5_relative_bias, 3 nope, 4 t5_relative_bias, 5 nope\" -> \"0-5 nope\"",
 			"t5_relative_bias#0 (layers 0-1) lost",
-			"t5_relative_bias#1 (layers 2) lost",
-			"nope#0 new: layers 0-1 fused false params {\"temperature_tuning\":null}",
+			"t5_relative_bias#1 (layers 2,4) lost",
+			"nope#0: layers 3,5 -> 0-5",
 		},
 	},
 }
