@@ -35,7 +35,69 @@ type Finding struct {
 	// main graph but a graph a generation op runs as a model of its own
 	// ("BeamSearch_0/decoder"); Nodes are then names inside that graph.
 	Subgraph string
+	// Measured is how the finding was confirmed from the graph's own
+	// computation (the report's "evidence").
+	Measured *Measured
 }
+
+// Measured is the record of the measurement that confirmed a finding
+// (or, for unknown, of what was measured and did not fit): a finding is a
+// claim with evidence, read from what the graph computes at probe
+// positions, never from names.
+type Measured struct {
+	// Test names the measurement: one of the Test* constants.
+	Test string `json:"test"`
+	// Summary says what was measured, with its numbers, in one sentence.
+	Summary string `json:"summary"`
+	// Change is how much the measured value changes with the position
+	// (its unit is the measured value's), null when not measured.
+	Change *Num `json:"change"`
+	// Residual is the largest departure of the measurement from what the
+	// finding claims (0 for an exact fit), null when not measured.
+	Residual *Num `json:"residual"`
+}
+
+// Sig3 is x to three significant digits, for Measured's numbers (nil for
+// a number that is not finite).
+func Sig3(x float64) *Num {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return nil
+	}
+	if x == 0 {
+		return Ptr(Num(0))
+	}
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'g', 3, 64), 64)
+	return Ptr(Num(v))
+}
+
+// The measurements of Measured.Test.
+const (
+	// TestPositionRows: the value an absolute encoding adds differs
+	// between positions of one repeated token, and not between tokens at
+	// one position.
+	TestPositionRows = "position_rows"
+	// TestRelativeScores: with q and k held fixed over the positions, the
+	// scores depend on key − query alone, and change with it.
+	TestRelativeScores = "relative_scores"
+	// TestRotation: pairs of lanes turned by angles linear in the position
+	// (unit vectors probed through the rotation).
+	TestRotation = "rotation"
+	// TestScoreBias: a bias of the scores measured over query and key
+	// positions and fitted by the scheme's function (ALiBi's slopes, T5's
+	// buckets).
+	TestScoreBias = "score_bias"
+	// TestFusedContract: a fused op whose contract takes the encoding,
+	// with the inputs it reads evaluated.
+	TestFusedContract = "fused_contract"
+	// TestUniformScores: with q and k held fixed over the positions, every
+	// query's scores are the same over the keys it sees, and no value that
+	// changes with the position joins the block's inputs (nope).
+	TestUniformScores = "uniform_scores"
+	// TestNoAttention: no attention block was found.
+	TestNoAttention = "no_attention"
+	// TestProbeFailed: a probe the finding needed could not run.
+	TestProbeFailed = "probe_failed"
+)
 
 // Params are the parameters of a scheme, printed as a JSON object.
 type Params interface {
@@ -55,8 +117,9 @@ func (f *Finding) MarshalJSON() ([]byte, error) {
 		Params   map[string]any `json:"params"`
 		Notes    []string       `json:"notes,omitempty"`
 		Subgraph string         `json:"subgraph,omitempty"`
+		Evidence *Measured      `json:"evidence,omitempty"`
 	}
-	o := out{Scheme: f.Scheme, Layers: f.Layers, Nodes: f.Nodes, Fused: f.Fused, Notes: f.Notes, Subgraph: f.Subgraph}
+	o := out{Scheme: f.Scheme, Layers: f.Layers, Nodes: f.Nodes, Fused: f.Fused, Notes: f.Notes, Subgraph: f.Subgraph, Evidence: f.Measured}
 	if o.Layers == nil {
 		o.Layers = []int{}
 	}

@@ -73,7 +73,7 @@ func foundForms(built func(func() *graph.Model) func(string) (*graph.Model, erro
 			Alternatives: []Truth{{
 				Schemes:  []string{"unknown"},
 				Layers:   layerSchemes("unknown"),
-				Findings: []FindingTruth{{Scheme: "unknown", Layers: []int{0}, Params: map[string]any{"reason": "probe_not_evaluable"}}},
+				Findings: []FindingTruth{{Scheme: "unknown", Layers: []int{0}, Params: map[string]any{"reason": "probe_failed"}}},
 			}},
 		},
 	}

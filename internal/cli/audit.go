@@ -42,7 +42,10 @@ type auditOptions struct {
 	Require   []string
 	Forbid    []string
 	MinPos    int
-	Jobs      int
+	// AllowUnknown lets policies pass on a model with an unknown finding
+	// (they fail closed on one otherwise).
+	AllowUnknown bool
+	Jobs         int
 	// SummaryOnly prints only the summary over the models (table and
 	// markdown).
 	SummaryOnly bool
@@ -61,8 +64,9 @@ type auditOptions struct {
 // models).
 const auditExitCodes = `Exit codes:
   0  every model was audited and every policy holds
-  1  a policy failed (--require, --forbid, --max-positions-at-least) for
-     a model that was audited
+  1  a policy failed (--require, --forbid, --max-positions-at-least, or
+     an unknown finding under a policy without --allow-unknown) for a
+     model that was audited
   2  a model could not be read (missing, truncated, corrupt or unsafe
      file; the others are still audited and reported, and the report
      says which one and why), or a usage error (a bad flag, an argument
@@ -120,9 +124,16 @@ tables, Shaw clipping, relative sinusoid tables, DeBERTa's bucket map,
 M-RoPE sections and 2-D RoPE axes, complex-order frequencies, FLOATER's
 states, and the scheme of every layer.
 
+Where the audit cannot tell a block's encoding it says unknown, with the
+reason (no attention block found, a probe that could not run, position
+information that fits no scheme), never a guess; nope is said only of
+blocks shown to receive no position information.
+
 Policies for CI: --require and --forbid a scheme, and
 --max-positions-at-least N (a learned table or stored cache shorter than N
-fails). A violated policy prints the reason and exits 1. Beside the
+fails). A violated policy prints the reason and exits 1. Policies fail
+closed: a model with an unknown finding fails them (policy "known")
+unless --allow-unknown is given. Beside the
 report, --sarif FILE writes a SARIF 2.1.0 log (what GitHub code scanning
 and CI dashboards read): one result per policy violation and per finding
 of scheme unknown (its notes the message), located at the model's file
@@ -159,6 +170,7 @@ not be audited.
 	f.StringSliceVar(&opts.Require, "require", nil, "fail (exit 1) unless every model uses `SCHEME` (repeatable)")
 	f.StringSliceVar(&opts.Forbid, "forbid", nil, "fail (exit 1) if a model uses `SCHEME` (repeatable)")
 	f.IntVar(&opts.MinPos, "max-positions-at-least", 0, "fail (exit 1) if a learned table or stored cache has fewer than `N` positions")
+	f.BoolVar(&opts.AllowUnknown, "allow-unknown", false, "let policies pass on a model whose audit says unknown (they fail on one otherwise)")
 	f.IntVarP(&opts.Jobs, "jobs", "j", 0, "models audited at once (default: the number of CPUs)")
 	f.IntVar(&opts.Jobs, "parallel", 0, "models audited at once")
 	_ = f.MarkDeprecated("parallel", "use --jobs")
@@ -548,7 +560,7 @@ type policy struct {
 	minPos    int
 }
 
-func (p policy) String() string { return p.Flag + " " + p.Arg }
+func (p policy) String() string { return strings.TrimSpace(p.Flag + " " + p.Arg) }
 
 // policies are the policies of the options, in the order of the flags.
 func (opts *auditOptions) policies() []policy {
@@ -561,6 +573,10 @@ func (opts *auditOptions) policies() []policy {
 	}
 	if opts.MinPos > 0 {
 		ps = append(ps, policy{Flag: "max-positions-at-least", Arg: fmt.Sprint(opts.MinPos), minPos: opts.MinPos})
+	}
+	if len(ps) > 0 && !opts.AllowUnknown {
+		// A policy cannot hold on what the audit cannot read.
+		ps = append(ps, policy{Flag: "known"})
 	}
 	return ps
 }
@@ -593,6 +609,16 @@ func (p policy) check(path string, r *passes.Report) []violation {
 				}
 			}
 			out = append(out, violation{p, r.Model, path, found, fmt.Sprintf("%s: forbidden scheme %s found", r.Model, p.scheme)})
+		}
+	case "known":
+		for _, f := range r.Findings {
+			if f.Scheme == unknownScheme {
+				where := ""
+				if len(f.Layers) > 0 {
+					where = fmt.Sprintf(" of layers %s", passes.LayerRanges(f.Layers, "-", ","))
+				}
+				out = append(out, violation{p, r.Model, path, f, fmt.Sprintf("%s: the audit cannot tell the encoding%s (unknown: %v); policies fail on it unless --allow-unknown", r.Model, where, f.Params.Map()["reason"])})
+			}
 		}
 	case "max-positions-at-least":
 		for _, f := range r.Findings {

@@ -98,6 +98,30 @@ func TestAuditPolicies(t *testing.T) {
 	}
 }
 
+// TestPoliciesFailClosedOnUnknown: a model the audit cannot tell (here
+// one without attention: unknown, no_attention) breaks every policy,
+// under the implicit policy "known", unless --allow-unknown is given; the
+// audit alone, without a policy, exits 0 and says unknown.
+func TestPoliciesFailClosedOnUnknown(t *testing.T) {
+	stub := filepath.Join("..", "..", "passes", "testdata", "realmodels", "genai_lfm2_stub_decoder", "model.onnx")
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{nil, 0, ""},
+		{[]string{"--forbid", "sinusoidal"}, 1, "model.onnx: the audit cannot tell the encoding (unknown: no_attention); policies fail on it unless --allow-unknown"},
+		{[]string{"--forbid", "sinusoidal", "--allow-unknown"}, 0, ""},
+		{[]string{"--max-positions-at-least", "10"}, 1, "(unknown: no_attention)"},
+		{[]string{"--require", "unknown", "--allow-unknown"}, 0, ""},
+	} {
+		code, out, errOut := runCLI(t, append([]string{"audit", stub}, tc.args...)...)
+		if code != tc.code || !strings.Contains(errOut, tc.msg) || !strings.Contains(out, "unknown") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d with %q", tc.args, code, out, errOut, tc.code, tc.msg)
+		}
+	}
+}
+
 // TestAuditBadModelExits2: of two models given, one cannot be read: the
 // other is still audited and reported (the list in the -o file holds its
 // report and the unreadable one's entry), one line on stderr names the

@@ -21,6 +21,7 @@ import (
 	"github.com/onnxpe/onnxpe/passes/scheme/shaw"
 	"github.com/onnxpe/onnxpe/passes/scheme/sinusoidal"
 	"github.com/onnxpe/onnxpe/passes/scheme/t5"
+	"github.com/onnxpe/onnxpe/passes/scheme/unknown"
 	"github.com/onnxpe/onnxpe/verify"
 	"github.com/spf13/cobra"
 )
@@ -46,6 +47,7 @@ func TestRootHelpDescribesTheTool(t *testing.T) {
 		disentangled.Name: {"DeBERTa"},
 		complexorder.Name: {"complex-order"},
 		floater.Name:      {"FLOATER"},
+		unknown.Name:      {"unknown"},
 	}
 	for _, s := range schemeNames {
 		words, ok := named[s]

@@ -38,8 +38,10 @@ disentangled attention; complex-order word embeddings; FLOATER's
 integrated positions; and none at all (NoPE).
 
   audit    which scheme, in which attention layers, with which parameters,
-           read from the graph alone: a table, JSON, markdown, or an HTML
-           report with plots; policies for CI (--require, --forbid)
+           read from the graph alone, each finding with the measurement
+           that confirms it, and unknown (with the reason) where the graph
+           does not tell: a table, JSON, markdown, or an HTML report with
+           plots; policies for CI (--require, --forbid) that fail on unknown
   rewrite  computed encodings become precomputed constants, RoPE becomes
            fused RotaryEmbedding nodes, ALiBi and T5 bias are folded or
            fused; the result is proven equal to the model before it is

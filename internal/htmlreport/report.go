@@ -136,6 +136,8 @@ type findingView struct {
 	Fused    bool
 	Params   []param
 	Notes    []string
+	// Evidence is how the finding was confirmed (nil when not recorded).
+	Evidence *passes.Measured
 	Nodes    []string
 	// NodesLabel says how many nodes carry the finding.
 	NodesLabel string
@@ -214,6 +216,7 @@ func modelSection(ids *plot.IDs, i int, r *passes.Report) *modelView {
 			Subgraph: fd.Subgraph,
 			Fused:    fd.Fused,
 			Notes:    fd.Notes,
+			Evidence: fd.Measured,
 			Nodes:    fd.Nodes,
 		}
 		fv.Params = params(fd)

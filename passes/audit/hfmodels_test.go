@@ -32,11 +32,12 @@ import (
 // table shrinks as the detectors are fixed.
 var hfExpected = map[string][]string{
 	// Class 2: disentangled attention without buckets (att_span from the
-	// length) not recognised: nope.
+	// length) not recognised: its scores depend on key − query, which no
+	// scheme explains (unknown).
 	"hf-deberta-v1-relative-no-buckets": {
-		"schemes [nope], want [disentangled]",
-		"layers given a scheme not in the truth: 0 nope, 1 nope",
-		"nope finding not in the truth: layers 0-1 fused false params {\"temperature_tuning\":null}",
+		"schemes [unknown], want [disentangled]",
+		"layers given a scheme not in the truth: 0 unknown, 1 unknown",
+		"unknown finding not in the truth: layers 0-1 fused false params {\"at\":null,\"reason\":\"unexplained_scores\"}",
 		"no disentangled finding",
 	},
 	// Class 4: YaRN's original length picked among the settings that

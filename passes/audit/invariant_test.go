@@ -397,10 +397,10 @@ var invExpected = map[string]map[string][]string{
 	},
 	"t5_decoder": {
 		"fold": {
-			"schemes [t5_relative_bias] -> [nope]",
-			"layers \"0-1 t5_relative_bias\" -> \"0-1 nope\"",
+			"schemes [t5_relative_bias] -> [unknown]",
+			"layers \"0-1 t5_relative_bias\" -> \"0-1 unknown\"",
 			"t5_relative_bias#0 (layers 0-1) lost",
-			"nope#0 new: layers 0-1 fused false params {\"temperature_tuning\":null}",
+			"unknown#0 new: layers 0-1 fused false params {\"at\":null,\"reason\":\"unexplained_scores\"}",
 		},
 	},
 	"llama4_nope": {
@@ -444,38 +444,41 @@ var invExpected = map[string]map[string][]string{
 	},
 	"rope_axial_vit": {
 		"ort_all": {
-			"schemes [rope] -> [nope]",
-			"layers \"0-1 rope\" -> \"0-1 nope\"",
+			"schemes [rope] -> [unknown]",
+			"layers \"0-1 rope\" -> \"0-1 unknown\"",
 			"rope#0 (layers 0-1) lost",
-			"nope#0 new: layers 0-1 fused false params {\"temperature_tuning\":null}",
+			"unknown#0 new: layers 0 fused false params {\"at\":null,\"reason\":\"probe_failed\"}",
+			"unknown#1 new: layers 1 fused false params {\"at\":null,\"reason\":\"probe_failed\"}",
 		},
 	},
 	"rope_axial_vit_open": {
 		"fold": {
-			"schemes [rope] -> [nope]",
-			"layers \"0-1 rope\" -> \"0-1 nope\"",
+			"schemes [rope] -> [unknown]",
+			"layers \"0-1 rope\" -> \"0-1 unknown\"",
 			"rope#0 (layers 0-1) lost",
-			"nope#0 new: layers 0-1 fused false params {\"temperature_tuning\":null}",
+			"unknown#0 new: layers 0-1 fused false params {\"at\":null,\"reason\":\"unexplained_scores\"}",
 		},
 		"ort_all": {
-			"schemes [rope] -> [nope]",
-			"layers \"0-1 rope\" -> \"0-1 nope\"",
+			"schemes [rope] -> [unknown]",
+			"layers \"0-1 rope\" -> \"0-1 unknown\"",
 			"rope#0 (layers 0-1) lost",
-			"nope#0 new: layers 0-1 fused false params {\"temperature_tuning\":null}",
+			"unknown#0 new: layers 0 fused false params {\"at\":null,\"reason\":\"probe_failed\"}",
+			"unknown#1 new: layers 1 fused false params {\"at\":null,\"reason\":\"probe_failed\"}",
 		},
 	},
 	"floater_unrolled": {
 		"external": {
-			"schemes [floater] -> [nope]",
-			"layers \"0-1 floater\" -> \"0-1 nope\"",
+			"schemes [floater] -> [unknown]",
+			"layers \"0-1 floater\" -> \"0-1 unknown\"",
 			"floater#0 (layers 0-1) lost",
-			"nope#0 new: layers 0-1 fused false params {\"temperature_tuning\":null}",
+			"unknown#0 new: layers 0 fused false params {\"at\":null,\"reason\":\"unexplained_scores\"}",
+			"unknown#1 new: layers 1 fused false params {\"at\":\"/layers.0/self_attn/Add_3\",\"reason\":\"unexplained_input\"}",
 		},
 		"fold": {
-			"schemes [floater] -> [nope]",
-			"layers \"0-1 floater\" -> \"0-1 nope\"",
+			"schemes [floater] -> [unknown]",
+			"layers \"0-1 floater\" -> \"0-1 unknown\"",
 			"floater#0 (layers 0-1) lost",
-			"nope#0 new: layers 0-1 fused false params {\"temperature_tuning\":null}",
+			"unknown#0 new: layers 0-1 fused false params {\"at\":\"/layers.0/self_attn/Add_1\",\"reason\":\"unexplained_input\"}",
 		},
 	},
 	"floater_loop": {
@@ -485,10 +488,10 @@ var invExpected = map[string]map[string][]string{
 	},
 	"ee_llama_dort_invfreq_input": {
 		"einsum": {
-			"schemes [rope] -> [nope]",
-			"layers \"0 rope\" -> \"0 nope\"",
+			"schemes [rope] -> [unknown]",
+			"layers \"0 rope\" -> \"0 unknown\"",
 			"rope#0 (layers 0) lost",
-			"nope#0 new: layers 0 fused false params {\"temperature_tuning\":null}",
+			"unknown#0 new: layers 0 fused false params {\"at\":null,\"reason\":\"probe_failed\"}",
 		},
 	},
 	"ort_bert_toy_pytorch": {
@@ -531,6 +534,15 @@ var invExpected = map[string]map[string][]string{
 			"learned_absolute#1 new: layers 2-5 fused false params {\"dim\":32,\"max_positions\":6,\"position_offset\":0}",
 		},
 	},
+	"hf-blip2-qformer-nope": {
+		"einsum": {
+			"schemes [nope] -> [nope unknown]",
+			"layers \"0-2 nope\" -> \"0 nope, 1-2 unknown\"",
+			"nope#0: layers 0-2 -> 0",
+			"unknown#0 new: layers 1 fused false params {\"at\":null,\"reason\":\"probe_failed\"}",
+			"unknown#1 new: layers 2 fused false params {\"at\":null,\"reason\":\"probe_failed\"}",
+		},
+	},
 	"hf-deberta-v2-disentangled": {
 		"external": {
 			"disentangled#0: nodes 83 -> 100 (lost [], new [\"/model/encoder/LayerNorm/LayerNormalization\" \"/model/encoder/layer.0/attention/self/Slice_3\" \"/model/encoder/layer.0/attention/self/Unsqueeze_13\"] and 14 more)",
@@ -553,13 +565,38 @@ var invExpected = map[string]map[string][]string{
 			"sinusoidal#1 new: layers 2-5 fused false params {\"base\":10000,\"computed\":false,\"dim\":32,\"freq_denominator\":\"d/2\",\"layout\":\"concat_sin_cos\",\"max_positions\":6,\"position_offset\":0}",
 		},
 	},
-	"hf-t5-relative-bias": {
+	"hf-mt5-relative-bias-logits": {
 		"fold": {
-			"schemes [nope t5_relative_bias] -> [nope]",
-			"layers \"0-2 t5_relative_bias, 3 nope, 4 t5_relative_bias, 5 nope\" -> \"0-5 nope\"",
+			"schemes [nope t5_relative_bias] -> [nope unknown]",
+			"layers \"0-2 t5_relative_bias, 3 nope, 4 t5_relative_bias, 5 nope\" -> \"0-2 unknown, 3 nope, 4 unknown, 5 nope\"",
 			"t5_relative_bias#0 (layers 0-1) lost",
 			"t5_relative_bias#1 (layers 2,4) lost",
-			"nope#0: layers 3,5 -> 0-5",
+			"unknown#0 new: layers 0-2,4 fused false params {\"at\":null,\"reason\":\"unexplained_scores\"}",
+		},
+	},
+	"hf-pegasus-sinusoidal-concat": {
+		"fold": {
+			"sinusoidal#0: layers 0-5 -> 0-1,3-5",
+			"sinusoidal#0: max_positions 48 -> 9",
+			"sinusoidal#1 new: layers 2-5 fused false params {\"base\":10000,\"computed\":false,\"dim\":32,\"freq_denominator\":\"d/2\",\"layout\":\"concat_sin_cos\",\"max_positions\":6,\"position_offset\":0}",
+		},
+	},
+	"hf-t5-relative-bias": {
+		"fold": {
+			"schemes [nope t5_relative_bias] -> [nope unknown]",
+			"layers \"0-2 t5_relative_bias, 3 nope, 4 t5_relative_bias, 5 nope\" -> \"0-2 unknown, 3 nope, 4 unknown, 5 nope\"",
+			"t5_relative_bias#0 (layers 0-1) lost",
+			"t5_relative_bias#1 (layers 2,4) lost",
+			"unknown#0 new: layers 0-2,4 fused false params {\"at\":null,\"reason\":\"unexplained_scores\"}",
+		},
+	},
+	"hf-umt5-relative-bias-per-layer": {
+		"fold": {
+			"schemes [nope t5_relative_bias] -> [nope unknown]",
+			"layers \"0-2 t5_relative_bias, 3 nope, 4 t5_relative_bias, 5 nope\" -> \"0-2 unknown, 3 nope, 4 unknown, 5 nope\"",
+			"t5_relative_bias#0 (layers 0-1) lost",
+			"t5_relative_bias#1 (layers 2,4) lost",
+			"unknown#0 new: layers 0-2,4 fused false params {\"at\":null,\"reason\":\"unexplained_scores\"}",
 		},
 	},
 	"hf-vit-learned-patch-cls": {
@@ -585,30 +622,6 @@ var invExpected = map[string]map[string][]string{
 	"sinusoidal_if": {
 		"fold": {
 			"sinusoidal#0: max_positions 64 -> 8",
-		},
-	},
-	// The exports added for issue 21's classes (testdata/hfmodels).
-	"hf-mt5-relative-bias-logits": {
-		"fold": {
-			"schemes [nope t5_relative_bias] -> [nope]",
-			"layers \"0-2 t5_relative_bias, 3 nope, 4 t5_relative_bias, 5 nope\" -> \"0-5 nope\"",
-			"t5_relative_bias#0 (layers 0-1) lost",
-			"t5_relative_bias#1 (layers 2,4) lost",
-			"nope#0: layers 3,5 -> 0-5",
-		},
-	},
-	"hf-pegasus-sinusoidal-concat": {
-		"fold": {
-			"sinusoidal#0: max_positions 48 -> 9",
-		},
-	},
-	"hf-umt5-relative-bias-per-layer": {
-		"fold": {
-			"schemes [nope t5_relative_bias] -> [nope]",
-			"layers \"0-2 t5_relative_bias, 3 nope, 4 t5_relative_bias, 5 nope\" -> \"0-5 nope\"",
-			"t5_relative_bias#0 (layers 0-1) lost",
-			"t5_relative_bias#1 (layers 2,4) lost",
-			"nope#0: layers 3,5 -> 0-5",
 		},
 	},
 }

@@ -20,11 +20,15 @@ var Audit = &passes.Pass[*passes.Report]{
 	Doc: `Collect the findings of every detector into the report.
 
 Each attention block gets the scheme of the finding that reaches it
-(relative schemes before absolute ones when two do); blocks no finding
-reaches get nope. The findings of the graphs generation ops run (audited
+(relative schemes before absolute ones when two do). A block no finding
+reaches gets nope only where it is measured: with its q and k held fixed
+its scores are the same over every key (or, fused, its op's contract
+takes no positions), and no value that changes with the position joins
+the activations before it; otherwise unknown, with the reason. A model
+with no block and no finding is unknown (no attention found). The findings of the graphs generation ops run (audited
 as models of their own) join with their layers renumbered and the graph
 they live in named. The findings are ordered by their first layer.`,
-	Requires: append([]passes.Analyzer{work.Normalize, attn.Generation, attn.Blocks, attn.Sides, nope.Temperatures}, passes.Analyzers(schemes.Detectors()...)...),
+	Requires: append([]passes.Analyzer{work.Normalize, attn.Generation, attn.Blocks, attn.Sides, attn.Scores, attn.Entries, nope.Temperatures}, passes.Analyzers(schemes.Detectors()...)...),
 	Run:      runAudit,
 }
 
@@ -82,45 +86,7 @@ func runAudit(c *passes.Context) (*passes.Report, error) {
 			}
 		}
 	}
-	var unreached []int
-	for _, b := range blocks {
-		if _, ok := scheme[b.Index]; !ok {
-			unreached = append(unreached, b.Index)
-		}
-	}
-	if len(unreached) > 0 || len(all) == 0 {
-		w := work.Of(c)
-		temps := passes.Result(c, nope.Temperatures)
-		var fs []*passes.Finding
-		for _, l := range unreached {
-			scheme[l] = nope.Name
-			p := &nope.Params{Temperature: temps[l]}
-			var f *passes.Finding
-			for _, g := range fs {
-				if passes.SameParams(g.Params, p) {
-					f = g
-				}
-			}
-			if f == nil {
-				f = &passes.Finding{Scheme: nope.Name, Params: p}
-				fs = append(fs, f)
-			}
-			f.Layers = append(f.Layers, l)
-			if p.Temperature != nil {
-				for _, b := range blocks {
-					if b.Index == l {
-						if bs := passes.Result(c, attn.Sides)[b]; bs != nil && bs.Q != nil {
-							f.Nodes = w.SortOrig(append(f.Nodes, w.OrigNames(append(bs.Q.Nodes, w.Cone(bs.Q.Pos...)...))...))
-						}
-					}
-				}
-			}
-		}
-		if len(fs) == 0 {
-			fs = append(fs, &passes.Finding{Scheme: nope.Name, Params: &nope.Params{}})
-		}
-		all = append(all, fs...)
-	}
+	all = append(all, unclaimed(c, blocks, scheme, all)...)
 	for _, f := range all {
 		f.Layers = passes.SortedUnique(f.Layers)
 		if f.Layers == nil {

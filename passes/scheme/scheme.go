@@ -38,9 +38,12 @@ type Scheme struct {
 	// checked against before they are computed).
 	Tables Growth
 	// Detect finds the scheme's encodings: its findings, those of fused
-	// ops after the others. Nil for nope, which the audit gives the
-	// blocks no finding reaches.
+	// ops after the others. Nil when ByAudit.
 	Detect *passes.Pass[[]*passes.Finding]
+	// ByAudit: the audit makes the scheme's findings itself, for the blocks
+	// no detector's finding reaches (nope, unknown): it has no detector,
+	// code generator or plots.
+	ByAudit bool
 	// Rewrites are the scheme's rewrite passes, in the order they run,
 	// with the names --passes gives them.
 	Rewrites []Rewrite

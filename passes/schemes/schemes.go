@@ -22,6 +22,7 @@ import (
 	"github.com/onnxpe/onnxpe/passes/scheme/shaw"
 	"github.com/onnxpe/onnxpe/passes/scheme/sinusoidal"
 	"github.com/onnxpe/onnxpe/passes/scheme/t5"
+	"github.com/onnxpe/onnxpe/passes/scheme/unknown"
 )
 
 // All are the schemes, in the order their detectors run and their
@@ -38,6 +39,7 @@ var All = []*scheme.Scheme{
 	complexorder.Scheme,
 	floater.Scheme,
 	nope.Scheme,
+	unknown.Scheme,
 }
 
 // Names are the names of the schemes, in the list's order.

@@ -13,7 +13,7 @@ import (
 )
 
 // TestTheListIsWhole: every scheme of the list has what the commands read
-// (a name its params report, a doc, a detector but for nope, whose findings
+// (a name its params report, a doc, a detector but for nope and unknown, whose findings
 // the audit makes), names are unique, and the report schema names exactly
 // the list's schemes and describes the keys of each one's params.
 func TestTheListIsWhole(t *testing.T) {
@@ -40,11 +40,11 @@ func TestTheListIsWhole(t *testing.T) {
 			t.Errorf("scheme %s has no doc", s.Name)
 		case s.Params == nil || s.Params.Scheme() != s.Name:
 			t.Errorf("scheme %s: its params are not the scheme's", s.Name)
-		case s.Detect == nil && s.Name != "nope":
-			t.Errorf("scheme %s has no detector", s.Name)
-		case s.Name != "nope" && (s.Codegen == nil || s.Codegen.Emit == nil || s.Codegen.Templates == nil):
+		case (s.Detect == nil) != s.ByAudit:
+			t.Errorf("scheme %s: a detector (%v), or the audit makes its findings (%v), not both", s.Name, s.Detect != nil, s.ByAudit)
+		case !s.ByAudit && (s.Codegen == nil || s.Codegen.Emit == nil || s.Codegen.Templates == nil):
 			t.Errorf("scheme %s has no code generator", s.Name)
-		case s.Name != "nope" && s.Plots == nil:
+		case !s.ByAudit && s.Plots == nil:
 			t.Errorf("scheme %s has no plots", s.Name)
 		case s.Color == "" || colors[s.Color] != "":
 			t.Errorf("scheme %s: no colour, or %s's", s.Name, colors[s.Color])

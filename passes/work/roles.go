@@ -130,6 +130,7 @@ func (w *Work) readUses(v *graph.Value) *inputUses {
 		}
 	}
 	seen := map[*graph.Value]bool{}
+	same := w.sameIndices(v)
 	var walk func(x *graph.Value, float, arith bool, depth int)
 	walk = func(x *graph.Value, float, arith bool, depth int) {
 		if x == nil || seen[x] || depth > 12 {
@@ -177,6 +178,11 @@ func (w *Work) readUses(v *graph.Value) *inputUses {
 				}
 			case n.OpType == "Mul" && w.constScalarIs(n.Input(1-i), func(f float64) bool { return math.Abs(f) >= 1e4 }):
 				u.mask = "mask times a large number"
+			case n.OpType == "Mul" && len(n.Inputs()) == 2 && same[n.Input(1-i)] && !arith:
+				// m·mᵀ: a pair of tokens is visible when both are (DeBERTa's
+				// mask); positions are subtracted from themselves, never
+				// multiplied.
+				u.mask = "multiplied by itself (m·mᵀ)"
 			case float && (n.OpType == "MatMul" || n.OpType == "Mul" || n.OpType == "Einsum" || n.OpType == "Sin" || n.OpType == "Cos" || n.OpType == "Div"):
 				// Angles (positions times frequencies), or a float
 				// mask multiplied: weaker than a mask's own uses.
@@ -231,6 +237,30 @@ func (w *Work) readUses(v *graph.Value) *inputUses {
 	}
 	walk(v, false, false, 0)
 	return u
+}
+
+// sameIndices are the values that hold v's values unchanged (through
+// reshapes, casts, slices and repeats).
+func (w *Work) sameIndices(v *graph.Value) map[*graph.Value]bool {
+	out := map[*graph.Value]bool{v: true}
+	stack := []*graph.Value{v}
+	for len(stack) > 0 && len(out) < 64 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, use := range x.Uses() {
+			n := use.Node
+			if !IsONNX(n) || use.Index != 0 || !indexPreserving[n.OpType] && n.OpType != "Cast" {
+				continue
+			}
+			for _, o := range n.Outputs() {
+				if !out[o] {
+					out[o] = true
+					stack = append(stack, o)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // sameTable reports whether a table of as is one of bs (one value of the
