@@ -89,10 +89,6 @@ var hfExpected = map[string][]string{
 		"relative_clipped layers 0-1: max_relative_position = 31, but the truth lists it uncertain (want null)",
 		"relative_clipped layers 0-1: uncertain max_relative_position has no note",
 	},
-	// Class 4: one direction of two, and the shared key missed.
-	"hf-deberta-v2-disentangled": {
-		`disentangled layers 0-1: att_types = ["c2p"], want ["c2p","p2c"]; share_att_key = false, want true`,
-	},
 }
 
 // hfTruth is the part of a testdata/hfmodels/<name>.json the tests read.

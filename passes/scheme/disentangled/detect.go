@@ -88,7 +88,10 @@ func disentangledAt(w *work.Work, b *attn.Block) (*passes.Finding, string) {
 		return nil, ""
 	}
 	var c2p, p2c *attn.ScoreTerm
-	qRoot, kRoot := attn.OpRoot(w, b.QK.Input(0)), attn.OpRoot(w, b.QK.Input(1))
+	// The term whose content is the block's query (up to layout and a
+	// constant scale) is c2p, the one whose content is its key p2c.
+	qRoot, _ := scaledRoot(w, b.QK.Input(0))
+	kRoot, _ := scaledRoot(w, b.QK.Input(1))
 	for _, t := range attn.ScoreTerms(w, b) {
 		if t.Gather == nil {
 			continue
@@ -97,7 +100,7 @@ func disentangledAt(w *work.Work, b *attn.Block) (*passes.Finding, string) {
 			continue // a sinusoid of distances (relative_sinusoidal)
 		}
 		t := t
-		switch attn.OpRoot(w, t.Content) {
+		switch root, _ := scaledRoot(w, t.Content); root {
 		case qRoot:
 			c2p = &t
 		case kRoot:
@@ -182,7 +185,7 @@ func disentangledAt(w *work.Work, b *attn.Block) (*passes.Finding, string) {
 	// share_att_key: one relative embedding R gives both tables through the
 	// content projections (P_k = R·W_k + b_k, P_q = R·W_q + b_q).
 	if c2p != nil && p2c != nil {
-		shared, why := sharedProjection(w, b, c2p, p2c)
+		shared, why := sharedProjection(w, c2p, p2c)
 		params.ShareAttKey = shared
 		if why != "" {
 			notes = append(notes, "share_att_key: "+why)
@@ -389,10 +392,11 @@ func scoresDividedBy(w *work.Work, b *attn.Block, c float64) bool {
 // sharedProjection reports whether one relative embedding R gives both
 // position tables through the block's content projections: P_k = R·W_k +
 // b_k (c2p) and P_q = R·W_q + b_q (p2c), R solved from the first and
-// checked on the second.
-func sharedProjection(w *work.Work, b *attn.Block, c2p, p2c *attn.ScoreTerm) (bool, string) {
-	wq, bq := projectionOf(w, b.QK.Input(0))
-	wk, bk := projectionOf(w, b.QK.Input(1))
+// checked on the second. The projections are those of the terms' own
+// contents: the query c2p multiplies and the key p2c multiplies.
+func sharedProjection(w *work.Work, c2p, p2c *attn.ScoreTerm) (bool, string) {
+	wq, bq := projectionOf(w, c2p.Content)
+	wk, bk := projectionOf(w, p2c.Content)
 	if wq == nil || wk == nil {
 		return false, "the content projections are not found"
 	}
@@ -472,7 +476,7 @@ func (m *matrix) at(i, j int) float64 { return m.v[i*m.cols+j] }
 // operand comes from (through layout ops): W [hidden, out] and b (zeros
 // without a bias).
 func projectionOf(w *work.Work, v *graph.Value) (*matrix, []float64) {
-	v = attn.OpRoot(w, v)
+	v, _ = scaledRoot(w, v)
 	var bias []float64
 	for steps := 0; steps < 4 && v != nil; steps++ {
 		n := v.Producer()

@@ -39,6 +39,9 @@ type debSpec struct {
 	// bmm writes the position terms over [batch·heads, S, hd] (torch.bmm's
 	// layout) instead of [batch, heads, S, hd].
 	bmm bool
+	// scaleKey divides the key by sqrt(d·s) before its product with q
+	// (DeBERTa-v2's bmm(q, kᵀ / scale)) instead of dividing the scores.
+	scaleKey bool
 }
 
 func debModel(s debSpec) *graph.Model {
@@ -137,8 +140,15 @@ func debModel(s debSpec) *graph.Model {
 			}
 			return e.Op("Transpose", []*graph.Attr{graph.IntsAttr("perm", perm...)}, v)
 		}
-		qk := e.Op("MatMul", nil, q, e.Op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 1, 3, 2)}, k))
-		scores := e.Op("Div", nil, qk, e.F0(scale))
+		kT := e.Op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 1, 3, 2)}, k)
+		var qk, scores *graph.Value
+		if s.scaleKey {
+			qk = e.Op("MatMul", nil, q, e.Op("Div", nil, kT, e.F0(scale)))
+			scores = qk
+		} else {
+			qk = e.Op("MatMul", nil, q, kT)
+			scores = e.Op("Div", nil, qk, e.F0(scale))
+		}
 		c2p := e.Op("MatMul", nil, bmm3(q), swap(perHead(posK))) // [.., S, 2·span]
 		scores = e.Op("Add", nil, scores, e.Op("Div", nil, term(c2p, c2pIdx, qk), e.F0(scale)))
 		if s.p2c {
@@ -170,6 +180,19 @@ func TestForms(t *testing.T) {
 		name: "shared_8_buckets_64",
 		spec: debSpec{span: 8, buckets: 8, maxPos: 64, p2c: true, shared: true, bmm: true},
 		want: map[string]any{"position_buckets": 8, "max_relative_positions": 64, "att_types": []string{"c2p", "p2c"}, "share_att_key": true, "scale_factor": 3.0},
+	}, {
+		// The key divided by sqrt(3d) before its product with q
+		// (DeBERTa-v2): the p2c term multiplies the key all the same,
+		// and the shared projections are the terms' own.
+		name: "shared_key_scaled_first",
+		spec: debSpec{span: 8, buckets: 8, maxPos: 32, p2c: true, shared: true, bmm: true, scaleKey: true},
+		want: map[string]any{"position_buckets": 8, "max_relative_positions": 32, "att_types": []string{"c2p", "p2c"}, "share_att_key": true, "scale_factor": 3.0},
+	}, {
+		// Both terms, each through its own projection of the relative
+		// embedding: not shared.
+		name: "unshared_both_terms",
+		spec: debSpec{span: 8, buckets: 8, maxPos: 32, p2c: true, scaleKey: true},
+		want: map[string]any{"position_buckets": 8, "max_relative_positions": 32, "att_types": []string{"c2p", "p2c"}, "share_att_key": false, "scale_factor": 3.0},
 	}, {
 		// Content-to-position only, its own projection, relative
 		// positions clamped to ±6 (no buckets), scores / sqrt(2d).
