@@ -63,14 +63,6 @@ var hfExpected = map[string][]string{
 		"layers given a scheme not in the truth: 3 learned_absolute",
 		"learned_absolute finding not in the truth: layers 2-3 fused false params {\"dim\":32,\"max_positions\":96,\"position_offset\":null}",
 	},
-	// Class 2: disentangled attention without buckets (att_span from the
-	// length) not recognised: nope.
-	"hf-deberta-v1-relative-no-buckets": {
-		"schemes [nope], want [disentangled]",
-		"layers given a scheme not in the truth: 0 nope, 1 nope",
-		"nope finding not in the truth: layers 0-1 fused false params {\"temperature_tuning\":null}",
-		"no disentangled finding",
-	},
 	// Class 4: YaRN's original length picked among the settings that
 	// reproduce the frequencies; a frozen LongRoPE's unfixed params null
 	// without a note; a 2-D RoPE's base and scaling not read.

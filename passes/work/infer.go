@@ -194,6 +194,7 @@ func (w *Work) infer(n *graph.Node) {
 				w.pv[outs[0]] = p
 			}
 		}
+		w.partialLogic(n)
 	case "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "Equal", "Less", "Greater",
 		"LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Where", "BitShift", "BitwiseAnd", "BitwiseOr":
 		ss := make([]Shape, len(n.Inputs()))
@@ -1149,6 +1150,28 @@ func (w *Work) partialElementwise(n *graph.Node) {
 			return
 		}
 		out[i] = r
+	}
+	w.pv[n.Output(0)] = out
+}
+
+// partialLogic computes the partial values of Not and of a Cast to bool
+// of known elements (a guard q_len != k_len on two sizes that are one
+// symbol: Not(Equal) is false, and an If on it takes its else branch).
+func (w *Work) partialLogic(n *graph.Node) {
+	toBool := n.OpType == "Cast" && graph.DataType(n.AttrInt("to", 0)) == graph.Bool
+	if n.OpType != "Not" && !toBool {
+		return
+	}
+	p, ok := w.PartialInts(n.Input(0))
+	if !ok {
+		return
+	}
+	out := make([]Dim, len(p))
+	for i, x := range p {
+		out[i] = boolDim(x != 0)
+		if n.OpType == "Not" {
+			out[i] = boolDim(x == 0)
+		}
 	}
 	w.pv[n.Output(0)] = out
 }

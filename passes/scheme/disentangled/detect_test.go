@@ -42,6 +42,15 @@ type debSpec struct {
 	// scaleKey divides the key by sqrt(d·s) before its product with q
 	// (DeBERTa-v2's bmm(q, kᵀ / scale)) instead of dividing the scores.
 	scaleKey bool
+	// lengthSpan computes the span from the length as DeBERTa v1 does
+	// (att_span = min(S, span)): the relative embedding sliced to
+	// [span - att_span, span + att_span), the indexes clamped by Max and
+	// Min to 2·att_span - 1, a bound computed in the graph.
+	lengthSpan bool
+	// guardP2C passes the p2c term through an If on q_len != k_len (the
+	// term re-gathered when they differ, as it is when they are equal),
+	// as DeBERTa v1's scripted p2c is exported.
+	guardP2C bool
 }
 
 func debModel(s debSpec) *graph.Model {
@@ -72,23 +81,36 @@ func debModel(s debSpec) *graph.Model {
 		rel = e.ToInt(b)
 	}
 	span := int64(s.span)
+	// sp is the span the indexes are offset by and clamped to (a value of
+	// the run with lengthSpan).
+	sp := e.Int0(span)
 	clip := func(v *graph.Value) *graph.Value {
 		if s.noClip {
 			return v
 		}
+		if s.lengthSpan {
+			hi := e.Op("Sub", nil, e.Op("Mul", nil, sp, e.Int0(2)), e.Int0(1))
+			return e.Op("Max", nil, e.Op("Min", nil, v, hi), e.Int0(0))
+		}
 		return e.Op("Clip", nil, v, e.Int0(0), e.Int0(2*span-1))
 	}
-	c2pIdx := clip(e.Op("Add", nil, rel, e.Int0(span)))
-	p2cIdx := clip(e.Op("Add", nil, e.Op("Neg", nil, rel), e.Int0(span)))
 	relEmb := e.Weight(int(2*span), dim)
+	if s.lengthSpan {
+		sp = e.Op("Min", nil, e.Seq, e.Int0(span))
+		lo, hi := e.Op("Sub", nil, e.Int0(span), sp), e.Op("Add", nil, e.Int0(span), sp)
+		relEmb = e.Op("Slice", nil, relEmb, e.Op("Unsqueeze", nil, lo, e.Ints(0)), e.Op("Unsqueeze", nil, hi, e.Ints(0)), e.Ints(0))
+	}
+	c2pIdx := clip(e.Op("Add", nil, rel, sp))
+	p2cIdx := clip(e.Op("Add", nil, e.Op("Neg", nil, rel), sp))
 	batch := e.Op("Slice", nil, e.Op("Shape", nil, x), e.Ints(0), e.Ints(1))
 	// table [2·span, dim] as [B, H, 2·span, hd], over the batch (the
 	// batch makes it a value of the run, as HF's repeat does).
 	perHead := func(t *graph.Value) *graph.Value {
 		h := e.Op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 1, 0, 2)}, e.Op("Reshape", nil, t, e.Ints(-1, heads, hd)))
-		x := e.Op("Expand", nil, e.Op("Unsqueeze", nil, h, e.Ints(0)), e.Op("Concat", e.Axis(0), batch, e.Ints(heads, 2*span, hd)))
+		x := e.Op("Expand", nil, e.Op("Unsqueeze", nil, h, e.Ints(0)), e.Op("Concat", e.Axis(0), batch, e.Ints(heads, 1, hd)))
 		if s.bmm {
-			x = e.Op("Reshape", nil, x, e.Ints(-1, 2*span, hd))
+			rows := e.Op("Slice", nil, e.Op("Shape", nil, h), e.Ints(1), e.Ints(2))
+			x = e.Op("Reshape", nil, x, e.Op("Concat", e.Axis(0), e.Ints(-1), rows, e.Ints(hd)))
 		}
 		return x
 	}
@@ -154,6 +176,9 @@ func debModel(s debSpec) *graph.Model {
 		if s.p2c {
 			p2c := e.Op("MatMul", nil, bmm3(k), swap(perHead(posQ)))
 			p2c = e.Op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 1, 3, 2)}, term(p2c, p2cIdx, qk))
+			if s.guardP2C {
+				p2c = guard(e, p2c, q, k)
+			}
 			scores = e.Op("Add", nil, scores, e.Op("Div", nil, p2c, e.F0(scale)))
 		}
 		a := e.Op("MatMul", nil, e.Op("Softmax", e.Axis(-1), scores), v)
@@ -164,6 +189,24 @@ func debModel(s debSpec) *graph.Model {
 	out.Type = graph.TensorType(graph.Float, []graph.Dim{{Param: "batch"}, {Param: "seq"}, {Value: vocab, Known: true}})
 	e.G.AddOutput(out)
 	return m
+}
+
+// guard is If(q_len != k_len) of the term re-gathered (its rows
+// reversed), else the term: what a scripted function with a branch on
+// the lengths exports to.
+func guard(e *st.Env, term, q, k *graph.Value) *graph.Value {
+	qlen := e.Op("Gather", e.Axis(0), e.Op("Shape", nil, q), e.Int0(2))
+	klen := e.Op("Gather", e.Axis(0), e.Op("Shape", nil, k), e.Int0(2))
+	differ := e.Op("Not", nil, e.Op("Equal", nil, qlen, klen))
+	then := e.G.NewSubgraph("then")
+	rev := then.Op("Neg", []*graph.Value{term}, 1)[0]
+	rev.Type = term.Type
+	then.AddOutput(rev)
+	els := e.G.NewSubgraph("else")
+	same := els.Op("Identity", []*graph.Value{term}, 1)[0]
+	same.Type = term.Type
+	els.AddOutput(same)
+	return e.Op("If", []*graph.Attr{graph.GraphAttr("then_branch", then), graph.GraphAttr("else_branch", els)}, differ)
 }
 
 // TestForms: disentangled attention with bucket counts, spans and terms
@@ -193,6 +236,13 @@ func TestForms(t *testing.T) {
 		name: "unshared_both_terms",
 		spec: debSpec{span: 8, buckets: 8, maxPos: 32, p2c: true, scaleKey: true},
 		want: map[string]any{"position_buckets": 8, "max_relative_positions": 32, "att_types": []string{"c2p", "p2c"}, "share_att_key": false, "scale_factor": 3.0},
+	}, {
+		// DeBERTa v1: no buckets, the span min(S, 16) computed from the
+		// length, the table sliced to it, the indexes clamped by Max and
+		// Min to a computed bound, p2c through an If on the lengths.
+		name: "v1_span_from_length",
+		spec: debSpec{span: 16, p2c: true, lengthSpan: true, guardP2C: true},
+		want: map[string]any{"position_buckets": nil, "max_relative_positions": 16, "att_types": []string{"c2p", "p2c"}, "share_att_key": false, "scale_factor": 3.0},
 	}, {
 		// Content-to-position only, its own projection, relative
 		// positions clamped to ±6 (no buckets), scores / sqrt(2d).
