@@ -112,7 +112,7 @@ func disentangledAt(w *work.Work, b *attn.Block) (*passes.Finding, string) {
 	params, notes := positionParams(buckets, span)
 	params.AttTypes = attTypes(c2p, p2c)
 	notes = append(notes, shareAttKey(w, params, c2p, p2c)...)
-	notes = append(notes, scaleFactor(w, b, params, main)...)
+	notes = append(notes, scaleFactor(w, b, params, c2p, p2c)...)
 	ev := &Evidence{Buckets: buckets, MaxDist: probeLen - 1, Span: span, Index: w.Name(main.Index), Relative: w.Name(cl.x)}
 	fillEvidence(w, ev, params, cl, c2p, p2c)
 	f := &passes.Finding{Scheme: Name, Layers: []int{b.Index}, Params: params, Notes: notes, Evidence: ev}
@@ -257,17 +257,30 @@ func shareAttKey(w *work.Work, params *Params, c2p, p2c *attn.ScoreTerm) []strin
 	return nil
 }
 
-// scaleFactor sets scale_factor: the scores and the terms divided by
-// sqrt(d·s).
-func scaleFactor(w *work.Work, b *attn.Block, params *Params, main *attn.ScoreTerm) []string {
-	if d := w.Shape(b.QK.Input(0)).Last(); d.Known() && main.Scale != 1 {
-		s := main.Scale * main.Scale / float64(d)
-		if math.Abs(s-math.Round(s)) < 1e-4 && scoresDividedBy(w, b, main.Scale) {
-			params.ScaleFactor = passes.Ptr(math.Round(s))
-			return nil
+// scaleFactor sets scale_factor: s of the division of q·kᵀ and of every
+// position term by sqrt(d·s), d the head size, measured as the constants
+// each is divided by on its way to the Softmax (before the product, on
+// the term's path, after the scores are summed).
+func scaleFactor(w *work.Work, b *attn.Block, params *Params, terms ...*attn.ScoreTerm) []string {
+	qk, ok := qkDivisor(w, b)
+	d := w.Shape(b.QK.Input(0)).Last()
+	if !ok || !d.Known() || d == 0 {
+		return []string{"scale_factor: q·kᵀ is not divided by one constant on its way to the Softmax"}
+	}
+	for _, t := range terms {
+		if t == nil {
+			continue
+		}
+		if td, ok := termDivisor(w, b, t); !ok || math.Abs(td/qk-1) > 1e-4 {
+			return []string{fmt.Sprintf("scale_factor: a position term is not divided like q·kᵀ (by %.6g)", qk)}
 		}
 	}
-	return []string{"scale_factor: the terms are not divided by sqrt(d·s) like the scores"}
+	s := qk * qk / float64(d)
+	if math.Abs(s-math.Round(s)) > 1e-4 || math.Round(s) < 1 {
+		return []string{fmt.Sprintf("scale_factor: the scores are divided by %.6g, not by sqrt(%d·s) with a whole s", qk, int(d))}
+	}
+	params.ScaleFactor = passes.Ptr(math.Round(s))
+	return nil
 }
 
 // fillEvidence names the values the codegen and rewrite read.
@@ -493,30 +506,6 @@ func logBucketsMatch(at func(int) int, mid, maxPos, maxDist int) bool {
 		}
 	}
 	return true
-}
-
-// scoresDividedBy reports whether the block's q·k reaches the scores
-// divided by c (or multiplied by 1/c).
-func scoresDividedBy(w *work.Work, b *attn.Block, c float64) bool {
-	for _, n := range b.ScorePath {
-		if n.OpType != "Div" && n.OpType != "Mul" {
-			continue
-		}
-		for _, x := range n.Inputs() {
-			k := w.Const(x)
-			if k == nil || k.Len() != 1 {
-				continue
-			}
-			v := k.Float64s()[0]
-			if n.OpType == "Mul" && v != 0 {
-				v = 1 / v
-			}
-			if math.Abs(v/c-1) < 1e-5 {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // sharedProjection reports whether one relative embedding R gives both

@@ -42,6 +42,13 @@ type debSpec struct {
 	// scaleKey divides the key by sqrt(d·s) before its product with q
 	// (DeBERTa-v2's bmm(q, kᵀ / scale)) instead of dividing the scores.
 	scaleKey bool
+	// scaleQuery divides the query (before both of its products) and the
+	// position query by sqrt(d·s) (DeBERTa v1) instead of the scores and
+	// the terms.
+	scaleQuery bool
+	// termDiv divides the position terms by termDiv instead of sqrt(d·s)
+	// (0: sqrt(d·s)).
+	termDiv float32
 	// lengthSpan computes the span from the length as DeBERTa v1 does
 	// (att_span = min(S, span)): the relative embedding sliced to
 	// [span - att_span, span + att_span), the indexes clamped by Max and
@@ -163,23 +170,41 @@ func debModel(s debSpec) *graph.Model {
 			return e.Op("Transpose", []*graph.Attr{graph.IntsAttr("perm", perm...)}, v)
 		}
 		kT := e.Op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 1, 3, 2)}, k)
+		// div divides a term by termDiv (sqrt(d·s) when not set), or
+		// leaves it when the query was scaled first.
+		div := func(t *graph.Value) *graph.Value {
+			switch {
+			case s.scaleQuery:
+				return t
+			case s.termDiv != 0:
+				return e.Op("Div", nil, t, e.F0(s.termDiv))
+			}
+			return e.Op("Div", nil, t, e.F0(scale))
+		}
+		pq := perHead(posQ)
 		var qk, scores *graph.Value
-		if s.scaleKey {
+		switch {
+		case s.scaleKey:
 			qk = e.Op("MatMul", nil, q, e.Op("Div", nil, kT, e.F0(scale)))
 			scores = qk
-		} else {
+		case s.scaleQuery:
+			q = e.Op("Div", nil, q, e.F0(scale))
+			pq = e.Op("Div", nil, pq, e.F0(scale))
+			qk = e.Op("MatMul", nil, q, kT)
+			scores = qk
+		default:
 			qk = e.Op("MatMul", nil, q, kT)
 			scores = e.Op("Div", nil, qk, e.F0(scale))
 		}
 		c2p := e.Op("MatMul", nil, bmm3(q), swap(perHead(posK))) // [.., S, 2·span]
-		scores = e.Op("Add", nil, scores, e.Op("Div", nil, term(c2p, c2pIdx, qk), e.F0(scale)))
+		scores = e.Op("Add", nil, scores, div(term(c2p, c2pIdx, qk)))
 		if s.p2c {
-			p2c := e.Op("MatMul", nil, bmm3(k), swap(perHead(posQ)))
+			p2c := e.Op("MatMul", nil, bmm3(k), swap(pq))
 			p2c = e.Op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 1, 3, 2)}, term(p2c, p2cIdx, qk))
 			if s.guardP2C {
 				p2c = guard(e, p2c, q, k)
 			}
-			scores = e.Op("Add", nil, scores, e.Op("Div", nil, p2c, e.F0(scale)))
+			scores = e.Op("Add", nil, scores, div(p2c))
 		}
 		a := e.Op("MatMul", nil, e.Op("Softmax", e.Axis(-1), scores), v)
 		o := e.Op("Reshape", nil, e.Op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 2, 1, 3)}, a), e.Ints(0, 0, dim))
@@ -241,7 +266,9 @@ func TestForms(t *testing.T) {
 		// length, the table sliced to it, the indexes clamped by Max and
 		// Min to a computed bound, p2c through an If on the lengths.
 		name: "v1_span_from_length",
-		spec: debSpec{span: 16, p2c: true, lengthSpan: true, guardP2C: true},
+		// The query and the position query are divided by sqrt(3d)
+		// before their products, the terms are not.
+		spec: debSpec{span: 16, p2c: true, lengthSpan: true, guardP2C: true, scaleQuery: true},
 		want: map[string]any{"position_buckets": nil, "max_relative_positions": 16, "att_types": []string{"c2p", "p2c"}, "share_att_key": false, "scale_factor": 3.0},
 	}, {
 		// Content-to-position only, its own projection, relative
@@ -249,6 +276,12 @@ func TestForms(t *testing.T) {
 		name: "c2p_only_span_6",
 		spec: debSpec{span: 6},
 		want: map[string]any{"position_buckets": nil, "max_relative_positions": 6, "att_types": []string{"c2p"}, "share_att_key": false, "scale_factor": 2.0},
+	}, {
+		// The scores divided by sqrt(3d), the terms by 4: no one
+		// sqrt(d·s) divides them all.
+		name: "terms_scaled_unlike_scores",
+		spec: debSpec{span: 8, buckets: 8, maxPos: 32, p2c: true, termDiv: 4},
+		want: map[string]any{"position_buckets": 8, "max_relative_positions": 32, "att_types": []string{"c2p", "p2c"}, "share_att_key": false, "scale_factor": nil},
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
