@@ -432,16 +432,6 @@ var invExpected = map[string]map[string][]string{
 			"learned_absolute#0 new: layers 0-1 fused false params {\"dim\":16,\"max_positions\":2,\"position_offset\":0}",
 		},
 	},
-	"disentangled_deberta": {
-		"external": {
-			"disentangled#0: nodes 125 -> 152 (lost [], new [\"/LayerNorm/LayerNormalization\" \"/layer.0/self/Slice_4\" \"/layer.0/self/Unsqueeze_13\"] and 24 more)",
-		},
-	},
-	"disentangled_deberta_unshared": {
-		"external": {
-			"disentangled#0: nodes 107 -> 134 (lost [], new [\"/LayerNorm/LayerNormalization\" \"/layer.0/self/Slice_4\" \"/layer.0/self/Unsqueeze_13\"] and 24 more)",
-		},
-	},
 	"rope_axial_vit": {
 		"ort_all": {
 			"schemes [rope] -> [nope]",
@@ -527,11 +517,6 @@ var invExpected = map[string]map[string][]string{
 		"fold": {
 			"learned_absolute#0: max_positions 42 -> 9",
 			"learned_absolute#0: position_offset 2 -> 0",
-		},
-	},
-	"hf-deberta-v2-disentangled": {
-		"external": {
-			"disentangled#0: nodes 83 -> 100 (lost [], new [\"/model/encoder/LayerNorm/LayerNormalization\" \"/model/encoder/layer.0/attention/self/Slice_3\" \"/model/encoder/layer.0/attention/self/Unsqueeze_13\"] and 14 more)",
 		},
 	},
 	"hf-gpt2-learned-past": {

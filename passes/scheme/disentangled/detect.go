@@ -301,7 +301,11 @@ func fillEvidence(w *work.Work, ev *Evidence, params *Params, cl *clamp, c2p, p2
 }
 
 // termNodes are the nodes of the finding: the clamp, the terms' products
-// and paths, and the cones of their position operands and indexes.
+// and paths, and the cones of their position operands and indexes, less
+// the nodes that compute from constants alone (the relative embedding's
+// norm, slices and projections): normalisation folds those into tables,
+// except over weights stored outside the model file, which it does not
+// read, and the finding is the same either way.
 func termNodes(w *work.Work, clip *graph.Node, terms ...*attn.ScoreTerm) []*graph.Node {
 	nodes := []*graph.Node{clip}
 	for _, tm := range terms {
@@ -312,7 +316,38 @@ func termNodes(w *work.Work, clip *graph.Node, terms ...*attn.ScoreTerm) []*grap
 		nodes = append(nodes, tm.Path...)
 		nodes = append(nodes, w.Cone(tm.Pos, tm.Index)...)
 	}
-	return nodes
+	memo := map[*graph.Value]bool{}
+	return slices.DeleteFunc(nodes, func(n *graph.Node) bool {
+		for _, o := range n.Outputs() {
+			if !fromConstants(w, o, memo, 0) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// fromConstants reports whether v is computed from constants alone (no
+// graph input, no control flow).
+func fromConstants(w *work.Work, v *graph.Value, memo map[*graph.Value]bool, depth int) bool {
+	if v == nil || w.IsConst(v) {
+		return true
+	}
+	if r, ok := memo[v]; ok {
+		return r
+	}
+	n := v.Producer()
+	if n == nil || depth >= 256 || w.IsAct(v) || len(n.Subgraphs()) > 0 {
+		return false
+	}
+	r := true
+	for _, in := range n.Inputs() {
+		if r = fromConstants(w, in, memo, depth+1); !r {
+			break
+		}
+	}
+	memo[v] = r
+	return r
 }
 
 func origName(w *work.Work, t *attn.ScoreTerm) string {

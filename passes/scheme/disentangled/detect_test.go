@@ -3,9 +3,12 @@ package disentangled_test
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/internal/metamorph"
+	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
 	st "github.com/onnxpe/onnxpe/passes/internal/schemetest"
 	"github.com/onnxpe/onnxpe/passes/scheme/disentangled"
@@ -326,5 +329,27 @@ func TestNearMisses(t *testing.T) {
 			fs, trace := st.Detect(t, m, disentangled.Detect)
 			st.WantMiss(t, fs, trace, "disentangled", c.reason)
 		})
+	}
+}
+
+// TestExternalWeights: with the weights stored outside the model file
+// (which normalisation does not read, so the position tables computed
+// from the relative embedding stay computed) the finding is the one of
+// the model with its weights inside, nodes included.
+func TestExternalWeights(t *testing.T) {
+	spec := debSpec{span: 8, buckets: 8, maxPos: 32, p2c: true, shared: true, bmm: true}
+	fs, trace := st.Detect(t, debModel(spec), disentangled.Detect)
+	want := st.Only(t, fs, trace)
+	ext, n, err := metamorph.ExternalData(debModel(spec), t.TempDir())
+	if err != nil || n == 0 {
+		t.Fatalf("external data: %d tensors moved, %v", n, err)
+	}
+	fs, trace = st.Detect(t, ext, disentangled.Detect)
+	got := st.Only(t, fs, trace)
+	if passes.ParamsKey(got.Params) != passes.ParamsKey(want.Params) {
+		t.Errorf("params %s, want %s", passes.ParamsKey(got.Params), passes.ParamsKey(want.Params))
+	}
+	if !slices.Equal(got.Nodes, want.Nodes) {
+		t.Errorf("nodes %d, want %d: %v\nwant %v", len(got.Nodes), len(want.Nodes), got.Nodes, want.Nodes)
 	}
 }
