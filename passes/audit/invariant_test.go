@@ -388,13 +388,6 @@ var invExpected = map[string]map[string][]string{
 			"rope#0: original_max_positions 16 -> 20",
 		},
 	},
-	"alibi_bloom": {
-		"fold": {
-			"alibi#0: alibi_bias_max 8 -> (absent)",
-			"alibi#0: num_heads 6 -> 18",
-			"alibi#0: slopes [0.25,0.0625,0.015625,0.00390625,0.5,0.125] -> [0.25,0.0625,0.015625,0.00390625,0.5,0.125,0.25,0.0625... (18 entries)",
-		},
-	},
 	"t5_decoder": {
 		"fold": {
 			"schemes [t5_relative_bias] -> [nope]",
