@@ -76,10 +76,13 @@ var hfExpected = map[string][]string{
 	"hf-pixtral-rope-2d-patches": {
 		`rope layers 0-1: base = null, want 10000; scaling = "unknown", want "none"`,
 	},
-	// Class 4: a param the truth does not fix reported with a value.
+	// Class 4: a param the truth does not fix reported with a value. The
+	// note says what the graph holds (the table's radius 31, no clamp);
+	// null needs the report schema's max_relative_position to allow it,
+	// and the corpus's relative_bert_key (the same form) lists 63 as
+	// certain: the lead's decision.
 	"hf-bert-relative-key": {
 		"relative_clipped layers 0-1: max_relative_position = 31, but the truth lists it uncertain (want null)",
-		"relative_clipped layers 0-1: uncertain max_relative_position has no note",
 	},
 }
 
