@@ -466,14 +466,6 @@ var invExpected = map[string]map[string][]string{
 			"floater#0: nodes 89 -> 91 (lost [], new [\"Transpose_24\" \"Transpose_25\"])",
 		},
 	},
-	"ee_llama_dort_invfreq_input": {
-		"einsum": {
-			"schemes [rope] -> [nope]",
-			"layers \"0 rope\" -> \"0 nope\"",
-			"rope#0 (layers 0) lost",
-			"nope#0 new: layers 0 fused false params {\"temperature_tuning\":null}",
-		},
-	},
 	"ort_bert_toy_pytorch": {
 		"fold": {
 			"learned_absolute#0: max_positions 512 -> 8",
