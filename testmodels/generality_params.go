@@ -447,15 +447,21 @@ func debertaV2() *graph.Model {
 	rel4 := b.op("Unsqueeze", nil, relPos, b.ints(1)) // [1, 1, S, S]
 	for l := 0; l < layers; l++ {
 		pre := fmt.Sprintf("encoder.layer.%d.attention.self.", l)
-		q := tfs(b.linear(x, pre+"query_proj", d, d, true))
-		k := tfs(b.linear(x, pre+"key_proj", d, d, true))
+		// share_att_key: the position queries and keys are the content
+		// query_proj and key_proj (the same weights) of the relative
+		// embeddings.
+		qW, qB := b.w(pre+"query_proj.weight", d, d), b.wScaled(pre+"query_proj.bias", 0.02, d)
+		kW, kB := b.w(pre+"key_proj.weight", d, d), b.wScaled(pre+"key_proj.bias", 0.02, d)
+		proj := func(t, w, bias *graph.Value) *graph.Value { return b.op("Add", nil, bias, b.op("MatMul", nil, t, w)) }
+		q := tfs(proj(x, qW, qB))
+		k := tfs(proj(x, kW, kB))
 		v := tfs(b.linear(x, pre+"value_proj", d, d, true))
 		scores := b.op("MatMul", nil, q, b.op("Div", nil, b.op("Transpose", t12, k), scale))
 
 		emb := b.op("Unsqueeze", nil, b.op("Slice", nil, relEmb, b.ints(0), b.ints(2*buckets), b.ints(0)), b.ints(0)) // [1, 16, d]
 		reps := b.op("Concat", axisAttr(0), b.op("Unsqueeze", nil, b.op("Div", nil, b.dim(q, 0), b.int0(heads)), b.ints(0)), b.ints(1, 1))
-		posQ := b.op("Tile", nil, tfs(b.linear(emb, pre+"query_proj", d, d, true)), reps)
-		posK := b.op("Tile", nil, tfs(b.linear(emb, pre+"key_proj", d, d, true)), reps)
+		posQ := b.op("Tile", nil, tfs(proj(emb, qW, qB)), reps)
+		posK := b.op("Tile", nil, tfs(proj(emb, kW, kB)), reps)
 		expand := func(idx *graph.Value) *graph.Value {
 			return b.op("Expand", nil, b.op("Squeeze", nil, idx, b.ints(0)), b.op("Concat", axisAttr(0), b.dim1(q, 0), b.dim1(q, 1), b.dim1(relPos, 2)))
 		}

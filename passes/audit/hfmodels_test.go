@@ -31,15 +31,6 @@ import (
 // right (remove its entry) or a listed model that no longer exists. The
 // table shrinks as the detectors are fixed.
 var hfExpected = map[string][]string{
-	// Class 2: disentangled attention without buckets (att_span from the
-	// length) not recognised: its scores depend on key − query, which no
-	// scheme explains (unknown).
-	"hf-deberta-v1-relative-no-buckets": {
-		"schemes [unknown], want [disentangled]",
-		"layers given a scheme not in the truth: 0 unknown, 1 unknown",
-		"unknown finding not in the truth: layers 0-1 fused false params {\"at\":null,\"reason\":\"unexplained_scores\"}",
-		"no disentangled finding",
-	},
 	// Class 4: YaRN's original length picked among the settings that
 	// reproduce the frequencies; a frozen LongRoPE's unfixed params null
 	// without a note; a 2-D RoPE's base and scaling not read.
@@ -53,14 +44,13 @@ var hfExpected = map[string][]string{
 	"hf-pixtral-rope-2d-patches": {
 		`rope layers 0-1: base = null, want 10000; scaling = "unknown", want "none"`,
 	},
-	// Class 4: a param the truth does not fix reported with a value.
+	// Class 4: a param the truth does not fix reported with a value. The
+	// note says what the graph holds (the table's radius 31, no clamp);
+	// null needs the report schema's max_relative_position to allow it,
+	// and the corpus's relative_bert_key (the same form) lists 63 as
+	// certain: the lead's decision.
 	"hf-bert-relative-key": {
 		"relative_clipped layers 0-1: max_relative_position = 31, but the truth lists it uncertain (want null)",
-		"relative_clipped layers 0-1: uncertain max_relative_position has no note",
-	},
-	// Class 4: one direction of two, and the shared key missed.
-	"hf-deberta-v2-disentangled": {
-		`disentangled layers 0-1: att_types = ["c2p"], want ["c2p","p2c"]; share_att_key = false, want true`,
 	},
 }
 

@@ -388,13 +388,6 @@ var invExpected = map[string]map[string][]string{
 			"rope#0: original_max_positions 16 -> 20",
 		},
 	},
-	"alibi_bloom": {
-		"fold": {
-			"alibi#0: alibi_bias_max 8 -> (absent)",
-			"alibi#0: num_heads 6 -> 18",
-			"alibi#0: slopes [0.25,0.0625,0.015625,0.00390625,0.5,0.125] -> [0.25,0.0625,0.015625,0.00390625,0.5,0.125,0.25,0.0625... (18 entries)",
-		},
-	},
 	"t5_decoder": {
 		"fold": {
 			"schemes [t5_relative_bias] -> [unknown]",
@@ -430,16 +423,6 @@ var invExpected = map[string]map[string][]string{
 			"layers \"0-1 relative_sinusoidal\" -> \"0-1 learned_absolute\"",
 			"relative_sinusoidal#0 (layers 0-1) lost",
 			"learned_absolute#0 new: layers 0-1 fused false params {\"dim\":16,\"max_positions\":2,\"position_offset\":0}",
-		},
-	},
-	"disentangled_deberta": {
-		"external": {
-			"disentangled#0: nodes 125 -> 152 (lost [], new [\"/LayerNorm/LayerNormalization\" \"/layer.0/self/Slice_4\" \"/layer.0/self/Unsqueeze_13\"] and 24 more)",
-		},
-	},
-	"disentangled_deberta_unshared": {
-		"external": {
-			"disentangled#0: nodes 107 -> 134 (lost [], new [\"/LayerNorm/LayerNormalization\" \"/layer.0/self/Slice_4\" \"/layer.0/self/Unsqueeze_13\"] and 24 more)",
 		},
 	},
 	"rope_axial_vit": {
@@ -486,30 +469,10 @@ var invExpected = map[string]map[string][]string{
 			"floater#0: nodes 89 -> 91 (lost [], new [\"Transpose_24\" \"Transpose_25\"])",
 		},
 	},
-	"ee_llama_dort_invfreq_input": {
-		"einsum": {
-			"schemes [rope] -> [unknown]",
-			"layers \"0 rope\" -> \"0 unknown\"",
-			"rope#0 (layers 0) lost",
-			"unknown#0 new: layers 0 fused false params {\"at\":null,\"reason\":\"probe_failed\"}",
-		},
-	},
 	"ort_bert_toy_pytorch": {
 		"fold": {
 			"learned_absolute#0: max_positions 512 -> 8",
 			"learned_absolute#0: position_offset 0 -> null",
-		},
-	},
-	"ort_bloom_alibi_training": {
-		"einsum": {
-			"alibi#0: alibi_bias_max 8 -> (absent)",
-			"alibi#0: num_heads 16 -> 49152",
-			"alibi#0: slopes [0.7071067094802856,0.5,0.35355332493782043,0.2499999850988388,0.17677666246891022,0.1249999850988388,0.08838832378387451,0.0624999925494194... (16 entries) -> [0.70703125,0.5,0.353515625,0.25,0.1767578125,0.125,0.08837890625,0.0625... (49152 entries)",
-		},
-		"if": {
-			"alibi#0: alibi_bias_max 8 -> (absent)",
-			"alibi#0: num_heads 16 -> 49152",
-			"alibi#0: slopes [0.7071067094802856,0.5,0.35355332493782043,0.2499999850988388,0.17677666246891022,0.1249999850988388,0.08838832378387451,0.0624999925494194... (16 entries) -> [0.70703125,0.5,0.353515625,0.25,0.1767578125,0.125,0.08837890625,0.0625... (49152 entries)",
 		},
 	},
 	"ort_embed_layer_norm_fragment": {
@@ -532,20 +495,6 @@ var invExpected = map[string]map[string][]string{
 			"learned_absolute#0: max_positions 42 -> 9",
 			"learned_absolute#0: position_offset 2 -> 0",
 			"learned_absolute#1 new: layers 2-5 fused false params {\"dim\":32,\"max_positions\":6,\"position_offset\":0}",
-		},
-	},
-	"hf-blip2-qformer-nope": {
-		"einsum": {
-			"schemes [nope] -> [nope unknown]",
-			"layers \"0-2 nope\" -> \"0 nope, 1-2 unknown\"",
-			"nope#0: layers 0-2 -> 0",
-			"unknown#0 new: layers 1 fused false params {\"at\":null,\"reason\":\"probe_failed\"}",
-			"unknown#1 new: layers 2 fused false params {\"at\":null,\"reason\":\"probe_failed\"}",
-		},
-	},
-	"hf-deberta-v2-disentangled": {
-		"external": {
-			"disentangled#0: nodes 83 -> 100 (lost [], new [\"/model/encoder/LayerNorm/LayerNormalization\" \"/model/encoder/layer.0/attention/self/Slice_3\" \"/model/encoder/layer.0/attention/self/Unsqueeze_13\"] and 14 more)",
 		},
 	},
 	"hf-gpt2-learned-past": {

@@ -204,8 +204,8 @@ func readBias(w *work.Work, c *passes.Context, b *attn.Block, bt attn.BiasTerm, 
 		eps = 1.0 / 128
 	}
 	bias := &Bias{Block: b, Term: bt, View: bv, Cone: cone, Readers: readers, At: at, Eps: eps}
-	if slopes, sym, ok := alibiSlopes(bv, heads, eps); ok {
-		bias.Slopes, bias.Symmetric = slopes, sym
+	if slopes, sym, ok := alibiSlopes(bv, max(heads, bv.h), eps); ok {
+		bias.Slopes, bias.Symmetric = perHead(slopes, heads), sym
 		return bias
 	}
 	if bias.Toeplitz = toeplitz(bv); !bias.Toeplitz {
@@ -215,12 +215,40 @@ func readBias(w *work.Work, c *passes.Context, b *attn.Block, bt attn.BiasTerm, 
 	return bias
 }
 
-// scoreHeads is the number of heads of a block's scores (the bias's own
-// head axis when it has one).
+// perHead is the slopes of the first heads rows when the bias's rows are
+// [batch·heads] (BLOOM's layout; the batch a pinned shape fixes) and
+// every batch repeats them; else slopes as they are.
+func perHead(slopes []float64, heads int) []float64 {
+	if heads < 1 || len(slopes) <= heads || len(slopes)%heads != 0 {
+		return slopes
+	}
+	for r, s := range slopes[heads:] {
+		if m := slopes[r%heads]; math.Abs(s-m) > 1e-5*math.Max(1e-12, math.Abs(m)) {
+			return slopes
+		}
+	}
+	return slopes[:heads]
+}
+
+// scoreHeads is the number of heads of a block's scores: the block's own
+// when its scores say it and the bias's head axis is a multiple of it
+// (batch·heads), else the bias's own head axis when it has one.
 func scoreHeads(w *work.Work, b *attn.Block, biasHeads int) int {
-	if biasHeads > 1 {
+	h := blockHeads(w, b)
+	switch {
+	case biasHeads > 1 && h > 0 && biasHeads%h == 0:
+		return h
+	case biasHeads > 1 || h == 0:
 		return biasHeads
 	}
+	return h
+}
+
+// blockHeads is the number of heads of a block's scores, 0 when its
+// shapes do not say: a fused op's query or attribute, or the head axis of
+// the 4-D scores (at the product or at the Softmax, where a [batch·heads,
+// q, k] product is viewed as [batch, heads, q, k]).
+func blockHeads(w *work.Work, b *attn.Block) int {
 	if b.Fused != nil && b.Q != nil {
 		// A fused op's heads: its 4-D query's, or the attribute's.
 		if s := w.Shape(b.Q); s.Rank() == 4 && s.Dims[1].Known() {
@@ -232,13 +260,29 @@ func scoreHeads(w *work.Work, b *attn.Block, biasHeads int) int {
 			}
 		}
 	}
-	if b.QK != nil {
-		s := w.Shape(b.QK.Output(0))
-		if s.Rank() == 4 && s.Dims[1].Known() {
+	for _, v := range []*graph.Value{qkOut(b), smIn(b)} {
+		if v == nil {
+			continue
+		}
+		if s := w.Shape(v); s.Rank() == 4 && s.Dims[1].Known() {
 			return int(s.Dims[1])
 		}
 	}
-	return biasHeads
+	return 0
+}
+
+func qkOut(b *attn.Block) *graph.Value {
+	if b.QK == nil {
+		return nil
+	}
+	return b.QK.Output(0)
+}
+
+func smIn(b *attn.Block) *graph.Value {
+	if b.Softmax == nil {
+		return nil
+	}
+	return b.Softmax.Input(0)
 }
 
 // alibiSlopes checks that every row of every head is linear in the key

@@ -3,6 +3,7 @@ package work
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/onnxpe/onnxpe/graph"
@@ -194,13 +195,18 @@ func (w *Work) infer(n *graph.Node) {
 				w.pv[outs[0]] = p
 			}
 		}
+		w.partialLogic(n)
 	case "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "Equal", "Less", "Greater",
 		"LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Where", "BitShift", "BitwiseAnd", "BitwiseOr":
 		ss := make([]Shape, len(n.Inputs()))
 		for i := range ss {
 			ss[i] = in(i)
 		}
-		set(0, w.broadcast(ss...))
+		if vectorsAgainstUnknown(n, ss) {
+			set(0, Shape{})
+		} else {
+			set(0, w.broadcast(ss...))
+		}
 		w.partialElementwise(n)
 	case "Shape":
 		s := in(0)
@@ -997,14 +1003,29 @@ type symExpr struct {
 func (w *Work) inferEinsum(n *graph.Node, set func(int, Shape)) {
 	eq := strings.ReplaceAll(n.AttrString("equation", ""), " ", "")
 	parts := strings.Split(eq, "->")
-	if len(parts) != 2 || strings.Contains(eq, "...") {
+	if len(parts) != 2 {
 		set(0, Shape{})
 		return
 	}
 	letters := map[byte]Dim{}
+	var ell []Shape // the dims each input's "..." stands for
 	for i, term := range strings.Split(parts[0], ",") {
 		s := w.Shape(n.Input(i))
-		if !s.Ranked || len(s.Dims) != len(term) {
+		if !s.Ranked {
+			set(0, Shape{})
+			return
+		}
+		if pre, post, ok := strings.Cut(term, "..."); ok {
+			k := len(s.Dims) - len(pre) - len(post)
+			if k < 0 {
+				set(0, Shape{})
+				return
+			}
+			ell = append(ell, ranked(s.Dims[len(pre):len(pre)+k]...))
+			term = pre + post
+			s = ranked(append(slices.Clone(s.Dims[:len(pre)]), s.Dims[len(pre)+k:]...)...)
+		}
+		if len(s.Dims) != len(term) {
 			set(0, Shape{})
 			return
 		}
@@ -1015,16 +1036,54 @@ func (w *Work) inferEinsum(n *graph.Node, set func(int, Shape)) {
 			}
 		}
 	}
-	out := make([]Dim, len(parts[1]))
-	for j := 0; j < len(parts[1]); j++ {
-		d, ok := letters[parts[1][j]]
-		if !ok {
-			set(0, Shape{})
-			return
+	// The output's "..." is the broadcast of the inputs' (ONNX Einsum).
+	pre, post, hasEll := strings.Cut(parts[1], "...")
+	if hasEll != (len(ell) > 0) {
+		set(0, Shape{})
+		return
+	}
+	var mid []Dim
+	if hasEll {
+		mid = w.broadcast(ell...).Dims
+	}
+	var out []Dim
+	for _, seg := range []string{pre, "...", post} {
+		if seg == "..." {
+			out = append(out, mid...)
+			continue
 		}
-		out[j] = d
+		for j := 0; j < len(seg); j++ {
+			d, ok := letters[seg[j]]
+			if !ok {
+				set(0, Shape{})
+				return
+			}
+			out = append(out, d)
+		}
 	}
 	set(0, ranked(out...))
+}
+
+// vectorsAgainstUnknown reports whether an elementwise node has an input
+// of unknown rank and only vectors and scalars among its ranked inputs: a
+// bias or a scale applied to a value of unknown shape (the output of an op
+// nothing infers) gives the result no shape. broadcast leaves out operands
+// of unknown rank (a mask or a table broadcast against the activations);
+// for q_proj(x) + b it would give the sum the shape [3072] of the bias.
+func vectorsAgainstUnknown(n *graph.Node, ss []Shape) bool {
+	unknown, ranked := false, false
+	for i, s := range ss {
+		switch {
+		case n.Input(i) == nil:
+		case !s.Ranked:
+			unknown = true
+		case len(s.Dims) > 1:
+			return false
+		default:
+			ranked = true
+		}
+	}
+	return unknown && ranked
 }
 
 // partialElementwise computes partial values of small integer arithmetic
@@ -1149,6 +1208,28 @@ func (w *Work) partialElementwise(n *graph.Node) {
 			return
 		}
 		out[i] = r
+	}
+	w.pv[n.Output(0)] = out
+}
+
+// partialLogic computes the partial values of Not and of a Cast to bool
+// of known elements (a guard q_len != k_len on two sizes that are one
+// symbol: Not(Equal) is false, and an If on it takes its else branch).
+func (w *Work) partialLogic(n *graph.Node) {
+	toBool := n.OpType == "Cast" && graph.DataType(n.AttrInt("to", 0)) == graph.Bool
+	if n.OpType != "Not" && !toBool {
+		return
+	}
+	p, ok := w.PartialInts(n.Input(0))
+	if !ok {
+		return
+	}
+	out := make([]Dim, len(p))
+	for i, x := range p {
+		out[i] = boolDim(x != 0)
+		if n.OpType == "Not" {
+			out[i] = boolDim(x == 0)
+		}
 	}
 	w.pv[n.Output(0)] = out
 }

@@ -497,15 +497,20 @@ func (w *Work) foldNodes(g *graph.Graph, nodes []*graph.Node) {
 	}
 }
 
-// takeBranch replaces an If whose condition is a constant by a copy of the
-// branch it takes, and returns the copied nodes.
+// takeBranch replaces an If whose condition is a constant, or known from
+// the sizes (q_len != k_len of two sizes that are one symbol), by a copy of
+// the branch it takes, and returns the copied nodes.
 func (w *Work) takeBranch(g *graph.Graph, n *graph.Node) ([]*graph.Node, bool) {
-	t := w.Const(n.Input(0))
-	if t == nil || t.Len() != 1 {
+	var cond float64
+	if t := w.Const(n.Input(0)); t != nil && t.Len() == 1 {
+		cond = t.Float64s()[0]
+	} else if p, ok := w.PartialInts(n.Input(0)); ok && len(p) == 1 {
+		cond = float64(p[0])
+	} else {
 		return nil, false
 	}
 	name := "else_branch"
-	if t.Float64s()[0] != 0 {
+	if cond != 0 {
 		name = "then_branch"
 	}
 	a := n.Attr(name)

@@ -28,6 +28,8 @@ func TestForms(t *testing.T) {
 	cases := []struct {
 		name  string
 		heads int
+		// batch pins the inputs' batch to a size (0: left open).
+		batch int64
 		bias  func(e *st.Env, scores *graph.Value) *graph.Value
 		want  map[string]any
 	}{{
@@ -50,10 +52,34 @@ func TestForms(t *testing.T) {
 			return e.Op("Add", nil, b, scores)
 		},
 		want: map[string]any{"num_heads": 3, "slopes": []float64{0.5, 0.25, 0.125}, "symmetric": true, "positions": "relative"},
+	}, {
+		// BLOOM's layout with the batch pinned to 3 (a static export):
+		// the bias [batch·heads, 1, S] of the mask's cumulative sum added
+		// to the scores viewed as [batch·heads, S, S], viewed back as
+		// [batch, heads, S, S] for the Softmax. Its 12 rows are 3 copies
+		// of 4 heads' slopes.
+		name: "bloom_batch_heads_rows_batch_3", heads: 4, batch: 3,
+		bias: func(e *st.Env, scores *graph.Value) *graph.Value {
+			cum := e.Op("CumSum", nil, e.Mask, e.Int0(1))
+			pos := e.ToFloat(e.Op("Mul", nil, e.Op("Sub", nil, cum, e.Int0(1)), e.Mask))
+			b := e.Op("Mul", nil, e.Floats([]int64{4, 1}, []float32{0.25, 0.0625, 0.015625, 0.00390625}), e.Op("Unsqueeze", nil, pos, e.Ints(1)))
+			seq := e.Op("Unsqueeze", nil, e.Seq, e.Ints(0))
+			b = e.Op("Reshape", nil, b, e.Op("Concat", e.Axis(0), e.Ints(-1, 1), seq))
+			s3 := e.Op("Reshape", nil, scores, e.Op("Concat", e.Axis(0), e.Ints(-1), seq, seq))
+			s3 = e.Op("Add", nil, s3, b)
+			return e.Op("Reshape", nil, s3, e.Op("Concat", e.Axis(0), e.Ints(-1, 4), seq, seq))
+		},
+		want: map[string]any{"num_heads": 4, "slopes": []float64{0.25, 0.0625, 0.015625, 0.00390625}, "symmetric": false,
+			"positions": "attention_mask_cumsum", "alibi_bias_max": 8.0},
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m := st.BuildExporterForm(st.ExporterForm{Name: c.name, Heads: c.heads, HD: 8, Bias: c.bias})
+			if c.batch > 0 {
+				for _, v := range m.Graph.Inputs {
+					v.Type = graph.TensorType(v.Type.ElemType(), []graph.Dim{{Value: c.batch, Known: true}, {Param: "seq"}})
+				}
+			}
 			st.Executes(t, m, 6)
 			fs, trace := st.Detect(t, m, alibi.Detect)
 			f := st.Only(t, fs, trace)

@@ -87,23 +87,7 @@ func disentangledAt(w *work.Work, b *attn.Block) (*passes.Finding, string) {
 	if b.QK == nil || b.Softmax == nil {
 		return nil, ""
 	}
-	var c2p, p2c *attn.ScoreTerm
-	qRoot, kRoot := attn.OpRoot(w, b.QK.Input(0)), attn.OpRoot(w, b.QK.Input(1))
-	for _, t := range attn.ScoreTerms(w, b) {
-		if t.Gather == nil {
-			continue
-		}
-		if a, _, _ := probe.SinCosOf(w.Cone(t.Pos)); a != nil {
-			continue // a sinusoid of distances (relative_sinusoidal)
-		}
-		t := t
-		switch attn.OpRoot(w, t.Content) {
-		case qRoot:
-			c2p = &t
-		case kRoot:
-			p2c = &t
-		}
-	}
+	c2p, p2c := positionTerms(w, b)
 	if c2p == nil && p2c == nil {
 		return nil, ""
 	}
@@ -111,28 +95,101 @@ func disentangledAt(w *work.Work, b *attn.Block) (*passes.Finding, string) {
 	if main == nil {
 		main = p2c
 	}
-	params := &Params{}
-	var notes []string
-	if c2p != nil {
-		params.AttTypes = append(params.AttTypes, "c2p")
-	}
-	if p2c != nil {
-		params.AttTypes = append(params.AttTypes, "p2c")
-	}
 	// The relative positions: the index before its clamp to the table.
-	rel, clip := unclamped(w, main.Index)
-	if rel == nil {
+	cl := clampOf(w, main.Index)
+	if cl == nil {
 		return nil, "the term's index is not a clamped function of the positions"
 	}
-	span := 0
-	if s := w.Shape(main.Prod.Output(0)); s.Last().Known() {
-		span = int(s.Last()) / 2
+	p := probe.NewProbe(w, 1, probeLen, 0)
+	span, why := tableSpan(w, p, main, cl)
+	if why != "" {
+		return nil, why
 	}
-	if span == 0 {
-		return nil, "the position table's size is not known"
+	buckets, why := relativeOf(p, cl.x, span, main == p2c)
+	if why != "" {
+		return nil, why
 	}
-	const S = 512
-	p := probe.NewProbe(w, 1, S, 0)
+	params, notes := positionParams(buckets, span)
+	params.AttTypes = attTypes(c2p, p2c)
+	notes = append(notes, shareAttKey(w, params, c2p, p2c)...)
+	notes = append(notes, scaleFactor(w, b, params, c2p, p2c)...)
+	ev := &Evidence{Buckets: buckets, MaxDist: probeLen - 1, Span: span, Index: w.Name(main.Index), Relative: w.Name(cl.x)}
+	fillEvidence(w, ev, params, cl, c2p, p2c)
+	f := &passes.Finding{Scheme: Name, Layers: []int{b.Index}, Params: params, Notes: notes, Evidence: ev}
+	f.Nodes = w.OrigNames(termNodes(w, cl.node, c2p, p2c))
+	ev.Blocks = []DisentangledBlock{{Layer: b.Index, C2P: origName(w, c2p), P2C: origName(w, p2c)}}
+	return f, ""
+}
+
+// probeLen is the length the relative positions are evaluated at: long
+// enough for the logarithmic buckets of every published configuration.
+const probeLen = 512
+
+// positionTerms are the block's score terms gathered by an index that is
+// not a sinusoid of distances (relative_sinusoidal): c2p when the content
+// it multiplies is the block's query (up to layout and a constant scale),
+// p2c when it is the key.
+func positionTerms(w *work.Work, b *attn.Block) (c2p, p2c *attn.ScoreTerm) {
+	qRoot, _ := scaledRoot(w, b.QK.Input(0))
+	kRoot, _ := scaledRoot(w, b.QK.Input(1))
+	for _, t := range attn.ScoreTerms(w, b) {
+		if t.Gather == nil {
+			continue
+		}
+		if a, _, _ := probe.SinCosOf(w.Cone(t.Pos)); a != nil {
+			continue
+		}
+		t := t
+		switch root, _ := scaledRoot(w, t.Content); root {
+		case qRoot:
+			c2p = &t
+		case kRoot:
+			p2c = &t
+		}
+	}
+	return c2p, p2c
+}
+
+func attTypes(c2p, p2c *attn.ScoreTerm) []string {
+	var out []string
+	if c2p != nil {
+		out = append(out, "c2p")
+	}
+	if p2c != nil {
+		out = append(out, "p2c")
+	}
+	return out
+}
+
+// tableSpan is half the rows of the position table the term's index
+// reads (the table holds 2·span rows, distance 0 at row span): the
+// product's last axis when the shapes fix it, else the clamp's upper
+// bound plus one, evaluated at the probe's length (DeBERTa v1 slices its
+// table to 2·min(length, max_relative_positions) rows).
+func tableSpan(w *work.Work, p *probe.Probe, t *attn.ScoreTerm, cl *clamp) (int, string) {
+	rows := 0
+	if s := w.Shape(t.Prod.Output(0)); s.Last().Known() {
+		rows = int(s.Last())
+	} else if cl.hi != nil {
+		hi, err := p.Value(cl.hi)
+		if err != nil || hi.Len() != 1 {
+			return 0, "the position table's size is not known: its clamp's upper bound could not be evaluated"
+		}
+		rows = int(math.Round(hi.Float64s()[0])) + 1
+	}
+	if rows < 2 || rows%2 != 0 {
+		return 0, "the position table's size is not known"
+	}
+	return rows / 2, ""
+}
+
+// relativeOf evaluates the relative positions rel (the index before its
+// clamp) over the probe and returns the relative position of every
+// distance q - k = n from -(S-1) to S-1 (index n + S-1): rel - span, or
+// span - rel for p2c's index. It fails unless rel is [query, key] and a
+// function of q - k.
+func relativeOf(p *probe.Probe, rel *graph.Value, span int, p2c bool) ([]int, string) {
+	const S = probeLen
 	t, err := p.Value(rel)
 	if err != nil {
 		return nil, "the relative positions could not be evaluated: " + err.Error()
@@ -141,24 +198,30 @@ func disentangledAt(w *work.Work, b *attn.Block) (*passes.Finding, string) {
 		return nil, fmt.Sprintf("the relative positions are not [query, key] (%v)", t.Shape)
 	}
 	v := t.Float64s()
-	// relative position of q - k = n, from the first query row and the
-	// first key column.
 	buckets := make([]int, 2*S-1)
 	for i := 0; i < S; i++ {
 		for j := 0; j < S; j++ {
-			x := v[i*S+j] - float64(span)
-			if main == p2c {
-				x = float64(span) - v[i*S+j] // p2c reads span - rel
+			x := int(math.Round(v[i*S+j])) - span
+			if p2c {
+				x = -x
 			}
 			k := i - j + S - 1
 			if i == 0 || j == 0 {
-				buckets[k] = int(math.Round(x))
-			} else if int(math.Round(x)) != buckets[k] {
+				buckets[k] = x
+			} else if x != buckets[k] {
 				return nil, "the index is not a function of q - k"
 			}
 		}
 	}
-	ev := &Evidence{Buckets: buckets, MaxDist: S - 1, Span: span, Index: w.Name(main.Index), Relative: w.Name(rel)}
+	return buckets, ""
+}
+
+// positionParams reads position_buckets and max_relative_positions from
+// the relative positions of the distances: the distances themselves are
+// relative positions clamped to the table (span), logarithmic buckets
+// give the distance they reach.
+func positionParams(buckets []int, span int) (*Params, []string) {
+	S := (len(buckets) + 1) / 2
 	at := func(n int) int { return buckets[n+S-1] }
 	exact := true
 	for n := -(S - 1); n < S; n++ {
@@ -166,43 +229,65 @@ func disentangledAt(w *work.Work, b *attn.Block) (*passes.Finding, string) {
 			exact = false
 		}
 	}
+	params := &Params{}
 	if exact {
-		// Not bucketed: relative positions clamped to the table.
 		params.MaxRelativePositions = passes.Ptr(span)
-	} else {
-		mid := span / 2
-		if m, ok := fitLogBuckets(at, mid, S-1); ok {
-			params.PositionBuckets = passes.Ptr(span)
-			params.MaxRelativePositions = passes.Ptr(m)
-		} else {
-			notes = append(notes, fmt.Sprintf("max_relative_positions: the relative positions follow no logarithmic bucketing of %d buckets", span))
-			params.PositionBuckets = passes.Ptr(span)
+		return params, nil
+	}
+	params.PositionBuckets = passes.Ptr(span)
+	if m, ok := fitLogBuckets(at, span/2, S-1); ok {
+		params.MaxRelativePositions = passes.Ptr(m)
+		return params, nil
+	}
+	return params, []string{fmt.Sprintf("max_relative_positions: the relative positions follow no logarithmic bucketing of %d buckets", span)}
+}
+
+// shareAttKey sets share_att_key: one relative embedding R gives both
+// tables through the content projections (P_k = R·W_k + b_k, P_q = R·W_q
+// + b_q).
+func shareAttKey(w *work.Work, params *Params, c2p, p2c *attn.ScoreTerm) []string {
+	if c2p == nil || p2c == nil {
+		return []string{"share_att_key: one position term only; the projections cannot be compared"}
+	}
+	shared, why := sharedProjection(w, c2p, p2c)
+	params.ShareAttKey = shared
+	if why != "" {
+		return []string{"share_att_key: " + why}
+	}
+	return nil
+}
+
+// scaleFactor sets scale_factor: s of the division of q·kᵀ and of every
+// position term by sqrt(d·s), d the head size, measured as the constants
+// each is divided by on its way to the Softmax (before the product, on
+// the term's path, after the scores are summed).
+func scaleFactor(w *work.Work, b *attn.Block, params *Params, terms ...*attn.ScoreTerm) []string {
+	qk, ok := qkDivisor(w, b)
+	d := w.Shape(b.QK.Input(0)).Last()
+	if !ok || !d.Known() || d == 0 {
+		return []string{"scale_factor: q·kᵀ is not divided by one constant on its way to the Softmax"}
+	}
+	for _, t := range terms {
+		if t == nil {
+			continue
+		}
+		if td, ok := termDivisor(w, b, t); !ok || math.Abs(td/qk-1) > 1e-4 {
+			return []string{fmt.Sprintf("scale_factor: a position term is not divided like q·kᵀ (by %.6g)", qk)}
 		}
 	}
-	// share_att_key: one relative embedding R gives both tables through the
-	// content projections (P_k = R·W_k + b_k, P_q = R·W_q + b_q).
-	if c2p != nil && p2c != nil {
-		shared, why := sharedProjection(w, b, c2p, p2c)
-		params.ShareAttKey = shared
-		if why != "" {
-			notes = append(notes, "share_att_key: "+why)
-		}
-	} else {
-		notes = append(notes, "share_att_key: one position term only; the projections cannot be compared")
+	s := qk * qk / float64(d)
+	if math.Abs(s-math.Round(s)) > 1e-4 || math.Round(s) < 1 {
+		return []string{fmt.Sprintf("scale_factor: the scores are divided by %.6g, not by sqrt(%d·s) with a whole s", qk, int(d))}
 	}
-	// The scale: the scores and the terms divided by sqrt(d·s).
-	if d := w.Shape(b.QK.Input(0)).Last(); d.Known() && main.Scale != 1 {
-		s := main.Scale * main.Scale / float64(d)
-		if math.Abs(s-math.Round(s)) < 1e-4 && scoresDividedBy(w, b, main.Scale) {
-			params.ScaleFactor = passes.Ptr(math.Round(s))
-		}
-	}
-	if params.ScaleFactor == nil {
-		notes = append(notes, "scale_factor: the terms are not divided by sqrt(d·s) like the scores")
-	}
+	params.ScaleFactor = passes.Ptr(math.Round(s))
+	return nil
+}
+
+// fillEvidence names the values the codegen and rewrite read.
+func fillEvidence(w *work.Work, ev *Evidence, params *Params, cl *clamp, c2p, p2c *attn.ScoreTerm) {
 	if c2p != nil {
 		ev.C2PIndex = w.Name(c2p.Index)
-		if r := offsetOperand(w, rel); r != nil {
+		if r := offsetOperand(w, cl.x); r != nil {
 			ev.RelativePositions = w.Name(r)
 		}
 	}
@@ -211,11 +296,19 @@ func disentangledAt(w *work.Work, b *attn.Block) (*passes.Finding, string) {
 	}
 	if params.PositionBuckets != nil && params.MaxRelativePositions != nil {
 		mid := *params.PositionBuckets / 2
-		ev.LogRatio, ev.LogRatioFrom = probe.LogRatio(w, w.Cone(rel), math.Log(float64(*params.MaxRelativePositions-1)/float64(mid)))
+		ev.LogRatio, ev.LogRatioFrom = probe.LogRatio(w, w.Cone(cl.x), math.Log(float64(*params.MaxRelativePositions-1)/float64(mid)))
 	}
-	blk := DisentangledBlock{Layer: b.Index}
+}
+
+// termNodes are the nodes of the finding: the clamp, the terms' products
+// and paths, and the cones of their position operands and indexes, less
+// the nodes that compute from constants alone (the relative embedding's
+// norm, slices and projections): normalisation folds those into tables,
+// except over weights stored outside the model file, which it does not
+// read, and the finding is the same either way.
+func termNodes(w *work.Work, clip *graph.Node, terms ...*attn.ScoreTerm) []*graph.Node {
 	nodes := []*graph.Node{clip}
-	for _, tm := range []*attn.ScoreTerm{c2p, p2c} {
+	for _, tm := range terms {
 		if tm == nil {
 			continue
 		}
@@ -223,49 +316,137 @@ func disentangledAt(w *work.Work, b *attn.Block) (*passes.Finding, string) {
 		nodes = append(nodes, tm.Path...)
 		nodes = append(nodes, w.Cone(tm.Pos, tm.Index)...)
 	}
-	if c2p != nil {
-		blk.C2P = w.OrigName(c2p.Prod)
-	}
-	if p2c != nil {
-		blk.P2C = w.OrigName(p2c.Prod)
-	}
-	ev.Blocks = []DisentangledBlock{blk}
-	f := &passes.Finding{Scheme: Name, Layers: []int{b.Index}, Params: params, Notes: notes, Evidence: ev}
-	f.Nodes = w.OrigNames(nodes)
-	return f, ""
+	memo := map[*graph.Value]bool{}
+	return slices.DeleteFunc(nodes, func(n *graph.Node) bool {
+		for _, o := range n.Outputs() {
+			if !fromConstants(w, o, memo, 0) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
-// unclamped follows an index back through layout ops to a clamp (Clip, or
-// Max and Min with constants) and returns the clamped value and the clamp.
-func unclamped(w *work.Work, idx *graph.Value) (*graph.Value, *graph.Node) {
+// fromConstants reports whether v is computed from constants alone (no
+// graph input, no control flow).
+func fromConstants(w *work.Work, v *graph.Value, memo map[*graph.Value]bool, depth int) bool {
+	if v == nil || w.IsConst(v) {
+		return true
+	}
+	if r, ok := memo[v]; ok {
+		return r
+	}
+	n := v.Producer()
+	if n == nil || depth >= 256 || w.IsAct(v) || len(n.Subgraphs()) > 0 {
+		return false
+	}
+	r := true
+	for _, in := range n.Inputs() {
+		if r = fromConstants(w, in, memo, depth+1); !r {
+			break
+		}
+	}
+	memo[v] = r
+	return r
+}
+
+func origName(w *work.Work, t *attn.ScoreTerm) string {
+	if t == nil {
+		return ""
+	}
+	return w.OrigName(t.Prod)
+}
+
+// clamp is an index clamped to a table: x the value clamped, node the
+// clamp (Clip, or the outer of Max and Min), hi its upper bound (nil when
+// it has none).
+type clamp struct {
+	x    *graph.Value
+	node *graph.Node
+	hi   *graph.Value
+}
+
+// clampOf follows an index back through layout ops to a clamp: Clip, or
+// Max and Min whose bounds are constants or values of one element (a
+// bound computed from the length). Nil when there is none.
+func clampOf(w *work.Work, idx *graph.Value) *clamp {
 	v := idx
 	for steps := 0; steps < 12 && v != nil; steps++ {
 		n := v.Producer()
 		if n == nil {
-			return nil, nil
+			return nil
 		}
 		switch n.OpType {
 		case "Clip":
-			return n.Input(0), n
+			return &clamp{x: n.Input(0), node: n, hi: n.Input(2)}
 		case "Max", "Min":
-			// max(min(x, hi), lo) or min(max(x, lo), hi).
-			x := nonConstInput(w, n)
-			if x == nil || x.Producer() == nil {
-				return nil, nil
-			}
-			if m := x.Producer(); (m.OpType == "Max" || m.OpType == "Min") && m.OpType != n.OpType {
-				if y := nonConstInput(w, m); y != nil {
-					return y, n
-				}
-			}
-			return nil, nil
+			return minMaxClamp(w, n)
 		case "Cast", "Reshape", "Unsqueeze", "Squeeze", "Expand", "Transpose", "Identity", "Tile", "Slice":
 			v = n.Input(0)
 		default:
-			return nil, nil
+			return nil
 		}
 	}
+	return nil
+}
+
+// minMaxClamp reads max(min(x, hi), lo) or min(max(x, lo), hi) from its
+// outer node n.
+func minMaxClamp(w *work.Work, n *graph.Node) *clamp {
+	inner, outerBound := clampOperands(w, n)
+	if inner == nil || inner.Producer() == nil {
+		return nil
+	}
+	m := inner.Producer()
+	if m.OpType != "Max" && m.OpType != "Min" || m.OpType == n.OpType {
+		return nil
+	}
+	x, innerBound := clampOperands(w, m)
+	if x == nil {
+		return nil
+	}
+	hi := outerBound
+	if m.OpType == "Min" {
+		hi = innerBound
+	}
+	return &clamp{x: x, node: n, hi: hi}
+}
+
+// clampOperands splits a two-input Max or Min into the value it bounds
+// and the bound: a constant or a value of one element, the other input
+// not.
+func clampOperands(w *work.Work, n *graph.Node) (x, bound *graph.Value) {
+	if len(n.Inputs()) != 2 {
+		return nil, nil
+	}
+	a, b := n.Input(0), n.Input(1)
+	switch {
+	case isBound(w, b) && !isBound(w, a):
+		return a, b
+	case isBound(w, a) && !isBound(w, b):
+		return b, a
+	}
 	return nil, nil
+}
+
+// isBound: v is a constant or holds one element (its shape says so).
+func isBound(w *work.Work, v *graph.Value) bool {
+	if v == nil {
+		return false
+	}
+	if w.IsConst(v) {
+		return true
+	}
+	s := w.Shape(v)
+	if !s.Ranked {
+		return false
+	}
+	for _, d := range s.Dims {
+		if d != 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // offsetOperand is x of a value computed as x plus a constant (an Add
@@ -362,37 +543,14 @@ func logBucketsMatch(at func(int) int, mid, maxPos, maxDist int) bool {
 	return true
 }
 
-// scoresDividedBy reports whether the block's q·k reaches the scores
-// divided by c (or multiplied by 1/c).
-func scoresDividedBy(w *work.Work, b *attn.Block, c float64) bool {
-	for _, n := range b.ScorePath {
-		if n.OpType != "Div" && n.OpType != "Mul" {
-			continue
-		}
-		for _, x := range n.Inputs() {
-			k := w.Const(x)
-			if k == nil || k.Len() != 1 {
-				continue
-			}
-			v := k.Float64s()[0]
-			if n.OpType == "Mul" && v != 0 {
-				v = 1 / v
-			}
-			if math.Abs(v/c-1) < 1e-5 {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // sharedProjection reports whether one relative embedding R gives both
 // position tables through the block's content projections: P_k = R·W_k +
 // b_k (c2p) and P_q = R·W_q + b_q (p2c), R solved from the first and
-// checked on the second.
-func sharedProjection(w *work.Work, b *attn.Block, c2p, p2c *attn.ScoreTerm) (bool, string) {
-	wq, bq := projectionOf(w, b.QK.Input(0))
-	wk, bk := projectionOf(w, b.QK.Input(1))
+// checked on the second. The projections are those of the terms' own
+// contents: the query c2p multiplies and the key p2c multiplies.
+func sharedProjection(w *work.Work, c2p, p2c *attn.ScoreTerm) (bool, string) {
+	wq, bq := projectionOf(w, c2p.Content)
+	wk, bk := projectionOf(w, p2c.Content)
 	if wq == nil || wk == nil {
 		return false, "the content projections are not found"
 	}
@@ -472,7 +630,7 @@ func (m *matrix) at(i, j int) float64 { return m.v[i*m.cols+j] }
 // operand comes from (through layout ops): W [hidden, out] and b (zeros
 // without a bias).
 func projectionOf(w *work.Work, v *graph.Value) (*matrix, []float64) {
-	v = attn.OpRoot(w, v)
+	v, _ = scaledRoot(w, v)
 	var bias []float64
 	for steps := 0; steps < 4 && v != nil; steps++ {
 		n := v.Producer()

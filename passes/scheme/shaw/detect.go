@@ -98,28 +98,9 @@ func shawAt(w *work.Work, b *attn.Block, term *graph.Node) (*passes.Finding, *gr
 	table := g.Input(0)
 	rows, dim := int(table.Const.Dims()[0]), int(table.Const.Dims()[1])
 	const S = 16
-	p := probe.NewProbe(w, 1, S, 0)
-	t, err := p.Value(g.Input(1))
-	if err != nil {
-		return nil, nil, "the index could not be evaluated: " + err.Error()
-	}
-	bv, ok := scorebias.NewBiasView(t)
-	if !ok || bv.Q != S || bv.K != S {
-		return nil, nil, fmt.Sprintf("the index is not [query, key] (%v)", t.Shape)
-	}
-	im := make([]int, 2*S-1)
-	for i := range im {
-		im[i] = -1
-	}
-	for i := 0; i < S; i++ {
-		for j := 0; j < S; j++ {
-			x := int(bv.At(0, i, j))
-			k := j - i + S - 1
-			if im[k] >= 0 && im[k] != x {
-				return nil, nil, "the index is not a function of key - query"
-			}
-			im[k] = x
-		}
+	im, why := indexMap(w, g.Input(1), S)
+	if why != "" {
+		return nil, nil, why
 	}
 	// index(n) = clamp(s·n, -k, k) + k with s = ±1.
 	s := im[S] - im[S-1] // n = 1 minus n = 0
@@ -130,16 +111,13 @@ func shawAt(w *work.Work, b *attn.Block, term *graph.Node) (*passes.Finding, *gr
 	if rows != 2*center+1 {
 		return nil, nil, fmt.Sprintf("the index of distance 0 is %d, not the middle of %d rows", center, rows)
 	}
-	clipped := false
-	for k, x := range im {
-		n := k - (S - 1)
-		want := max(0, min(rows-1, s*n+center))
-		if x != want {
-			return nil, nil, fmt.Sprintf("the index of distance %d is %d, not %d", n, x, want)
-		}
-		if s*n+center < 0 || s*n+center > rows-1 {
-			clipped = true
-		}
+	clipped, why := followsClamp(im, s, center, rows)
+	if why != "" {
+		return nil, nil, why
+	}
+	var notes []string
+	if !clipped {
+		clipped, notes = beyondTable(w, g.Input(1), s, center, rows)
 	}
 	params := &Params{MaxRelativePosition: center, Dim: dim, Distance: "key_minus_query", Clipped: clipped}
 	if s < 0 {
@@ -147,10 +125,6 @@ func shawAt(w *work.Work, b *attn.Block, term *graph.Node) (*passes.Finding, *gr
 	}
 	ev := &Evidence{IndexMap: im, MaxRel: S - 1, Blocks: []Block{{Layer: b.Index, Key: w.Name(table), Index: w.Name(g.Input(1)), KeyEmb: w.Name(g.Output(0))}}}
 	nodes := append([]*graph.Node{term}, w.Cone(e)...)
-	var notes []string
-	if !clipped {
-		notes = append(notes, fmt.Sprintf("clipped: the index did not saturate for distances up to %d", S-1))
-	}
 	for _, ot := range b.OutTerms {
 		for _, in := range ot.Inputs() {
 			if in != nil && !w.IsAct(in) && !w.IsConst(in) {
@@ -167,6 +141,86 @@ func shawAt(w *work.Work, b *attn.Block, term *graph.Node) (*passes.Finding, *gr
 	f := &passes.Finding{Scheme: Name, Layers: []int{b.Index}, Params: params, Notes: notes, Evidence: ev}
 	f.Nodes = w.OrigNames(nodes)
 	return f, table, ""
+}
+
+// indexMap evaluates the index idx over a probe of S positions and returns
+// the table row of every relative position key - query from -(S-1) to S-1
+// (index n + S-1).
+func indexMap(w *work.Work, idx *graph.Value, S int) ([]int, string) {
+	p := probe.NewProbe(w, 1, S, 0)
+	t, err := p.Value(idx)
+	if err != nil {
+		return nil, "the index could not be evaluated: " + err.Error()
+	}
+	bv, ok := scorebias.NewBiasView(t)
+	if !ok || bv.Q != S || bv.K != S {
+		return nil, fmt.Sprintf("the index is not [query, key] (%v)", t.Shape)
+	}
+	im := make([]int, 2*S-1)
+	for i := range im {
+		im[i] = -1 << 40
+	}
+	for i := 0; i < S; i++ {
+		for j := 0; j < S; j++ {
+			x := int(bv.At(0, i, j))
+			k := j - i + S - 1
+			if im[k] != -1<<40 && im[k] != x {
+				return nil, "the index is not a function of key - query"
+			}
+			im[k] = x
+		}
+	}
+	return im, ""
+}
+
+// followsClamp checks the index map against clamp(s·n + center, 0,
+// rows-1) and reports whether it saturated (clipped).
+func followsClamp(im []int, s, center, rows int) (bool, string) {
+	S := (len(im) + 1) / 2
+	clipped := false
+	for k, x := range im {
+		n := k - (S - 1)
+		want := max(0, min(rows-1, s*n+center))
+		if x != want {
+			return false, fmt.Sprintf("the index of distance %d is %d, not %d", n, x, want)
+		}
+		if s*n+center < 0 || s*n+center > rows-1 {
+			clipped = true
+		}
+	}
+	return clipped, ""
+}
+
+// maxTableProbe is the longest table whose edges beyondTable probes.
+const maxTableProbe = 4096
+
+// beyondTable decides clipped for an index that did not saturate on the
+// first probe: evaluated at distances one past the table's edges, it
+// either saturates there (clipped) or leaves the table (an index without
+// a clamp, Hugging Face's relative_key: the table's radius is how far the
+// model reaches, not a clipping). A note says what was measured.
+func beyondTable(w *work.Work, idx *graph.Value, s, center, rows int) (bool, []string) {
+	L := center + 2
+	if L > maxTableProbe {
+		return false, []string{fmt.Sprintf("clipped: the index did not saturate for distances up to 15; the table's %d rows are too many to probe its edges", rows)}
+	}
+	im, why := indexMap(w, idx, L)
+	if why != "" {
+		return false, []string{"clipped: the index could not be evaluated past the table's edges: " + why}
+	}
+	if clipped, why := followsClamp(im, s, center, rows); why == "" && clipped {
+		return true, nil
+	}
+	for k, x := range im {
+		if n := k - (L - 1); x != s*n+center {
+			return false, []string{fmt.Sprintf("clipped: past the table's edges the index of distance %d is %d, neither clamped nor %d", n, x, s*n+center)}
+		}
+	}
+	dist := "key - query"
+	if s < 0 {
+		dist = "query - key"
+	}
+	return false, []string{fmt.Sprintf("max_relative_position: no clamp; the index is %s + %d, so the table's %d rows hold the distances -%d..%d and an input of more than %d tokens reads outside it (%d is the table's radius, not a clipping distance)", dist, center, rows, center, center, center+1, center)}
 }
 
 // MergeEvidence takes the blocks of another finding's evidence.

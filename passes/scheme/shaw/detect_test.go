@@ -2,6 +2,8 @@ package shaw_test
 
 import (
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/onnxpe/onnxpe/graph"
@@ -72,6 +74,8 @@ func TestForms(t *testing.T) {
 		name string
 		m    *graph.Model
 		want map[string]any
+		// note starts one of the finding's notes ("": not checked).
+		note string
 	}{{
 		// One layer, key tables only, key - query clipped to ±6 by Clip.
 		name: "clip_6_keys_only",
@@ -88,6 +92,23 @@ func TestForms(t *testing.T) {
 			return e.Op("Add", nil, e.Op("Min", nil, e.Op("Max", nil, d, e.Int0(-3)), e.Int0(3)), e.Int0(3))
 		}),
 		want: map[string]any{"max_relative_position": 3, "dim": hd, "distance": "query_minus_key", "clipped": true, "relative_values": true, "per_layer_tables": true},
+	}, {
+		// key - query clipped to ±20 (41 rows): the clamp lies beyond
+		// the first probe's distances and is found at the table's edges.
+		name: "clip_20_past_the_first_probe",
+		m: relModel(1, 41, false, func(e *st.Env) *graph.Value {
+			return e.Op("Add", nil, e.Op("Clip", nil, jMinusI(e), e.Int0(-20), e.Int0(20)), e.Int0(20))
+		}),
+		want: map[string]any{"max_relative_position": 20, "dim": hd, "distance": "key_minus_query", "clipped": true, "relative_values": false, "per_layer_tables": false},
+	}, {
+		// Hugging Face's relative_key: query - key + 31 into 63 rows with
+		// no clamp (longer inputs read outside the table).
+		name: "relative_key_unclamped_63_rows",
+		m: relModel(1, 63, false, func(e *st.Env) *graph.Value {
+			return e.Op("Add", nil, e.Op("Neg", nil, jMinusI(e)), e.Int0(31))
+		}),
+		want: map[string]any{"max_relative_position": 31, "dim": hd, "distance": "query_minus_key", "clipped": false, "relative_values": false, "per_layer_tables": false},
+		note: "max_relative_position: no clamp",
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -95,6 +116,9 @@ func TestForms(t *testing.T) {
 			fs, trace := st.Detect(t, c.m, shaw.Detect)
 			f := st.Only(t, fs, trace)
 			st.WantParams(t, f, c.want)
+			if c.note != "" && !slices.ContainsFunc(f.Notes, func(n string) bool { return strings.HasPrefix(n, c.note) }) {
+				t.Errorf("notes %q, want one starting %q", f.Notes, c.note)
+			}
 		})
 	}
 }
