@@ -184,6 +184,10 @@ func absoluteAt(w *work.Work, c *passes.Context, add *graph.Node, act, x *graph.
 	if w.IsConst(x) && !sa.Dims[len(sa.Dims)-2].Known() {
 		return nil
 	}
+	if attentionTerm(w, add.Output(0), blocks) {
+		c.Miss("absolute", at, "a term of the attention, not an encoding of the embeddings: the value reaches q, k or v after their projection, or the scores", 1)
+		return nil
+	}
 	var rows [][]float64
 	var why string
 	var pr *probe.Probe

@@ -409,27 +409,19 @@ var invExpected = map[string]map[string][]string{
 		},
 	},
 	"relative_transfo_xl": {
-		"if": {
-			"schemes [relative_sinusoidal] -> [learned_absolute relative_sinusoidal]",
-			"learned_absolute#0 new: layers 0-1 fused false params {\"dim\":16,\"max_positions\":2,\"position_offset\":0}",
-		},
 		"fold": {
-			"schemes [relative_sinusoidal] -> [learned_absolute]",
-			"layers \"0-1 relative_sinusoidal\" -> \"0-1 learned_absolute\"",
+			"schemes [relative_sinusoidal] -> [nope]",
+			"layers \"0-1 relative_sinusoidal\" -> \"0-1 nope\"",
 			"relative_sinusoidal#0 (layers 0-1) lost",
-			"learned_absolute#0 new: layers 0-1 fused false params {\"dim\":16,\"max_positions\":2,\"position_offset\":0}",
+			"nope#0 new: layers 0-1 fused false params {\"temperature_tuning\":null}",
 		},
 	},
 	"relative_xlnet": {
-		"if": {
-			"schemes [relative_sinusoidal] -> [learned_absolute relative_sinusoidal]",
-			"learned_absolute#0 new: layers 0-1 fused false params {\"dim\":16,\"max_positions\":2,\"position_offset\":0}",
-		},
 		"fold": {
-			"schemes [relative_sinusoidal] -> [learned_absolute]",
-			"layers \"0-1 relative_sinusoidal\" -> \"0-1 learned_absolute\"",
+			"schemes [relative_sinusoidal] -> [nope]",
+			"layers \"0-1 relative_sinusoidal\" -> \"0-1 nope\"",
 			"relative_sinusoidal#0 (layers 0-1) lost",
-			"learned_absolute#0 new: layers 0-1 fused false params {\"dim\":16,\"max_positions\":2,\"position_offset\":0}",
+			"nope#0 new: layers 0-1 fused false params {\"temperature_tuning\":null}",
 		},
 	},
 	"disentangled_deberta": {
@@ -567,15 +559,11 @@ var invExpected = map[string]map[string][]string{
 		},
 	},
 	"hf-xlnet-relative-sinusoidal": {
-		"if": {
-			"schemes [relative_sinusoidal] -> [learned_absolute relative_sinusoidal]",
-			"learned_absolute#0 new: layers 0-1 fused false params {\"dim\":8,\"max_positions\":4,\"position_offset\":0}",
-		},
 		"fold": {
-			"schemes [relative_sinusoidal] -> [learned_absolute]",
-			"layers \"0-1 relative_sinusoidal\" -> \"0-1 learned_absolute\"",
+			"schemes [relative_sinusoidal] -> [nope]",
+			"layers \"0-1 relative_sinusoidal\" -> \"0-1 nope\"",
 			"relative_sinusoidal#0 (layers 0-1) lost",
-			"learned_absolute#0 new: layers 0-1 fused false params {\"dim\":8,\"max_positions\":4,\"position_offset\":0}",
+			"nope#0 new: layers 0-1 fused false params {\"temperature_tuning\":null}",
 		},
 	},
 	"sinusoidal_if": {

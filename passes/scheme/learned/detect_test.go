@@ -92,3 +92,18 @@ func TestNearMisses(t *testing.T) {
 		})
 	}
 }
+
+// TestAttentionTerms: constants added to q after its projection
+// (Transformer-XL's per-head biases u, [heads, hd], added to q as [S, B,
+// heads, hd] or here [B, S, heads, hd]: rows that are heads) are a term of
+// the attention, not a table of positions added to the embeddings.
+func TestAttentionTerms(t *testing.T) {
+	m := st.BuildExporterForm(st.ExporterForm{Name: "per_head_bias_on_q", Heads: 2, HD: 16, Rope: func(e *st.Env, q, k *graph.Value) (*graph.Value, *graph.Value) {
+		perm := []*graph.Attr{graph.IntsAttr("perm", 0, 2, 1, 3)}
+		qu := e.Op("Add", nil, e.Op("Transpose", perm, q), e.Weight(2, 16)) // [B, S, H, hd] + u
+		return e.Op("Transpose", perm, qu), k
+	}})
+	st.Executes(t, m, 6)
+	fs, trace := st.Detect(t, m, learned.Detect)
+	st.WantMiss(t, fs, trace, "absolute", "a term of the attention")
+}
