@@ -178,10 +178,7 @@ func absoluteAt(w *work.Work, c *passes.Context, add *graph.Node, act, x *graph.
 	if !d.Known() || sx.Last() != d {
 		return nil
 	}
-	if seq := sx.Dims[len(sx.Dims)-2]; seq == 1 {
-		return nil // one row for every position: a bias
-	}
-	if w.IsConst(x) && !sa.Dims[len(sa.Dims)-2].Known() {
+	if !mayHoldRows(w, sa, sx, w.IsConst(x)) {
 		return nil
 	}
 	if attentionTerm(w, add.Output(0), blocks) {
@@ -225,11 +222,11 @@ func absoluteAt(w *work.Work, c *passes.Context, add *graph.Node, act, x *graph.
 		notes = append(notes, "the table's rows are equal: it adds the same vector at every position")
 	}
 	e := &Encoding{X: x, Dim: int(d), Rows: rows, Probe: pr, Varies: varies, Notes: notes}
-	// The table: the added constant itself (rows on the next to last
-	// axis), or a stored table the cone reads at positions that holds d
-	// numbers per position, on whichever axis its positions are.
+	// The table: the added constant itself (rows on its axis of
+	// positions), or a stored table the cone reads at positions that holds
+	// d numbers per position, on whichever axis its positions are.
 	if w.IsConst(x) {
-		e.Table, e.TableRows, e.TableAxis = x, len(rows), sx.Rank()-2
+		e.Table, e.TableRows, e.TableAxis = x, len(rows), RowsAxis(w.Const(x))
 	} else if tv, ax, r := probe.TableRead(w, cone); tv != nil && tv.Const != nil {
 		if v, ok := ViewTable(w, tv, ax); ok && v.Width() == int(d) {
 			e.Table, e.TableRows, e.TableAxis = tv, r, ax
@@ -253,26 +250,6 @@ func absoluteAt(w *work.Work, c *passes.Context, add *graph.Node, act, x *graph.
 // its rows are read from a stored table.
 func Offset(w *work.Work, e *Encoding) (int, bool) {
 	return startOffset(w, e.Probe, e.X, e.Table, e.TableAxis, e.Rows)
-}
-
-// tableRows evaluates x and returns its rows per position (the next to
-// last axis; leading axes at index 0), [positions][dim].
-func TableRows(w *work.Work, p *probe.Probe, x *graph.Value) ([][]float64, string) {
-	t, err := p.Value(x)
-	if err != nil {
-		return nil, err.Error()
-	}
-	if t.Rank() < 2 {
-		return nil, "rank below 2"
-	}
-	d := t.Shape[t.Rank()-1]
-	n := t.Shape[t.Rank()-2]
-	v := t.Float64s()
-	rows := make([][]float64, n)
-	for i := range rows {
-		rows[i] = slices.Clone(v[i*d : (i+1)*d])
-	}
-	return rows, ""
 }
 
 // reachedBlocks lists the blocks whose scores depend on v.

@@ -38,9 +38,10 @@ type sizes struct {
 func (w *Work) findSizes() *sizes {
 	sz := &sizes{kind: map[Dim]symKind{}}
 	ins := w.Inputs()
+	keys := w.softmaxLengths()
 	for _, v := range ins {
-		if s := w.Shape(v); s.Rank() >= 2 && s.Dims[0].IsSym() {
-			sz.kind[w.Syms.Canon(s.Dims[0])] = SymBatch
+		if d, ok := w.batchDim(w.Shape(v), keys); ok {
+			sz.kind[d] = SymBatch
 		}
 	}
 	set := func(d Dim, k symKind) {
@@ -105,6 +106,51 @@ func (w *Work) findSizes() *sizes {
 		}
 	}
 	return sz
+}
+
+// batchDim is the symbol that counts the batch of an input of shape s:
+// its leading one, unless attention's softmax runs over that many keys
+// (a time-major [seq, batch] input) and the next is a symbol that counts
+// no keys.
+func (w *Work) batchDim(s Shape, keys map[Dim]bool) (Dim, bool) {
+	if s.Rank() < 2 || !s.Dims[0].IsSym() {
+		return 0, false
+	}
+	d := w.Syms.Canon(s.Dims[0])
+	if !keys[d] {
+		return d, true
+	}
+	if d1 := w.Syms.Canon(s.Dims[1]); d1.IsSym() && !keys[d1] {
+		return d1, true
+	}
+	return 0, false
+}
+
+// softmaxLengths are the symbols of the axes Softmax runs over (opset 13
+// on, or the last axis): the number of keys of an attention's scores.
+func (w *Work) softmaxLengths() map[Dim]bool {
+	out := map[Dim]bool{}
+	w.M.Graph.Walk(func(n *graph.Node) {
+		if n.OpType != "Softmax" || !IsONNX(n) || n.Input(0) == nil {
+			return
+		}
+		s := w.Shape(n.Input(0))
+		if s.Rank() < 2 {
+			return
+		}
+		def := int64(-1)
+		if w.Opset(n) < 13 {
+			def = 1
+		}
+		ax := NormAxis(n.AttrInt("axis", def), s.Rank())
+		if ax < 0 || ax >= s.Rank() || w.Opset(n) < 13 && ax != s.Rank()-1 {
+			return
+		}
+		if d := w.Syms.Canon(s.Dims[ax]); d.IsSym() {
+			out[d] = true
+		}
+	})
+	return out
 }
 
 func (sz *sizes) hasPast() bool {
