@@ -215,22 +215,18 @@ func absoluteAt(w *work.Work, c *passes.Context, add *graph.Node, act, x *graph.
 	if !varies {
 		// The same rows everywhere, but maybe read from a table by an index
 		// that follows the position (a table whose rows happen to be equal).
-		if !indexFollowsPosition(w, pr, cone) {
+		if !indexFollowsPosition(w, pr, withFolded(w, x, cone)) {
 			c.Miss("absolute", at, "the added value is the same at every position (not a position encoding)", 2)
 			return nil
 		}
-		notes = append(notes, "the table's rows are equal: it adds the same vector at every position")
+		notes = append(notes, equalRowsNote)
 	}
 	e := &Encoding{X: x, Dim: int(d), Rows: rows, Probe: pr, Varies: varies, Notes: notes}
-	// The table: the added constant itself (rows on its axis of
-	// positions), or a stored table the cone reads at positions that holds
-	// d numbers per position, on whichever axis its positions are.
-	if w.IsConst(x) {
+	// The table: a stored table read at the positions, or else the added
+	// constant itself.
+	e.Table, e.TableAxis, e.TableRows = storedTable(w, x, cone, int(d))
+	if e.Table == nil && w.IsConst(x) {
 		e.Table, e.TableRows, e.TableAxis = x, len(rows), RowsAxis(w.Const(x))
-	} else if tv, ax, r := probe.TableRead(w, cone); tv != nil && tv.Const != nil {
-		if v, ok := ViewTable(w, tv, ax); ok && v.Width() == int(d) {
-			e.Table, e.TableRows, e.TableAxis = tv, r, ax
-		}
 	}
 	ev := &TableEvidence{Add: at, Value: w.OrigValue(x), Rows0: rows, Sample: sampleRows(w, x, rows)}
 	ev.Positions, ev.PositionsWhy = tablePositions(w, x)
@@ -244,12 +240,6 @@ func absoluteAt(w *work.Work, c *passes.Context, add *graph.Node, act, x *graph.
 		e.Sin = &sp
 	}
 	return e
-}
-
-// offset is the table row read at the encoding's first position, when
-// its rows are read from a stored table.
-func Offset(w *work.Work, e *Encoding) (int, bool) {
-	return startOffset(w, e.Probe, e.X, e.Table, e.TableAxis, e.Rows)
 }
 
 // reachedBlocks lists the blocks whose scores depend on v.
@@ -496,15 +486,26 @@ func snapDigits(v float64, digits int) float64 {
 	return math.Round(v/e) * e
 }
 
-// indexFollowsPosition reports whether the cone gathers a table by an index
-// that changes from position to position.
-func indexFollowsPosition(w *work.Work, p *probe.Probe, cone []*graph.Node) bool {
-	for _, n := range cone {
-		if n.OpType != "Gather" || !w.IsConst(n.Input(0)) || w.IsConst(n.Input(1)) {
+// equalRowsNote is the note of a table whose rows are equal.
+const equalRowsNote = "the table's rows are equal: it adds the same vector at every position"
+
+// indexFollowsPosition reports whether nodes (a cone, with what was folded
+// into its constants) gather a table by an index that changes from
+// position to position (constant where the model's shapes fix the
+// positions).
+func indexFollowsPosition(w *work.Work, p *probe.Probe, nodes []*graph.Node) bool {
+	for _, n := range nodes {
+		if n.OpType != "Gather" || !w.IsConst(n.Input(0)) {
 			continue
 		}
-		t, err := p.Value(n.Input(1))
-		if err != nil || t.Len() < 2 {
+		t := w.Const(n.Input(1))
+		if t == nil {
+			var err error
+			if t, err = p.Value(n.Input(1)); err != nil {
+				continue
+			}
+		}
+		if t.Len() < 2 || t.Rank() == 0 {
 			continue
 		}
 		idx := t.Int64s()
@@ -562,13 +563,18 @@ func embedLayerNorm(w *work.Work, c *passes.Context, n *graph.Node, blocks []*at
 		return e
 	}
 	// The positions the op reads: position_ids as a probe gives them
-	// (positions 0..15), or 0..S-1 without them.
-	pos := make([]int64, 16)
+	// (positions 0..15, fewer for a shorter table), or 0..S-1 without
+	// them.
+	seq := 16
+	if e.TableRows > 0 {
+		seq = min(seq, e.TableRows)
+	}
+	pos := make([]int64, seq)
 	for i := range pos {
 		pos[i] = int64(i)
 	}
 	if posIDs != nil {
-		p := probe.NewProbe(w, 1, 16, 0)
+		p := probe.NewProbe(w, 1, seq, 0)
 		pt, err := p.Value(posIDs)
 		if err != nil || pt.Len() < 3 {
 			c.Miss("fused", at, "the position_ids of EmbedLayerNormalization could not be evaluated", 1)
@@ -589,6 +595,9 @@ func embedLayerNorm(w *work.Work, c *passes.Context, n *graph.Node, blocks []*at
 	}
 	e.Evidence.Rows0, e.Rows = rows, rows
 	e.Offset = int(pos[0])
+	if !slices.ContainsFunc(rows, func(r []float64) bool { return !slices.Equal(r, rows[0]) }) {
+		e.Notes = append(e.Notes, equalRowsNote)
+	}
 	if sp, ok := fitSinusoidal(w, rows, e.Dim); ok {
 		e.Sin = &sp
 	}

@@ -28,6 +28,9 @@ type sizes struct {
 	pastZero bool
 	// patch is the patch size along an image's open height or width.
 	Patch map[Dim]int
+	// fixedPast is the length of a KV cache given as input that the
+	// model's shapes fix (0: none, or open).
+	fixedPast int
 }
 
 // findSizes reads, once roles are known, which symbols count the batch,
@@ -52,7 +55,12 @@ func (w *Work) findSizes() *sizes {
 	}
 	for _, v := range ins {
 		if w.Role(v) == RoleContent {
-			w.cacheAxes(v, func(d Dim) { set(d, SymPast) })
+			w.cacheAxes(v, func(d Dim) {
+				set(d, SymPast)
+				if d = w.Syms.Canon(d); d.Known() && d > 0 {
+					sz.fixedPast = int(d)
+				}
+			})
 		}
 	}
 	// Images of open size [batch, channels, height, width] cut into
@@ -215,6 +223,16 @@ func (w *Work) cacheAxes(v *graph.Value, f func(Dim)) {
 		}
 	}
 	walk(v, 0)
+}
+
+// FixedPast is the length of a KV cache given as input when the model's
+// shapes fix it (a static export after some past tokens), else 0: a probe
+// cannot then vary the cache's length.
+func (w *Work) FixedPast() int {
+	if w.Sizes == nil {
+		return 0
+	}
+	return w.Sizes.fixedPast
 }
 
 // symKindOf is the kind of symbol d.
