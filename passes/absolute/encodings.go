@@ -86,6 +86,13 @@ type Encoding struct {
 	Fused  bool
 	Offset int
 	Unread string
+	// NotEvaluated, when set, says why the added value could not be
+	// evaluated at any size a probe allows (a model whose shapes fix more
+	// positions than a probe may hold, its rows not computed position by
+	// position): whether it changes with the position is not known. No
+	// absolute scheme claims it (Rows, Dim and the table are not set);
+	// the audit reports its layers as unknown with that reason.
+	NotEvaluated string
 }
 
 // Absolute finds the position-dependent values added to the embeddings.
@@ -153,6 +160,9 @@ func ClaimAbsolute(c *passes.Context, claim func(e *Encoding) *passes.Finding) [
 	var out, fused []*passes.Finding
 	alike := func(g, f *passes.Finding) bool { return g.Fused == f.Fused && slices.Equal(g.Notes, f.Notes) }
 	for _, e := range passes.Result(c, Absolute) {
+		if e.NotEvaluated != "" {
+			continue // no scheme's: the audit's unknown
+		}
 		f := claim(e)
 		switch {
 		case f == nil:
@@ -185,20 +195,15 @@ func absoluteAt(w *work.Work, c *passes.Context, add *graph.Node, act, x *graph.
 		c.Miss("absolute", at, "a term of the attention, not an encoding of the embeddings: the value reaches q, k or v after their projection, or the scores", 1)
 		return nil
 	}
-	var rows [][]float64
-	var why string
-	var pr *probe.Probe
-	for _, seq := range []int{16, 8, 4} {
-		p := probe.NewProbe(w, 1, seq, 0)
-		rows, why = TableRows(w, p, x)
-		if rows != nil {
-			pr = p
-			break
+	rows, pr, err := probeRows(w, x)
+	if err != nil {
+		c.Miss("absolute", at, "the added value could not be evaluated: "+err.Error(), 1)
+		if !tooLarge(err) {
+			return nil
 		}
-	}
-	if rows == nil {
-		c.Miss("absolute", at, "the added value could not be evaluated: "+why, 1)
-		return nil
+		// Maybe an encoding: the audit says it could not be probed.
+		return &Encoding{X: x, Layers: ReachedBlocks(w, add.Output(0), blocks), Nodes: w.OrigNames(append([]*graph.Node{add}, w.Cone(x)...)),
+			NotEvaluated: fmt.Sprintf("the value added at %s could not be evaluated at any size a probe allows: %v", at, err)}
 	}
 	if pr.Synthetic(x) {
 		c.Miss("absolute", at, "the added value comes from parameters given as inputs", 1)
