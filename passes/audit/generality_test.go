@@ -23,7 +23,6 @@ var generalityFailures = map[string]string{
 	"encdec_marian_encoder_sinusoid":        "schemes [learned_absolute sinusoidal], want [nope sinusoidal]; 1 layers, want 3; layer 1 none, want nope; layer 2 none, want sinusoidal; no sinusoidal finding over layers [0 2]; no nope finding over layers [1]",
 	"rope_function_body_fragment":           "schemes [nope], want [rope]; no rope finding over layers []",
 	"disentangled_deberta_v1_no_buckets":    "schemes [nope], want [disentangled]; layer 0 nope, want disentangled; layer 1 nope, want disentangled; no disentangled finding over layers [0 1]",
-	"floater_euler_tanh_unrolled":           "schemes [learned_absolute], want [floater]; layer 0 learned_absolute, want floater; layer 1 learned_absolute, want floater; no floater finding over layers [0 1]",
 	"rope_yarn_ambiguous_original_length":   "rope [0 1]: original_max_positions 4096, want null",
 	"rope_longrope_genai_if_absent_weights": "rope [0 1]: short_factor [], want null; rope [0 1]: long_factor [], want null",
 	"disentangled_deberta_v2_hf447":         "disentangled [0 1]: att_types [c2p], want [c2p p2c]; disentangled [0 1]: share_att_key false, want true",
