@@ -86,6 +86,13 @@ type Encoding struct {
 	Fused  bool
 	Offset int
 	Unread string
+	// NotEvaluated, when set, says why the added value could not be
+	// evaluated at any size a probe allows (a model whose shapes fix more
+	// positions than a probe may hold, its rows not computed position by
+	// position): whether it changes with the position is not known. No
+	// absolute scheme claims it (Rows, Dim and the table are not set);
+	// the audit reports its layers as unknown with that reason.
+	NotEvaluated string
 }
 
 // Absolute finds the position-dependent values added to the embeddings.
@@ -153,6 +160,9 @@ func ClaimAbsolute(c *passes.Context, claim func(e *Encoding) *passes.Finding) [
 	var out, fused []*passes.Finding
 	alike := func(g, f *passes.Finding) bool { return g.Fused == f.Fused && slices.Equal(g.Notes, f.Notes) }
 	for _, e := range passes.Result(c, Absolute) {
+		if e.NotEvaluated != "" {
+			continue // no scheme's: the audit's unknown
+		}
 		f := claim(e)
 		switch {
 		case f == nil:
@@ -178,26 +188,22 @@ func absoluteAt(w *work.Work, c *passes.Context, add *graph.Node, act, x *graph.
 	if !d.Known() || sx.Last() != d {
 		return nil
 	}
-	if seq := sx.Dims[len(sx.Dims)-2]; seq == 1 {
-		return nil // one row for every position: a bias
-	}
-	if w.IsConst(x) && !sa.Dims[len(sa.Dims)-2].Known() {
+	if !mayHoldRows(w, sa, sx, w.IsConst(x)) {
 		return nil
 	}
-	var rows [][]float64
-	var why string
-	var pr *probe.Probe
-	for _, seq := range []int{16, 8, 4} {
-		p := probe.NewProbe(w, 1, seq, 0)
-		rows, why = TableRows(w, p, x)
-		if rows != nil {
-			pr = p
-			break
+	if attentionTerm(w, add.Output(0), blocks) {
+		c.Miss("absolute", at, "a term of the attention, not an encoding of the embeddings: the value reaches q, k or v after their projection, or the scores", 1)
+		return nil
+	}
+	rows, pr, err := probeRows(w, x)
+	if err != nil {
+		c.Miss("absolute", at, "the added value could not be evaluated: "+err.Error(), 1)
+		if !tooLarge(err) {
+			return nil
 		}
-	}
-	if rows == nil {
-		c.Miss("absolute", at, "the added value could not be evaluated: "+why, 1)
-		return nil
+		// Maybe an encoding: the audit says it could not be probed.
+		return &Encoding{X: x, Layers: ReachedBlocks(w, add.Output(0), blocks), Nodes: w.OrigNames(append([]*graph.Node{add}, w.Cone(x)...)),
+			NotEvaluated: fmt.Sprintf("the value added at %s could not be evaluated at any size a probe allows: %v", at, err)}
 	}
 	if pr.Synthetic(x) {
 		c.Miss("absolute", at, "the added value comes from parameters given as inputs", 1)
@@ -214,22 +220,18 @@ func absoluteAt(w *work.Work, c *passes.Context, add *graph.Node, act, x *graph.
 	if !varies {
 		// The same rows everywhere, but maybe read from a table by an index
 		// that follows the position (a table whose rows happen to be equal).
-		if !indexFollowsPosition(w, pr, cone) {
+		if !indexFollowsPosition(w, pr, withFolded(w, x, cone)) {
 			c.Miss("absolute", at, "the added value is the same at every position (not a position encoding)", 2)
 			return nil
 		}
-		notes = append(notes, "the table's rows are equal: it adds the same vector at every position")
+		notes = append(notes, equalRowsNote)
 	}
 	e := &Encoding{X: x, Dim: int(d), Rows: rows, Probe: pr, Varies: varies, Notes: notes}
-	// The table: the added constant itself (rows on the next to last
-	// axis), or a stored table the cone reads at positions that holds d
-	// numbers per position, on whichever axis its positions are.
-	if w.IsConst(x) {
-		e.Table, e.TableRows, e.TableAxis = x, len(rows), sx.Rank()-2
-	} else if tv, ax, r := probe.TableRead(w, cone); tv != nil && tv.Const != nil {
-		if v, ok := ViewTable(w, tv, ax); ok && v.Width() == int(d) {
-			e.Table, e.TableRows, e.TableAxis = tv, r, ax
-		}
+	// The table: a stored table read at the positions, or else the added
+	// constant itself.
+	e.Table, e.TableAxis, e.TableRows = storedTable(w, x, cone, int(d))
+	if e.Table == nil && w.IsConst(x) {
+		e.Table, e.TableRows, e.TableAxis = x, len(rows), RowsAxis(w.Const(x))
 	}
 	ev := &TableEvidence{Add: at, Value: w.OrigValue(x), Rows0: rows, Sample: sampleRows(w, x, rows)}
 	ev.Positions, ev.PositionsWhy = tablePositions(w, x)
@@ -243,32 +245,6 @@ func absoluteAt(w *work.Work, c *passes.Context, add *graph.Node, act, x *graph.
 		e.Sin = &sp
 	}
 	return e
-}
-
-// offset is the table row read at the encoding's first position, when
-// its rows are read from a stored table.
-func Offset(w *work.Work, e *Encoding) (int, bool) {
-	return startOffset(w, e.Probe, e.X, e.Table, e.TableAxis, e.Rows)
-}
-
-// tableRows evaluates x and returns its rows per position (the next to
-// last axis; leading axes at index 0), [positions][dim].
-func TableRows(w *work.Work, p *probe.Probe, x *graph.Value) ([][]float64, string) {
-	t, err := p.Value(x)
-	if err != nil {
-		return nil, err.Error()
-	}
-	if t.Rank() < 2 {
-		return nil, "rank below 2"
-	}
-	d := t.Shape[t.Rank()-1]
-	n := t.Shape[t.Rank()-2]
-	v := t.Float64s()
-	rows := make([][]float64, n)
-	for i := range rows {
-		rows[i] = slices.Clone(v[i*d : (i+1)*d])
-	}
-	return rows, ""
 }
 
 // reachedBlocks lists the blocks whose scores depend on v.
@@ -515,15 +491,26 @@ func snapDigits(v float64, digits int) float64 {
 	return math.Round(v/e) * e
 }
 
-// indexFollowsPosition reports whether the cone gathers a table by an index
-// that changes from position to position.
-func indexFollowsPosition(w *work.Work, p *probe.Probe, cone []*graph.Node) bool {
-	for _, n := range cone {
-		if n.OpType != "Gather" || !w.IsConst(n.Input(0)) || w.IsConst(n.Input(1)) {
+// equalRowsNote is the note of a table whose rows are equal.
+const equalRowsNote = "the table's rows are equal: it adds the same vector at every position"
+
+// indexFollowsPosition reports whether nodes (a cone, with what was folded
+// into its constants) gather a table by an index that changes from
+// position to position (constant where the model's shapes fix the
+// positions).
+func indexFollowsPosition(w *work.Work, p *probe.Probe, nodes []*graph.Node) bool {
+	for _, n := range nodes {
+		if n.OpType != "Gather" || !w.IsConst(n.Input(0)) {
 			continue
 		}
-		t, err := p.Value(n.Input(1))
-		if err != nil || t.Len() < 2 {
+		t := w.Const(n.Input(1))
+		if t == nil {
+			var err error
+			if t, err = p.Value(n.Input(1)); err != nil {
+				continue
+			}
+		}
+		if t.Len() < 2 || t.Rank() == 0 {
 			continue
 		}
 		idx := t.Int64s()
@@ -581,13 +568,18 @@ func embedLayerNorm(w *work.Work, c *passes.Context, n *graph.Node, blocks []*at
 		return e
 	}
 	// The positions the op reads: position_ids as a probe gives them
-	// (positions 0..15), or 0..S-1 without them.
-	pos := make([]int64, 16)
+	// (positions 0..15, fewer for a shorter table), or 0..S-1 without
+	// them.
+	seq := 16
+	if e.TableRows > 0 {
+		seq = min(seq, e.TableRows)
+	}
+	pos := make([]int64, seq)
 	for i := range pos {
 		pos[i] = int64(i)
 	}
 	if posIDs != nil {
-		p := probe.NewProbe(w, 1, 16, 0)
+		p := probe.NewProbe(w, 1, seq, 0)
 		pt, err := p.Value(posIDs)
 		if err != nil || pt.Len() < 3 {
 			c.Miss("fused", at, "the position_ids of EmbedLayerNormalization could not be evaluated", 1)
@@ -608,6 +600,9 @@ func embedLayerNorm(w *work.Work, c *passes.Context, n *graph.Node, blocks []*at
 	}
 	e.Evidence.Rows0, e.Rows = rows, rows
 	e.Offset = int(pos[0])
+	if !slices.ContainsFunc(rows, func(r []float64) bool { return !slices.Equal(r, rows[0]) }) {
+		e.Notes = append(e.Notes, equalRowsNote)
+	}
 	if sp, ok := fitSinusoidal(w, rows, e.Dim); ok {
 		e.Sin = &sp
 	}

@@ -19,13 +19,10 @@ import (
 // it), when its answer changes (write the new one), and when a form not
 // listed fails.
 var generalityFailures = map[string]string{
-	"rope_function_body_fragment":                 "schemes [unknown], want [rope]; no rope finding over layers []",
-	"sinusoidal_torch_tutorial_time_major_folded": "schemes [nope], want [sinusoidal]; layer 0 nope, want sinusoidal; layer 1 nope, want sinusoidal; no sinusoidal finding over layers [0 1]",
-	"sinusoidal_torch_tutorial_time_major":        "schemes [unknown], want [sinusoidal]; layer 0 unknown, want sinusoidal; layer 1 unknown, want sinusoidal; no sinusoidal finding over layers [0 1]",
-	"floater_euler_tanh_unrolled":                 "schemes [learned_absolute], want [floater]; layer 0 learned_absolute, want floater; layer 1 learned_absolute, want floater; no floater finding over layers [0 1]",
-	"rope_yarn_ambiguous_original_length":         "rope [0 1]: original_max_positions 4096, want null",
-	"rope_longrope_genai_if_absent_weights":       "rope [0 1]: short_factor [], want null; rope [0 1]: long_factor [], want null",
-	"rope_2d_pixtral_patches":                     "rope [0 1]: base null, want 10000; rope [0 1]: scaling unknown, want none",
+	"rope_function_body_fragment":           "schemes [unknown], want [rope]; no rope finding over layers []",
+	"rope_yarn_ambiguous_original_length":   "rope [0 1]: original_max_positions 4096, want null",
+	"rope_longrope_genai_if_absent_weights": "rope [0 1]: short_factor [], want null; rope [0 1]: long_factor [], want null",
+	"rope_2d_pixtral_patches":               "rope [0 1]: base null, want 10000; rope [0 1]: scaling unknown, want none",
 }
 
 // TestGeneralityForms audits each form of testmodels.GeneralityForms (the

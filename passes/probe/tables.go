@@ -66,6 +66,18 @@ func PositionTable(w *work.Work, cone []*graph.Node) (*graph.Value, int) {
 // it open, or the axis has size 1, the largest axis but the last. rows is
 // the size of that axis; of several tables the one with the most rows.
 func TableRead(w *work.Work, cone []*graph.Node) (best *graph.Value, axis, rows int) {
+	return tableRead(w, cone, false)
+}
+
+// FixedTableRead is TableRead for reads at constant positions too: nodes
+// a caller knows read positions (those normalisation folded into a
+// position encoding, for one), where a constant index is the positions of
+// a model whose shapes fix them.
+func FixedTableRead(w *work.Work, nodes []*graph.Node) (best *graph.Value, axis, rows int) {
+	return tableRead(w, nodes, true)
+}
+
+func tableRead(w *work.Work, cone []*graph.Node, fixed bool) (best *graph.Value, axis, rows int) {
 	for _, n := range cone {
 		ax := -1 << 30 // none
 		switch n.OpType {
@@ -94,7 +106,7 @@ func TableRead(w *work.Work, cone []*graph.Node) (best *graph.Value, axis, rows 
 			}
 		}
 		v := n.Input(0)
-		if !dynamic && !(v != nil && v.Producer() == nil && w.Role(v) == work.RoleParam) {
+		if !dynamic && !fixed && !(v != nil && v.Producer() == nil && w.Role(v) == work.RoleParam) {
 			continue // constant rows of a constant: folded away, or not positions
 		}
 		// ax < 0 from here on: not known.

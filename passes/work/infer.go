@@ -648,6 +648,14 @@ func (w *Work) inferContrib(n *graph.Node, set func(int, Shape), in func(int) Sh
 			batch := w.broadcast(ranked(ad[:len(ad)-2]...), ranked(bd[:len(bd)-2]...))
 			set(0, ranked(append(append([]Dim{}, batch.Dims...), m, k)...))
 		}
+	case "Conv", "MaxPool", "AveragePool", "ReorderInput", "ReorderOutput":
+		if n.Domain == "com.microsoft.nchwc" {
+			w.inferNCHWc(n, set, in)
+			return
+		}
+		for i, o := range n.Outputs() {
+			set(i, w.declaredShape(o.Type))
+		}
 	case "Gelu", "FastGelu", "BiasGelu", "QuickGelu", "SkipLayerNormalization", "SimplifiedLayerNormalization",
 		"SkipSimplifiedLayerNormalization", "LayerNormalization", "RotaryEmbedding", "BiasAdd":
 		set(0, in(0))
@@ -658,6 +666,31 @@ func (w *Work) inferContrib(n *graph.Node, set func(int, Shape), in func(int) Sh
 		for i, o := range n.Outputs() {
 			set(i, w.declaredShape(o.Type))
 		}
+	}
+}
+
+// inferNCHWc infers the shapes of the ops of ONNX Runtime's blocked
+// channel layout (optimization level all): its convolutions and pools as
+// ONNX's (the channels of a blocked tensor counted as the weights give
+// them), ReorderInput keeping the shape, ReorderOutput giving back
+// [N, channels, H, W] (or [N, H, W, channels] with channels_last).
+func (w *Work) inferNCHWc(n *graph.Node, set func(int, Shape), in func(int) Shape) {
+	s := in(0)
+	switch n.OpType {
+	case "ReorderInput":
+		set(0, s)
+	case "ReorderOutput":
+		c := Dim(n.AttrInt("channels", 0))
+		switch {
+		case s.Rank() != 4 || c <= 0:
+			set(0, w.declaredShape(n.Output(0).Type))
+		case n.AttrInt("channels_last", 0) != 0:
+			set(0, ranked(s.Dims[0], s.Dims[2], s.Dims[3], c))
+		default:
+			set(0, ranked(s.Dims[0], c, s.Dims[2], s.Dims[3]))
+		}
+	default:
+		w.inferConv(n, n.Outputs(), set, in)
 	}
 }
 

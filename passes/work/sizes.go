@@ -28,6 +28,9 @@ type sizes struct {
 	pastZero bool
 	// patch is the patch size along an image's open height or width.
 	Patch map[Dim]int
+	// fixedPast is the length of a KV cache given as input that the
+	// model's shapes fix (0: none, or open).
+	fixedPast int
 }
 
 // findSizes reads, once roles are known, which symbols count the batch,
@@ -38,9 +41,10 @@ type sizes struct {
 func (w *Work) findSizes() *sizes {
 	sz := &sizes{kind: map[Dim]symKind{}}
 	ins := w.Inputs()
+	keys := w.softmaxLengths()
 	for _, v := range ins {
-		if s := w.Shape(v); s.Rank() >= 2 && s.Dims[0].IsSym() {
-			sz.kind[w.Syms.Canon(s.Dims[0])] = SymBatch
+		if d, ok := w.batchDim(w.Shape(v), keys); ok {
+			sz.kind[d] = SymBatch
 		}
 	}
 	set := func(d Dim, k symKind) {
@@ -51,7 +55,12 @@ func (w *Work) findSizes() *sizes {
 	}
 	for _, v := range ins {
 		if w.Role(v) == RoleContent {
-			w.cacheAxes(v, func(d Dim) { set(d, SymPast) })
+			w.cacheAxes(v, func(d Dim) {
+				set(d, SymPast)
+				if d = w.Syms.Canon(d); d.Known() && d > 0 {
+					sz.fixedPast = int(d)
+				}
+			})
 		}
 	}
 	// Images of open size [batch, channels, height, width] cut into
@@ -105,6 +114,51 @@ func (w *Work) findSizes() *sizes {
 		}
 	}
 	return sz
+}
+
+// batchDim is the symbol that counts the batch of an input of shape s:
+// its leading one, unless attention's softmax runs over that many keys
+// (a time-major [seq, batch] input) and the next is a symbol that counts
+// no keys.
+func (w *Work) batchDim(s Shape, keys map[Dim]bool) (Dim, bool) {
+	if s.Rank() < 2 || !s.Dims[0].IsSym() {
+		return 0, false
+	}
+	d := w.Syms.Canon(s.Dims[0])
+	if !keys[d] {
+		return d, true
+	}
+	if d1 := w.Syms.Canon(s.Dims[1]); d1.IsSym() && !keys[d1] {
+		return d1, true
+	}
+	return 0, false
+}
+
+// softmaxLengths are the symbols of the axes Softmax runs over (opset 13
+// on, or the last axis): the number of keys of an attention's scores.
+func (w *Work) softmaxLengths() map[Dim]bool {
+	out := map[Dim]bool{}
+	w.M.Graph.Walk(func(n *graph.Node) {
+		if n.OpType != "Softmax" || !IsONNX(n) || n.Input(0) == nil {
+			return
+		}
+		s := w.Shape(n.Input(0))
+		if s.Rank() < 2 {
+			return
+		}
+		def := int64(-1)
+		if w.Opset(n) < 13 {
+			def = 1
+		}
+		ax := NormAxis(n.AttrInt("axis", def), s.Rank())
+		if ax < 0 || ax >= s.Rank() || w.Opset(n) < 13 && ax != s.Rank()-1 {
+			return
+		}
+		if d := w.Syms.Canon(s.Dims[ax]); d.IsSym() {
+			out[d] = true
+		}
+	})
+	return out
 }
 
 func (sz *sizes) hasPast() bool {
@@ -169,6 +223,16 @@ func (w *Work) cacheAxes(v *graph.Value, f func(Dim)) {
 		}
 	}
 	walk(v, 0)
+}
+
+// FixedPast is the length of a KV cache given as input when the model's
+// shapes fix it (a static export after some past tokens), else 0: a probe
+// cannot then vary the cache's length.
+func (w *Work) FixedPast() int {
+	if w.Sizes == nil {
+		return 0
+	}
+	return w.Sizes.fixedPast
 }
 
 // symKindOf is the kind of symbol d.

@@ -6,6 +6,7 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/absolute"
 	"github.com/onnxpe/onnxpe/passes/attn"
 	"github.com/onnxpe/onnxpe/passes/probe"
 	"github.com/onnxpe/onnxpe/passes/work"
@@ -50,8 +51,10 @@ var Detect = &passes.Pass[[]*passes.Finding]{
 	Doc: `Find position encodings integrated by a dynamical system (FLOATER).
 
 A layer's q and k (and v) plus a position-only value read from one table
-of states, one state per position, shared by every layer: the solution of
-dp/dt = f(t, p) on a time grid. The table is computed by a chain of
+of states, one state per position, shared by every layer (per_layer), or
+an encoding added to the embeddings (the absolute pass) whose rows are
+read from such a table integrated in the graph (add_to_input): the
+solution of dp/dt = f(t, p) on a time grid. The table is computed by a chain of
 identical solver steps (unrolled; normalisation folds it, keeping how it
 was computed) or by a Loop whose body is one step; a stored table is the
 states folded by another tool (form table, solver and step null). In a
@@ -60,7 +63,7 @@ evaluation's result is its last weight's output (plus a bias): the
 step's increment and the stage arguments solved as combinations of
 those results give the tableau (euler, midpoint, heun, ralston, rk3,
 rk4, rk4_3_8) and the step h (the weights sum to h).`,
-	Requires: []passes.Analyzer{work.Normalize, attn.Blocks, attn.Sides},
+	Requires: []passes.Analyzer{work.Normalize, attn.Blocks, attn.Sides, absolute.Absolute},
 	Run:      runFloater,
 }
 
@@ -94,7 +97,7 @@ func runFloater(c *passes.Context) ([]*passes.Finding, error) {
 		}
 		hits = append(hits, h)
 	}
-	var out []*passes.Finding
+	out := inputFindings(c, w)
 	if len(hits) == 0 {
 		return out, nil
 	}
@@ -112,7 +115,7 @@ func runFloater(c *passes.Context) ([]*passes.Finding, error) {
 			out = append(out, f)
 		}
 		f.Layers = passes.SortedUnique(append(f.Layers, h.b.Index))
-		f.Nodes = w.SortOrig(append(f.Nodes, w.OrigNames(h.nodes)...))
+		f.Nodes = w.SortOrig(append(f.Nodes, w.OrigNames(unprepared(w, h.nodes))...))
 		ev := f.Evidence.(*Evidence)
 		fb := Block{Layer: h.b.Index, Q: w.Name(h.q), K: w.Name(h.k)}
 		if h.v != nil {
@@ -123,7 +126,7 @@ func runFloater(c *passes.Context) ([]*passes.Finding, error) {
 	// One table for the q and k of several layers: the state of FLOATER.
 	var kept []*passes.Finding
 	for _, f := range out {
-		if len(f.Layers) >= 2 || len(passes.Result(c, attn.Blocks)) == 1 {
+		if f.Params.(*Params).Injection == "add_to_input" || len(f.Layers) >= 2 || len(passes.Result(c, attn.Blocks)) == 1 {
 			kept = append(kept, f)
 		} else {
 			c.Miss("floater", fmt.Sprint(f.Layers), "one layer reads the table: not a state shared by the layers", 2)
@@ -136,7 +139,7 @@ func runFloater(c *passes.Context) ([]*passes.Finding, error) {
 // projected q or k that reads rows of a table by position: the value, the
 // table and the nodes.
 func stateBias(w *work.Work, s *attn.Side) (*graph.Value, *graph.Value, []*graph.Node) {
-	for _, n := range s.Nodes {
+	for _, n := range append(slices.Clone(s.Nodes), biasesOf(w, s.Operand)...) {
 		if n.OpType != "Add" || len(n.Inputs()) != 2 {
 			continue
 		}
@@ -145,7 +148,7 @@ func stateBias(w *work.Work, s *attn.Side) (*graph.Value, *graph.Value, []*graph
 			continue
 		}
 		x := n.Input(1 - acts[0])
-		if w.IsConst(x) {
+		if w.IsConst(x) && w.FoldedFrom(x) == nil {
 			continue
 		}
 		if t, nodes := stateTable(w, x); t != nil {
@@ -153,6 +156,25 @@ func stateBias(w *work.Work, s *attn.Side) (*graph.Value, *graph.Value, []*graph
 		}
 	}
 	return nil, nil, nil
+}
+
+// biasesOf lists the sums with one activation on the way from a score
+// operand v back to the projection of q or k (through ops of one
+// activation): where the side's region holds no node, a position bias
+// folded into a constant being taken for the bias of the projection.
+func biasesOf(w *work.Work, v *graph.Value) []*graph.Node {
+	var out []*graph.Node
+	for steps := 0; steps < 12 && v != nil; steps++ {
+		n := v.Producer()
+		if n == nil || !work.IsONNX(n) || weightOps[n.OpType] || len(w.ActInputs(n)) != 1 {
+			break
+		}
+		if n.OpType == "Add" {
+			out = append(out, n)
+		}
+		v = n.Input(w.ActInputs(n)[0])
+	}
+	return out
 }
 
 // valueBias is stateBias for the value operand of a block (through layout
@@ -168,14 +190,19 @@ func valueBias(w *work.Work, v *graph.Value) (*graph.Value, *graph.Value, []*gra
 
 // stateTable finds the table x reads rows of by position: a Slice or
 // Gather in x's cone whose data is not content and whose bounds or
-// indices are not constants. x must change with the position.
+// indices are not constants, or, where the model's shapes fix the
+// positions and normalisation folded the reads into x, the first folded
+// read of a table not itself folded from a read. x must change with the
+// position.
 func stateTable(w *work.Work, x *graph.Value) (*graph.Value, []*graph.Node) {
 	cone := w.Cone(x)
-	for _, n := range cone {
+	nodes := append(slices.Clone(cone), w.FoldedNodes(x)...)
+	for _, n := range nodes {
 		if n.OpType != "Slice" && n.OpType != "Gather" {
 			continue
 		}
-		dynamic := false
+		folded := len(w.Folds[n.Output(0)]) > 0
+		dynamic := folded && !isRead(w.FoldedFrom(n.Input(0)))
 		for _, in := range n.Inputs()[1:] {
 			if in != nil && !w.IsConst(in) {
 				dynamic = true
@@ -185,7 +212,7 @@ func stateTable(w *work.Work, x *graph.Value) (*graph.Value, []*graph.Node) {
 			continue
 		}
 		// The rows read change with the position.
-		t, err := probe.NewProbe(w, 1, 4, 0).Value(n.Output(0))
+		t, err := probe.NewProbe(w, 1, 4, 0).Value(foldedOut(w, n.Output(0)))
 		if err != nil {
 			return nil, nil
 		}
@@ -198,37 +225,90 @@ func stateTable(w *work.Work, x *graph.Value) (*graph.Value, []*graph.Node) {
 	return nil, nil
 }
 
+// unprepared leaves out of nodes the layout ops of constants alone, one of
+// them in a side file (a weight transposed): normalisation folds such
+// nodes when their constants are in the model's file; they prepare the
+// weights and are not the encoding's.
+func unprepared(w *work.Work, nodes []*graph.Node) []*graph.Node {
+	var out []*graph.Node
+	for _, n := range nodes {
+		ins := n.Inputs()
+		consts := !slices.ContainsFunc(ins, func(v *graph.Value) bool { return v != nil && !w.IsConst(v) })
+		external := slices.ContainsFunc(ins, func(v *graph.Value) bool { return v != nil && v.Const != nil && v.Const.IsExternal() })
+		if !consts || !external || !work.LayoutOps[n.OpType] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// isRead reports whether n reads rows of a table (through layout ops).
+func isRead(n *graph.Node) bool {
+	return n != nil && (n.OpType == "Slice" || n.OpType == "Gather" || work.LayoutOps[n.OpType])
+}
+
 // floaterFinding reads how the table was computed.
 func floaterFinding(w *work.Work, h floaterHit) (*passes.Finding, string) {
+	f, why := integration(w, h.table)
+	if f == nil {
+		return nil, why
+	}
+	p := f.Params.(*Params)
+	p.Injection = "per_layer"
+	if t, err := probe.NewProbe(w, 1, 4, 0).Value(h.q); err == nil && t.Rank() > 0 {
+		p.Dim = t.Shape[t.Rank()-1]
+	}
+	return f, ""
+}
+
+// integration reads how the table of states was computed: a finding with
+// the solver's params and evidence, its nodes those of the integration
+// (injection and dim left to the caller).
+func integration(w *work.Work, table *graph.Value) (*passes.Finding, string) {
 	p := probe.NewProbe(w, 1, 4, 0)
-	tab, err := p.Value(h.table)
+	tab, err := p.Value(table)
 	if err != nil {
 		return nil, "the table could not be evaluated: " + err.Error()
 	}
-	params := &Params{Injection: "per_layer"}
-	if t, err := p.Value(h.q); err == nil && t.Rank() > 0 {
-		params.Dim = t.Shape[t.Rank()-1]
+	if tab.Rank() < 1 {
+		return nil, "the table is a scalar"
 	}
-	ev := &Evidence{Table: w.Name(h.table), Rows: tab.Shape[0]}
+	params := &Params{}
+	ev := &Evidence{Table: w.Name(table), Rows: tab.Shape[0]}
 	params.MaxPositions = passes.Ptr(tab.Shape[0])
 	ev.Sample = flatRows(tab, 64, 64)
 	var notes []string
 	var nodes []*graph.Node
 	var steps []*stepView
 	switch {
-	case w.FoldedFrom(h.table) != nil:
+	case w.FoldedFrom(table) != nil:
 		params.Form = "unrolled"
-		states := foldedStates(w, h.table)
+		states := foldedStates(w, table)
 		if len(states) < 3 {
 			return nil, "the table is folded from something else than a stack of states"
 		}
-		nodes = append(nodes, w.FoldedNodes(h.table)...)
+		nodes = append(nodes, w.FoldedNodes(table)...)
 		for _, n := range []int{1, len(states) / 2} {
 			steps = append(steps, &stepView{yIn: states[n], yOut: states[n+1], val: w.Const, prod: w.FoldedFrom, out: func(v *graph.Value) *graph.Value { return foldedOut(w, v) }, opset: w.Opset})
 		}
-	case loopOf(w, h.table) != nil:
+	case len(graphStates(w, table)) >= 3:
+		// The chain is in the graph (its weights, in a side file, were not
+		// folded): the same steps, read from the graph.
+		params.Form = "unrolled"
+		states := graphStates(w, table)
+		for _, n := range w.Cone(table) {
+			nodes = append(nodes, n)
+			for _, in := range n.Inputs() {
+				nodes = append(nodes, w.FoldedNodes(in)...)
+			}
+		}
+		val := func(v *graph.Value) *kernels.Tensor { t, _ := p.Value(v); return t }
+		for _, n := range []int{1, len(states) / 2} {
+			steps = append(steps, &stepView{yIn: states[n], yOut: states[n+1], val: val, prod: (*graph.Value).Producer, out: func(v *graph.Value) *graph.Value { return v }, opset: w.Opset})
+		}
+	case loopOf(w, table) != nil:
 		params.Form = "loop"
-		loop := loopOf(w, h.table)
+		loop := loopOf(w, table)
 		ev.Loop = w.OrigName(loop)
 		nodes = append(nodes, loop)
 		sv, err := loopStep(w, loop, p)
@@ -236,7 +316,7 @@ func floaterFinding(w *work.Work, h floaterHit) (*passes.Finding, string) {
 			return nil, "the Loop's body could not be evaluated: " + err.Error()
 		}
 		steps = append(steps, sv)
-	case w.IsConst(h.table):
+	case w.IsConst(table):
 		params.Form = "table"
 		notes = append(notes, "solver, step: the states are a stored table (the integration was folded before the model was saved)")
 	default:
@@ -297,6 +377,30 @@ func foldedStates(w *work.Work, t *graph.Value) []*graph.Value {
 	for _, x := range n.Inputs() {
 		if u := w.FoldedFrom(x); u != nil && (u.OpType == "Unsqueeze" || u.OpType == "Reshape") {
 			x = u.Input(0)
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// graphStates lists the states a table computed in the graph stacks: the
+// inputs of the Concat computing it (through layout ops), each through
+// Unsqueeze or Reshape; nil when the table is not such a stack.
+func graphStates(w *work.Work, t *graph.Value) []*graph.Value {
+	n := t.Producer()
+	for steps := 0; steps < 4 && n != nil && work.LayoutOps[n.OpType]; steps++ {
+		n = n.Input(0).Producer()
+	}
+	if n == nil || n.OpType != "Concat" || !work.IsONNX(n) {
+		return nil
+	}
+	var out []*graph.Value
+	for _, x := range n.Inputs() {
+		if u := x.Producer(); u != nil && (u.OpType == "Unsqueeze" || u.OpType == "Reshape") {
+			x = u.Input(0)
+		}
+		if w.IsConst(x) && len(out) > 0 {
+			return nil // a state computed from the one before is not constant
 		}
 		out = append(out, x)
 	}
@@ -441,6 +545,11 @@ var knownTableaus = []struct {
 	{"rk4_3_8", [][]float64{{1.0 / 3}, {-1.0 / 3, 1}, {1, -1, 1}}, []float64{0.125, 0.375, 0.375, 0.125}},
 }
 
+// activations are the elementwise ops of one input that may end an
+// evaluation of the dynamics (f = tanh(W·[p, t] + b)).
+var activations = map[string]bool{"Tanh": true, "Sigmoid": true, "Relu": true, "Elu": true, "Selu": true, "Softplus": true,
+	"Softsign": true, "LeakyRelu": true, "HardSigmoid": true, "Gelu": true, "Mish": true, "Celu": true}
+
 var weightOps = map[string]bool{"MatMul": true, "Gemm": true, "Conv": true, "ConvTranspose": true, "Einsum": true, "FusedMatMul": true}
 
 // tableau reads the solver of one step.
@@ -549,11 +658,17 @@ func (sv *stepView) tableau() (*tableau, string) {
 		}
 		lw := wops[last].n
 		out := sv.out(lw.Output(0))
-		// A bias added to the last weight's output ends the evaluation.
+		// A bias added to the last weight's output, then an activation,
+		// end the evaluation.
 		for _, n := range order[pos[lw]+1:] {
 			if n.OpType == "Add" && len(n.Inputs()) == 2 && (n.Input(0) == out && !dep[n.Input(1)] || n.Input(1) == out && !dep[n.Input(0)]) {
 				out = sv.out(n.Output(0))
 				break
+			}
+		}
+		for _, n := range order[pos[lw]+1:] {
+			if activations[n.OpType] && len(n.Inputs()) == 1 && n.Input(0) == out {
+				out = sv.out(n.Output(0))
 			}
 		}
 		kv[j] = out

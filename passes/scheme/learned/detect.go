@@ -45,8 +45,10 @@ func learnedFinding(w *work.Work, e *absolute.Encoding) *passes.Finding {
 		}
 	case e.Table != nil:
 		p.MaxPositions = passes.Ptr(e.TableRows)
-		if off, ok := absolute.Offset(w, e); ok {
+		if off, ok, note := absolute.Offset(w, e); ok {
 			p.PositionOffset = passes.Ptr(off)
+		} else if note != "" {
+			f.Notes = append(f.Notes, note)
 		}
 	default:
 		f.Notes = append(f.Notes, "max_positions: the added rows are computed, not read from a stored table")

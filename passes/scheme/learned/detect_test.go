@@ -57,6 +57,51 @@ func TestForms(t *testing.T) {
 	}
 }
 
+// TestFixedLength: a static-shape export (input_ids [1, 7], as keras2onnx
+// and exports for fixed-size accelerators write them) reads its position
+// table at constant positions, which normalisation folds into the 7 rows
+// read: max_positions is still the table's 10 rows, read through the
+// folding.
+func TestFixedLength(t *testing.T) {
+	const rows, seq = 10, 7
+	cases := []struct {
+		name string
+		read func(e *st.Env, table *graph.Value) *graph.Value
+		want map[string]any
+	}{{
+		// keras2onnx: tf.slice(table, [0, 0], [7, -1]) with the length
+		// fixed.
+		name: "slice_constant_bounds",
+		read: func(e *st.Env, table *graph.Value) *graph.Value {
+			return e.Op("Slice", nil, table, e.Ints(0), e.Ints(seq), e.Ints(0))
+		},
+		want: map[string]any{"max_positions": rows, "dim": 32, "position_offset": 0},
+	}, {
+		// The positions 1..7 of a table whose row 0 is padding: a
+		// constant index.
+		name: "gather_constant_positions_from_1",
+		read: func(e *st.Env, table *graph.Value) *graph.Value {
+			return e.Op("Gather", nil, table, e.Ints(1, 2, 3, 4, 5, 6, 7))
+		},
+		want: map[string]any{"max_positions": rows, "dim": 32, "position_offset": 1},
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := st.BuildExporterForm(st.ExporterForm{Name: c.name, Heads: 2, HD: 16, Abs: func(e *st.Env, x *graph.Value) *graph.Value {
+				return e.Op("Add", nil, x, e.Op("Unsqueeze", nil, c.read(e, e.Weight(rows, e.D)), e.Ints(0)))
+			}})
+			for _, v := range m.Graph.Inputs {
+				if v.Const == nil {
+					v.Type = graph.TensorType(v.Type.ElemType(), graph.Dims(1, seq))
+				}
+			}
+			st.Executes(t, m, seq)
+			fs, trace := st.Detect(t, m, learned.Detect)
+			st.WantParams(t, st.Only(t, fs, trace), c.want)
+		})
+	}
+}
+
 // TestNearMisses: tables added to the embeddings that are no position
 // encoding give no finding, and the trace says why.
 func TestNearMisses(t *testing.T) {
@@ -91,4 +136,19 @@ func TestNearMisses(t *testing.T) {
 			st.WantMiss(t, fs, trace, "absolute", c.reason)
 		})
 	}
+}
+
+// TestAttentionTerms: constants added to q after its projection
+// (Transformer-XL's per-head biases u, [heads, hd], added to q as [S, B,
+// heads, hd] or here [B, S, heads, hd]: rows that are heads) are a term of
+// the attention, not a table of positions added to the embeddings.
+func TestAttentionTerms(t *testing.T) {
+	m := st.BuildExporterForm(st.ExporterForm{Name: "per_head_bias_on_q", Heads: 2, HD: 16, Rope: func(e *st.Env, q, k *graph.Value) (*graph.Value, *graph.Value) {
+		perm := []*graph.Attr{graph.IntsAttr("perm", 0, 2, 1, 3)}
+		qu := e.Op("Add", nil, e.Op("Transpose", perm, q), e.Weight(2, 16)) // [B, S, H, hd] + u
+		return e.Op("Transpose", perm, qu), k
+	}})
+	st.Executes(t, m, 6)
+	fs, trace := st.Detect(t, m, learned.Detect)
+	st.WantMiss(t, fs, trace, "absolute", "a term of the attention")
 }

@@ -60,8 +60,10 @@ func sinusoidalFinding(w *work.Work, e *absolute.Encoding) *passes.Finding {
 		p.PositionOffset = passes.Ptr(sp.Offset)
 	} else {
 		p.MaxPositions = passes.Ptr(e.TableRows)
-		if off, ok := absolute.Offset(w, e); ok {
+		if off, ok, note := absolute.Offset(w, e); ok {
 			p.PositionOffset = passes.Ptr(off)
+		} else if note != "" {
+			f.Notes = append(f.Notes, note)
 		}
 		if pad, ok := paddingRow(w, e.Table, e.TableAxis); ok {
 			p.PaddingIdx = passes.Ptr(pad)
