@@ -27,7 +27,6 @@ var generalityFailures = map[string]string{
 	"sinusoidal_torch_tutorial_time_major_folded": "schemes [nope], want [sinusoidal]; layer 0 nope, want sinusoidal; layer 1 nope, want sinusoidal; no sinusoidal finding over layers [0 1]",
 	"sinusoidal_torch_tutorial_time_major":        "schemes [nope], want [sinusoidal]; layer 0 nope, want sinusoidal; layer 1 nope, want sinusoidal; no sinusoidal finding over layers [0 1]",
 	"floater_euler_tanh_unrolled":                 "schemes [learned_absolute], want [floater]; layer 0 learned_absolute, want floater; layer 1 learned_absolute, want floater; no floater finding over layers [0 1]",
-	"rope_yarn_ambiguous_original_length":         "rope [0 1]: original_max_positions 4096, want null",
 	"rope_longrope_genai_if_absent_weights":       "rope [0 1]: short_factor [], want null; rope [0 1]: long_factor [], want null",
 	"disentangled_deberta_v2_hf447":               "disentangled [0 1]: att_types [c2p], want [c2p p2c]; disentangled [0 1]: share_att_key false, want true",
 	"rope_2d_pixtral_patches":                     "rope [0 1]: base null, want 10000; rope [0 1]: scaling unknown, want none",

@@ -71,12 +71,8 @@ var hfExpected = map[string][]string{
 		"nope finding not in the truth: layers 0-1 fused false params {\"temperature_tuning\":null}",
 		"no disentangled finding",
 	},
-	// Class 4: YaRN's original length picked among the settings that
-	// reproduce the frequencies; a frozen LongRoPE's unfixed params null
-	// without a note; a 2-D RoPE's base and scaling not read.
-	"hf-llama-rope-yarn-orig-ambiguous": {
-		"rope layers 0-1: original_max_positions = 4096, but the truth lists it uncertain (want null)",
-	},
+	// Class 4: a frozen LongRoPE's unfixed params null without a note; a
+	// 2-D RoPE's base and scaling not read.
 	"hf-phi3-longrope-short-traced": {
 		"rope layers 0-1: uncertain base has no note",
 		"rope layers 0-1: uncertain factor has no note",
