@@ -71,12 +71,7 @@ var hfExpected = map[string][]string{
 		"nope finding not in the truth: layers 0-1 fused false params {\"temperature_tuning\":null}",
 		"no disentangled finding",
 	},
-	// Class 4: a frozen LongRoPE's unfixed params null without a note; a
-	// 2-D RoPE's base and scaling not read.
-	"hf-phi3-longrope-short-traced": {
-		"rope layers 0-1: uncertain base has no note",
-		"rope layers 0-1: uncertain factor has no note",
-	},
+	// Class 4: a 2-D RoPE's base and scaling not read.
 	"hf-pixtral-rope-2d-patches": {
 		`rope layers 0-1: base = null, want 10000; scaling = "unknown", want "none"`,
 	},

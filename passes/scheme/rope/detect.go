@@ -335,8 +335,7 @@ func setFit(p *Params, r *rotation, f ropeFit) []string {
 		if math.Abs(r.amp-1) > 1e-5 {
 			p.AttentionFactor = passes.Ptr(snapF32(r.amp))
 		}
-		notes = append(notes, "scaling: the measured frequencies follow no known rule; see frequencies")
-		return notes
+		return append(notes, unknownRuleNote(r.omega, p.RotaryDim))
 	}
 	if !math.IsNaN(f.Base) {
 		p.Base = passes.Ptr(f.Base)
@@ -360,6 +359,24 @@ func setFit(p *Params, r *rotation, f ropeFit) []string {
 	}
 	notes = append(notes, f.Notes...)
 	return notes
+}
+
+// unknownRuleNote says why a rotation whose frequencies fit no rule has
+// its base and factor null: per-pair factors (LongRoPE's lists, frozen at
+// one length) make them those of any base, and the best single base
+// misses them by the amount it says.
+func unknownRuleNote(omega []float64, rd int) string {
+	const why = "scaling: the measured frequencies follow no known rule (none, linear, ntk, llama3, yarn; no switch to a second set as LongRoPE's)"
+	const null = "any base θ with per-pair factors θ^(-2k/d)/ω_k reproduces them, so the graph does not fix a base or a factor: base and factor null; see frequencies"
+	if len(omega) < 2 || rd < 2 {
+		return why + "; " + null
+	}
+	sigma := make([]float64, len(omega))
+	for k := range sigma {
+		sigma[k] = 1
+	}
+	base, f, miss := probe.PlainFit(omega, sigma, rd)
+	return fmt.Sprintf("%s: the closest single base, %.6g with factor %.4g, is off one frequency by %.2g%%; %s", why, base, f, 100*miss, null)
 }
 
 // fusedIn returns the first node of another domain than ONNX's among
