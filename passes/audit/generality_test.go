@@ -29,7 +29,6 @@ var generalityFailures = map[string]string{
 	"floater_euler_tanh_unrolled":                 "schemes [learned_absolute], want [floater]; layer 0 learned_absolute, want floater; layer 1 learned_absolute, want floater; no floater finding over layers [0 1]",
 	"rope_longrope_genai_if_absent_weights":       "rope [0 1]: short_factor [], want null; rope [0 1]: long_factor [], want null",
 	"disentangled_deberta_v2_hf447":               "disentangled [0 1]: att_types [c2p], want [c2p p2c]; disentangled [0 1]: share_att_key false, want true",
-	"rope_2d_pixtral_patches":                     "rope [0 1]: base null, want 10000; rope [0 1]: scaling unknown, want none",
 }
 
 // TestGeneralityForms audits each form of testmodels.GeneralityForms (the

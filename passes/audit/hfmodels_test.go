@@ -71,10 +71,6 @@ var hfExpected = map[string][]string{
 		"nope finding not in the truth: layers 0-1 fused false params {\"temperature_tuning\":null}",
 		"no disentangled finding",
 	},
-	// Class 4: a 2-D RoPE's base and scaling not read.
-	"hf-pixtral-rope-2d-patches": {
-		`rope layers 0-1: base = null, want 10000; scaling = "unknown", want "none"`,
-	},
 	// Class 4: a param the truth does not fix reported with a value.
 	"hf-bert-relative-key": {
 		"relative_clipped layers 0-1: max_relative_position = 31, but the truth lists it uncertain (want null)",

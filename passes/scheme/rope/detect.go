@@ -335,7 +335,7 @@ func setFit(p *Params, r *rotation, f ropeFit) []string {
 		if math.Abs(r.amp-1) > 1e-5 {
 			p.AttentionFactor = passes.Ptr(snapF32(r.amp))
 		}
-		return append(notes, unknownRuleNote(r.omega, p.RotaryDim))
+		return append(append(notes, f.Notes...), unknownRuleNote(r.omega, p.RotaryDim))
 	}
 	if !math.IsNaN(f.Base) {
 		p.Base = passes.Ptr(f.Base)
