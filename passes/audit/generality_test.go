@@ -21,7 +21,6 @@ import (
 var generalityFailures = map[string]string{
 	"encdec_t5_shared_embedding":                  "schemes [learned_absolute t5_relative_bias], want [nope t5_relative_bias]; 3 layers, want 5; layer 2 learned_absolute, want nope; layer 3 none, want t5_relative_bias; layer 4 none, want nope; no t5_relative_bias finding over layers [1 3]; no nope finding over layers [2 4]",
 	"encdec_marian_encoder_sinusoid":              "schemes [learned_absolute sinusoidal], want [nope sinusoidal]; 1 layers, want 3; layer 1 none, want nope; layer 2 none, want sinusoidal; no sinusoidal finding over layers [0 2]; no nope finding over layers [1]",
-	"rope_function_body_fragment":                 "schemes [nope], want [rope]; no rope finding over layers []",
 	"disentangled_deberta_v1_no_buckets":          "schemes [nope], want [disentangled]; layer 0 nope, want disentangled; layer 1 nope, want disentangled; no disentangled finding over layers [0 1]",
 	"sinusoidal_static_long_context":              "schemes [nope], want [sinusoidal]; layer 0 nope, want sinusoidal; no sinusoidal finding over layers [0]",
 	"sinusoidal_torch_tutorial_time_major_folded": "schemes [nope], want [sinusoidal]; layer 0 nope, want sinusoidal; layer 1 nope, want sinusoidal; no sinusoidal finding over layers [0 1]",

@@ -97,8 +97,10 @@ type inputUses struct {
 	valued bool  // some node reads its values, not only its shape
 	rows   int64 // the most rows of a float [rows, dim] table it gathers
 	// rotates: the rows it gathers multiply a value computed apart from
-	// them (rotation factors: a cos/sin cache).
-	rotates bool
+	// them (rotation factors: a cos/sin cache); rotTables are the tables
+	// whose rows do.
+	rotates   bool
+	rotTables []*graph.Value
 	// position names a use only positions have: the position input of a
 	// fused rotation, a gather from a cos/sin cache of rank 3 or more;
 	// after arithmetic, also a table gathered at the computed indices.
@@ -188,7 +190,13 @@ func (w *Work) readUses(v *graph.Value) *inputUses {
 						pos("a table gathered at computed indices", true)
 					} else {
 						u.rows = max(u.rows, int64(t.Dims[0]))
-						u.rotates = u.rotates || w.rowsMultiply(n.Output(0))
+						if w.rowsMultiply(n.Output(0)) {
+							u.rotates = true
+							if w.cosSinPair(append(u.rotTables, n.Input(0))) {
+								pos("gathers a cos and a sin cache (two tables of one shape whose rows multiply other values)", false)
+							}
+							u.rotTables = append(u.rotTables, n.Input(0))
+						}
 					}
 				case t.Rank() >= 2:
 					pos("gathers from a cos/sin cache or a table of unknown size", arith)
@@ -252,6 +260,19 @@ func (w *Work) constScalarIs(v *graph.Value, f func(float64) bool) bool {
 		return false
 	}
 	return f(t.Float64s()[0])
+}
+
+// cosSinPair reports whether the last of tables has the shape of another,
+// distinct one: what an index gathering both reads are the cos and the
+// sin of a rotation, not the embeddings of tokens (which one table holds).
+func (w *Work) cosSinPair(tables []*graph.Value) bool {
+	last := tables[len(tables)-1]
+	for _, t := range tables[:len(tables)-1] {
+		if t != last && SameShape(w.Shape(t), w.Shape(last)) {
+			return true
+		}
+	}
+	return false
 }
 
 // rowsMultiply reports whether rows gathered into g multiply, through
