@@ -373,14 +373,6 @@ var invExpected = map[string]map[string][]string{
 			"learned_absolute#0: max_positions 64 -> 12",
 		},
 	},
-	"learned_vit": {
-		"ort_all": {
-			"schemes [learned_absolute] -> [nope]",
-			"layers \"0-1 learned_absolute\" -> \"0-1 nope\"",
-			"learned_absolute#0 (layers 0-1) lost",
-			"nope#0 new: layers 0-1 fused false params {\"temperature_tuning\":null}",
-		},
-	},
 	"rope_ntk": {
 		"fold": {
 			"rope#0: base 10000 -> 15894.51",
@@ -442,22 +434,8 @@ var invExpected = map[string]map[string][]string{
 			"disentangled#0: nodes 107 -> 134 (lost [], new [\"/LayerNorm/LayerNormalization\" \"/layer.0/self/Slice_4\" \"/layer.0/self/Unsqueeze_13\"] and 24 more)",
 		},
 	},
-	"rope_axial_vit": {
-		"ort_all": {
-			"schemes [rope] -> [nope]",
-			"layers \"0-1 rope\" -> \"0-1 nope\"",
-			"rope#0 (layers 0-1) lost",
-			"nope#0 new: layers 0-1 fused false params {\"temperature_tuning\":null}",
-		},
-	},
 	"rope_axial_vit_open": {
 		"fold": {
-			"schemes [rope] -> [nope]",
-			"layers \"0-1 rope\" -> \"0-1 nope\"",
-			"rope#0 (layers 0-1) lost",
-			"nope#0 new: layers 0-1 fused false params {\"temperature_tuning\":null}",
-		},
-		"ort_all": {
 			"schemes [rope] -> [nope]",
 			"layers \"0-1 rope\" -> \"0-1 nope\"",
 			"rope#0 (layers 0-1) lost",
@@ -555,14 +533,6 @@ var invExpected = map[string]map[string][]string{
 			"layers \"0-2 t5_relative_bias, 3 learned_absolute\" -> \"0-1 nope, 2-3 learned_absolute\"",
 			"t5_relative_bias#0 (layers 0-1) lost",
 			"t5_relative_bias#1 (layers 2) lost",
-			"nope#0 new: layers 0-1 fused false params {\"temperature_tuning\":null}",
-		},
-	},
-	"hf-vit-learned-patch-cls": {
-		"ort_all": {
-			"schemes [learned_absolute] -> [nope]",
-			"layers \"0-1 learned_absolute\" -> \"0-1 nope\"",
-			"learned_absolute#0 (layers 0-1) lost",
 			"nope#0 new: layers 0-1 fused false params {\"temperature_tuning\":null}",
 		},
 	},
