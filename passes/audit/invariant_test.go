@@ -434,14 +434,6 @@ var invExpected = map[string]map[string][]string{
 			"disentangled#0: nodes 107 -> 134 (lost [], new [\"/LayerNorm/LayerNormalization\" \"/layer.0/self/Slice_4\" \"/layer.0/self/Unsqueeze_13\"] and 24 more)",
 		},
 	},
-	"rope_axial_vit_open": {
-		"fold": {
-			"schemes [rope] -> [nope]",
-			"layers \"0-1 rope\" -> \"0-1 nope\"",
-			"rope#0 (layers 0-1) lost",
-			"nope#0 new: layers 0-1 fused false params {\"temperature_tuning\":null}",
-		},
-	},
 	"floater_unrolled": {
 		"external": {
 			"schemes [floater] -> [nope]",

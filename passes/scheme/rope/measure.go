@@ -125,7 +125,11 @@ func measureAt(w *work.Work, p *probe.Probe, s *attn.Side) (*rotation, string) {
 	// 1. Which dimensions pair up: one unit vector per slot, the column
 	// moving from slot to slot.
 	partner := make([]map[int]int, d)
+	// selfSeen counts the evaluations (not the slots: the slots of one
+	// evaluation repeat a few positions over the batch and heads) in which
+	// a dimension stayed unturned.
 	selfSeen := make([]int, d)
+	selfAt := make([]int, d)
 	mixed := 0
 	maxEv := min(64, 3*((d+slots-1)/slots)+3)
 	for ev := 0; ev < maxEv; ev++ {
@@ -143,8 +147,9 @@ func measureAt(w *work.Work, p *probe.Probe, s *attn.Side) (*rotation, string) {
 					others = append(others, i)
 				}
 			}
-			if row[c] != 0 {
+			if row[c] != 0 && selfAt[c] != ev+1 {
 				selfSeen[c]++
+				selfAt[c] = ev + 1
 			}
 			switch len(others) {
 			case 0:
