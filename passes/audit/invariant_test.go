@@ -453,14 +453,6 @@ var invExpected = map[string]map[string][]string{
 			"floater#0: nodes 89 -> 91 (lost [], new [\"Transpose_24\" \"Transpose_25\"])",
 		},
 	},
-	"ee_llama_dort_invfreq_input": {
-		"einsum": {
-			"schemes [rope] -> [nope]",
-			"layers \"0 rope\" -> \"0 nope\"",
-			"rope#0 (layers 0) lost",
-			"nope#0 new: layers 0 fused false params {\"temperature_tuning\":null}",
-		},
-	},
 	"ort_bert_toy_pytorch": {
 		"fold": {
 			"learned_absolute#0: max_positions 512 -> 8",
@@ -468,11 +460,6 @@ var invExpected = map[string]map[string][]string{
 		},
 	},
 	"ort_bloom_alibi_training": {
-		"einsum": {
-			"alibi#0: alibi_bias_max 8 -> (absent)",
-			"alibi#0: num_heads 16 -> 49152",
-			"alibi#0: slopes [0.7071067094802856,0.5,0.35355332493782043,0.2499999850988388,0.17677666246891022,0.1249999850988388,0.08838832378387451,0.0624999925494194... (16 entries) -> [0.70703125,0.5,0.353515625,0.25,0.1767578125,0.125,0.08837890625,0.0625... (49152 entries)",
-		},
 		"if": {
 			"alibi#0: alibi_bias_max 8 -> (absent)",
 			"alibi#0: num_heads 16 -> 49152",

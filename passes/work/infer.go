@@ -3,6 +3,7 @@ package work
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/onnxpe/onnxpe/graph"
@@ -1035,32 +1036,54 @@ type symExpr struct {
 func (w *Work) inferEinsum(n *graph.Node, set func(int, Shape)) {
 	eq := strings.ReplaceAll(n.AttrString("equation", ""), " ", "")
 	parts := strings.Split(eq, "->")
-	if len(parts) != 2 || strings.Contains(eq, "...") {
+	if len(parts) != 2 {
 		set(0, Shape{})
 		return
 	}
 	letters := map[byte]Dim{}
+	var ells []Shape // the dims each operand's "..." stands for
 	for i, term := range strings.Split(parts[0], ",") {
 		s := w.Shape(n.Input(i))
-		if !s.Ranked || len(s.Dims) != len(term) {
+		pre, post, ell := strings.Cut(term, "...")
+		if !ell {
+			pre = term
+		}
+		if !s.Ranked || len(s.Dims) < len(pre)+len(post) || !ell && len(s.Dims) != len(term) {
 			set(0, Shape{})
 			return
 		}
-		for j := 0; j < len(term); j++ {
-			d := s.Dims[j]
-			if old, ok := letters[term[j]]; !ok || (!old.Known() && d.Known()) || old == 1 {
-				letters[term[j]] = d
+		named := append(slices.Clone(s.Dims[:len(pre)]), s.Dims[len(s.Dims)-len(post):]...)
+		if ell {
+			ells = append(ells, ranked(s.Dims[len(pre):len(s.Dims)-len(post)]...))
+		}
+		for j, l := range []byte(pre + post) {
+			d := named[j]
+			if old, ok := letters[l]; !ok || (!old.Known() && d.Known()) || old == 1 {
+				letters[l] = d
 			}
 		}
 	}
-	out := make([]Dim, len(parts[1]))
-	for j := 0; j < len(parts[1]); j++ {
-		d, ok := letters[parts[1][j]]
+	pre, post, ell := strings.Cut(parts[1], "...")
+	if !ell {
+		pre = parts[1]
+	} else if len(ells) == 0 {
+		set(0, Shape{})
+		return
+	}
+	var out []Dim
+	for j, l := range []byte(pre + post) {
+		if j == len(pre) && ell {
+			out = append(out, w.broadcast(ells...).Dims...)
+		}
+		d, ok := letters[l]
 		if !ok {
 			set(0, Shape{})
 			return
 		}
-		out[j] = d
+		out = append(out, d)
+	}
+	if ell && len(post) == 0 {
+		out = append(out, w.broadcast(ells...).Dims...)
 	}
 	set(0, ranked(out...))
 }
