@@ -373,13 +373,6 @@ var invExpected = map[string]map[string][]string{
 			"learned_absolute#0: max_positions 64 -> 12",
 		},
 	},
-	"rope_ntk": {
-		"fold": {
-			"rope#0: base 10000 -> 15894.51",
-			"rope#0: factor 2 -> 1.666666",
-			"rope#0: original_max_positions 16 -> 20",
-		},
-	},
 	"alibi_bloom": {
 		"fold": {
 			"alibi#0: alibi_bias_max 8 -> (absent)",

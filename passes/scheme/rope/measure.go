@@ -509,11 +509,17 @@ func checkDynamic(w *work.Work, s *attn.Side, r *rotation) {
 		if !ok || r.posAxis >= len(shape) {
 			return dynPoint{}, false
 		}
+		// A sequence the shapes fix longer: at seq positions given as
+		// input, the other tokens repeating the last.
+		measured := slices.Clone(shape)
+		if hasPosInput && shape[r.posAxis] > seq {
+			p.Span, measured[r.posAxis] = seq, seq
+		}
 		theta, amp, err := angles(w, p, s, shape, r.pairs)
 		if err != nil {
 			return dynPoint{}, false
 		}
-		om, _, _ := omegas(theta, amp, shape, r.posAxis)
+		om, _, _ := omegas(theta, amp, measured, r.posAxis)
 		if slices.ContainsFunc(om, math.IsNaN) {
 			return dynPoint{}, false
 		}
