@@ -489,11 +489,6 @@ var invExpected = map[string]map[string][]string{
 			"learned_absolute#0: max_positions 64 -> 2",
 		},
 	},
-	"hf-llama-rope-gqa-past": {
-		"fold": {
-			"rope#0: nodes 51 -> 60 (lost [\"/model/Shape\" \"/model/Gather\" \"/model/Cast\"], new [\"/model/rotary_emb/Shape\" \"/model/rotary_emb/Gather\" \"/model/rotary_emb/Unsqueeze\"] and 9 more)",
-		},
-	},
 	"hf-marian-sinusoidal-concat": {
 		"fold": {
 			"sinusoidal#0: max_positions 64 -> 9",

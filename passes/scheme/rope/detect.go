@@ -231,15 +231,7 @@ func groupHits(w *work.Work, hits []hit) []*passes.Finding {
 		pos[f] = append(pos[f], h.pos...)
 	}
 	for _, f := range out {
-		// The cos/sin of a fixed length or grid that normalisation folded
-		// were computed by the nodes it folded.
-		cone := w.Cone(pos[f]...)
-		for _, v := range pos[f] {
-			if w.IsConst(v) {
-				cone = append(cone, w.FoldedNodes(v)...)
-			}
-		}
-		cs := w.OrigNames(cone)
+		cs := w.OrigNames(cosSinNodes(w, pos[f]))
 		f.Evidence.(*Evidence).CosSinNodes = cs
 		f.Nodes = w.SortOrig(append(f.Nodes, cs...))
 		if f.Layers == nil {
@@ -247,6 +239,40 @@ func groupHits(w *work.Work, hits []hit) []*passes.Finding {
 		}
 	}
 	return out
+}
+
+// cosSinNodes are the nodes computing the values pos that enter the
+// rotations: their cone, and the nodes normalisation folded into them or
+// into the constants the cone reads (the cos/sin of a fixed length or
+// grid, frequencies expanded to the batch), with the Shape nodes those
+// read. Whether a part of the computation was folded (a size the shapes
+// fix) does not change the list.
+func cosSinNodes(w *work.Work, pos []*graph.Value) []*graph.Node {
+	cone := w.Cone(pos...)
+	var folded []*graph.Node
+	for _, v := range pos {
+		if w.IsConst(v) {
+			folded = append(folded, w.FoldedNodes(v)...)
+		}
+	}
+	for _, n := range cone {
+		for _, in := range n.Inputs() {
+			if in != nil && w.IsConst(in) {
+				folded = append(folded, w.FoldedNodes(in)...)
+			}
+		}
+	}
+	for _, n := range folded {
+		for _, in := range n.Inputs() {
+			if in == nil || w.FoldedFrom(in) != nil {
+				continue
+			}
+			if p := in.Producer(); p != nil && (p.OpType == "Shape" || p.OpType == "Size") {
+				folded = append(folded, p)
+			}
+		}
+	}
+	return append(cone, folded...)
 }
 
 // newFinding is the finding of a hit's parameter set, with the evidence
