@@ -235,7 +235,7 @@ func TestAuditTableAndMarkdownReadWell(t *testing.T) {
 	if strings.Contains(md, "\n\n\n") {
 		t.Error("markdown with two blank lines in a row")
 	}
-	if !strings.Contains(md, "| rope | 0-1 | false | 51 | `attention_factor=1.138629436111989` `base=10000`") {
+	if !strings.Contains(md, "| rope | 0-1 | false | 54 | `attention_factor=1.138629436111989` `base=10000`") {
 		t.Errorf("rope_yarn's row:\n%s", md)
 	}
 	if strings.Count(md, "\nNotes:\n") != 1 || !strings.Contains(md, "(0-1 t5_relative_bias).") {

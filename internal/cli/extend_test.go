@@ -201,6 +201,15 @@ func checkAudit(t *testing.T, c extendCase, out string, method string, orig int,
 		if table {
 			want["max_positions"] = float64(c.to)
 		}
+		if method == "yarn" && p["original_max_positions"] == nil {
+			// YaRN's ramp depends on the length only through length/beta:
+			// the audit leaves the length and betas null when other
+			// settings give the same ramp, which must be the rule's.
+			yarnRampIs(t, c, p, orig, base)
+			delete(want, "original_max_positions")
+			delete(want, "beta_fast")
+			delete(want, "beta_slow")
+		}
 		if got, ok := p["original_max_positions"].(float64); ok && want["original_max_positions"] != nil && got != float64(orig) {
 			// With few rotary pairs, lengths YaRN's ramp or llama3's bands
 			// cannot tell apart give the same model: accept another when it
@@ -229,6 +238,32 @@ func checkAudit(t *testing.T, c extendCase, out string, method string, orig int,
 			if got != v {
 				t.Fatalf("%s: the audit reports %s = %v, want %v (params %v)", c, k, got, v, p)
 			}
+		}
+	}
+}
+
+// yarnRampIs checks that the correction range an audit reports with a
+// null original length gives, over the rotary pairs, the ramp of Hugging
+// Face's find_correction_range for orig and the published betas (32, 1),
+// and that the betas are null too.
+func yarnRampIs(t *testing.T, c extendCase, p map[string]any, orig int, base float64) {
+	t.Helper()
+	cr, _ := p["correction_range"].([]any)
+	if p["beta_fast"] != nil || p["beta_slow"] != nil || len(cr) != 2 {
+		t.Fatalf("%s: original_max_positions null with betas %v, %v and correction_range %v", c, p["beta_fast"], p["beta_slow"], p["correction_range"])
+	}
+	rd := p["rotary_dim"].(float64)
+	find := func(rot float64) float64 { return rd * math.Log(float64(orig)/(rot*2*math.Pi)) / (2 * math.Log(base)) }
+	ramp := func(k, lo, hi float64) float64 {
+		if lo == hi {
+			hi += 0.001
+		}
+		return min(max((k-lo)/(hi-lo), 0), 1)
+	}
+	lo, hi := max(math.Floor(find(32)), 0), min(math.Ceil(find(1)), rd-1)
+	for k := 0.0; k < rd/2; k++ {
+		if got := ramp(k, cr[0].(float64), cr[1].(float64)); math.Abs(got-ramp(k, lo, hi)) > 1e-9 {
+			t.Fatalf("%s: the correction range %v ramps pair %g by %g, the rule's [%g, %g] by %g", c, cr, k, got, lo, hi, ramp(k, lo, hi))
 		}
 	}
 }

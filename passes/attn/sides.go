@@ -69,6 +69,13 @@ type Side struct {
 	Cache *graph.Value
 }
 
+// RegionOf walks back from v as from a score operand whose contracted
+// axis is hd: the region of a position-dependent change of a tensor that
+// is not a block's q or k (a rotation in a fragment without attention).
+func RegionOf(w *work.Work, v *graph.Value, hd work.Dim) (*Side, string) {
+	return findSide(w, v, hd)
+}
+
 // findSide walks back from a score operand; hd is the head dimension (the
 // contracted axis of the scores).
 func findSide(w *work.Work, operand *graph.Value, hd work.Dim) (*Side, string) {

@@ -19,10 +19,7 @@ import (
 // it), when its answer changes (write the new one), and when a form not
 // listed fails.
 var generalityFailures = map[string]string{
-	"rope_function_body_fragment":           "schemes [unknown], want [rope]; no rope finding over layers []",
-	"rope_yarn_ambiguous_original_length":   "rope [0 1]: original_max_positions 4096, want null",
 	"rope_longrope_genai_if_absent_weights": "rope [0 1]: short_factor [], want null; rope [0 1]: long_factor [], want null",
-	"rope_2d_pixtral_patches":               "rope [0 1]: base null, want 10000; rope [0 1]: scaling unknown, want none",
 }
 
 // TestGeneralityForms audits each form of testmodels.GeneralityForms (the

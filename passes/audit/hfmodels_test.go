@@ -31,24 +31,6 @@ import (
 // right (remove its entry) or a listed model that no longer exists. The
 // table shrinks as the detectors are fixed.
 var hfExpected = map[string][]string{
-	// Class 4: YaRN's original length picked among the settings that
-	// reproduce the frequencies; a frozen LongRoPE's unfixed params null
-	// without a note; a 2-D RoPE's base and scaling not read.
-	"hf-llama-rope-yarn-orig-ambiguous": {
-		"rope layers 0-1: original_max_positions = 4096, but the truth lists it uncertain (want null)",
-	},
-	"hf-phi3-longrope-short-traced": {
-		"rope layers 0-1: uncertain base has no note",
-		"rope layers 0-1: uncertain factor has no note",
-	},
-	"hf-pixtral-rope-2d-patches": {
-		`rope layers 0-1: base = null, want 10000; scaling = "unknown", want "none"`,
-	},
-	// Class 4: a param the truth does not fix reported with a value. The
-	// note says what the graph holds (the table's radius 31, no clamp);
-	// null needs the report schema's max_relative_position to allow it,
-	// and the corpus's relative_bert_key (the same form) lists 63 as
-	// certain: the lead's decision.
 	"hf-bert-relative-key": {
 		"relative_clipped layers 0-1: max_relative_position = 31, but the truth lists it uncertain (want null)",
 	},

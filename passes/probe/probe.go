@@ -36,6 +36,11 @@ type Probe struct {
 	// it to a length other than Seq when the model has a cache.
 	Past  int
 	Start int64
+	// Span, when not 0, is how many tokens the positions given as input
+	// run over (Start..Start+Span-1); the others repeat the last: a model
+	// whose inputs' shapes fix the sequence is evaluated at fewer
+	// positions so.
+	Span int
 
 	cuts   map[*graph.Value]*kernels.Tensor
 	base   *frame
@@ -493,7 +498,11 @@ func (p *Probe) input(v *graph.Value) (*kernels.Tensor, error) {
 			last = shape[len(shape)-1]
 		}
 		for i := range vals {
-			vals[i] = float64(p.Start + int64(i%last))
+			at := i % last
+			if p.Span > 0 {
+				at = min(at, p.Span-1)
+			}
+			vals[i] = float64(p.Start + int64(at))
 		}
 	case work.RoleMask, work.RoleOther:
 		for i := range vals {

@@ -592,45 +592,83 @@ func (w *Work) inferConv(n *graph.Node, outs []*graph.Value, set func(int, Shape
 		d[j] = w.Syms.fresh()
 	}
 	if n.OpType == "Conv" && len(s.Dims) > 2 {
-		if k := n.AttrInts("kernel_shape"); len(k) == len(d)-2 {
-			st := n.AttrInts("strides")
-			pads := n.AttrInts("pads")
-			dil := n.AttrInts("dilations")
-			for j := 2; j < len(d); j++ {
-				stride, dl := int64(1), int64(1)
-				if len(st) > j-2 {
-					stride = st[j-2]
-				}
-				if len(dil) > j-2 {
-					dl = dil[j-2]
-				}
-				p := int64(0)
-				if len(pads) == 2*(len(d)-2) {
-					p = pads[j-2] + pads[j-2+len(d)-2]
-				}
-				if n.AttrString("auto_pad", "NOTSET") != "NOTSET" || stride <= 0 {
-					continue
-				}
-				// floor((x + p - dl·(k-1) - 1) / stride) + 1: a known
-				// size, or of an open image the derived symbol a
-				// probe computes from the image's (the patch grid).
-				c := p - dl*(k[j-2]-1) - 1
-				switch x := s.Dims[j]; {
-				case x.Known():
-					d[j] = Dim((int64(x)+c)/stride + 1)
-				case x.IsSym():
-					d[j] = w.exprDiv(x, c+stride, stride)
-				}
-			}
-		}
+		w.convSpatial(n, s.Dims[2:], d[2:])
 	}
 	set(0, ranked(d...))
+}
+
+// convSpatial sets the spatial output sizes out of a convolution n over
+// the spatial input sizes in, by its kernel_shape, strides, pads and
+// dilations (out keeps what it holds where they do not fix a size).
+func (w *Work) convSpatial(n *graph.Node, in, out []Dim) {
+	k := n.AttrInts("kernel_shape")
+	if len(k) != len(in) || n.AttrString("auto_pad", "NOTSET") != "NOTSET" {
+		return
+	}
+	st, pads, dil := n.AttrInts("strides"), n.AttrInts("pads"), n.AttrInts("dilations")
+	for j, x := range in {
+		stride, dl := int64(1), int64(1)
+		if len(st) > j {
+			stride = st[j]
+		}
+		if len(dil) > j {
+			dl = dil[j]
+		}
+		p := int64(0)
+		if len(pads) == 2*len(in) {
+			p = pads[j] + pads[j+len(in)]
+		}
+		if stride <= 0 {
+			continue
+		}
+		// floor((x + p - dl·(k-1) - 1) / stride) + 1: a known size, or of
+		// an open image the derived symbol a probe computes from the
+		// image's (the patch grid).
+		c := p - dl*(k[j]-1) - 1
+		switch {
+		case x.Known():
+			out[j] = Dim((int64(x)+c)/stride + 1)
+		case x.IsSym():
+			out[j] = w.exprDiv(x, c+stride, stride)
+		}
+	}
+}
+
+// inferNchwc infers the shapes of ONNX Runtime's NCHWc ops (what its
+// optimiser makes of a Conv at level all): the Conv's output is blocked,
+// [N, channel blocks, H', W', block] (the block depends on the machine),
+// and ReorderOutput turns it back into [N, channels, H', W'] (channels
+// last: [N, H', W', channels]).
+func (w *Work) inferNchwc(n *graph.Node, set func(int, Shape), in func(int) Shape) bool {
+	s := in(0)
+	switch n.OpType {
+	case "Conv":
+		if s.Rank() < 4 {
+			return false
+		}
+		d := []Dim{s.Dims[0], w.Syms.fresh(), w.Syms.fresh(), w.Syms.fresh(), w.Syms.fresh()}
+		w.convSpatial(n, s.Dims[2:4], d[2:4])
+		set(0, ranked(d...))
+	case "ReorderOutput":
+		c := Dim(n.AttrInt("channels", 0))
+		if s.Rank() != 5 || c <= 0 {
+			return false
+		}
+		if n.AttrInt("channels_last", 0) != 0 {
+			set(0, ranked(s.Dims[0], s.Dims[2], s.Dims[3], c))
+		} else {
+			set(0, ranked(s.Dims[0], c, s.Dims[2], s.Dims[3]))
+		}
+	default:
+		return false
+	}
+	return true
 }
 
 // inferContrib covers the com.microsoft ops ONNX Runtime's optimiser
 // leaves in models, as far as detection needs their shapes.
 func (w *Work) inferContrib(n *graph.Node, set func(int, Shape), in func(int) Shape) {
-	if w.inferFused(n, set, in) {
+	if w.inferFused(n, set, in) || n.Domain == "com.microsoft.nchwc" && w.inferNchwc(n, set, in) {
 		return
 	}
 	switch n.OpType {
@@ -1041,58 +1079,49 @@ func (w *Work) inferEinsum(n *graph.Node, set func(int, Shape)) {
 		return
 	}
 	letters := map[byte]Dim{}
-	var ell []Shape // the dims each input's "..." stands for
+	var ells []Shape // the dims each operand's "..." stands for
 	for i, term := range strings.Split(parts[0], ",") {
 		s := w.Shape(n.Input(i))
-		if !s.Ranked {
+		pre, post, ell := strings.Cut(term, "...")
+		if !ell {
+			pre = term
+		}
+		if !s.Ranked || len(s.Dims) < len(pre)+len(post) || !ell && len(s.Dims) != len(term) {
 			set(0, Shape{})
 			return
 		}
-		if pre, post, ok := strings.Cut(term, "..."); ok {
-			k := len(s.Dims) - len(pre) - len(post)
-			if k < 0 {
-				set(0, Shape{})
-				return
-			}
-			ell = append(ell, ranked(s.Dims[len(pre):len(pre)+k]...))
-			term = pre + post
-			s = ranked(append(slices.Clone(s.Dims[:len(pre)]), s.Dims[len(pre)+k:]...)...)
+		named := append(slices.Clone(s.Dims[:len(pre)]), s.Dims[len(s.Dims)-len(post):]...)
+		if ell {
+			ells = append(ells, ranked(s.Dims[len(pre):len(s.Dims)-len(post)]...))
 		}
-		if len(s.Dims) != len(term) {
-			set(0, Shape{})
-			return
-		}
-		for j := 0; j < len(term); j++ {
-			d := s.Dims[j]
-			if old, ok := letters[term[j]]; !ok || (!old.Known() && d.Known()) || old == 1 {
-				letters[term[j]] = d
+		for j, l := range []byte(pre + post) {
+			d := named[j]
+			if old, ok := letters[l]; !ok || (!old.Known() && d.Known()) || old == 1 {
+				letters[l] = d
 			}
 		}
 	}
-	// The output's "..." is the broadcast of the inputs' (ONNX Einsum).
-	pre, post, hasEll := strings.Cut(parts[1], "...")
-	if hasEll != (len(ell) > 0) {
+	pre, post, ell := strings.Cut(parts[1], "...")
+	if !ell {
+		pre = parts[1]
+	} else if len(ells) == 0 {
 		set(0, Shape{})
 		return
 	}
-	var mid []Dim
-	if hasEll {
-		mid = w.broadcast(ell...).Dims
-	}
 	var out []Dim
-	for _, seg := range []string{pre, "...", post} {
-		if seg == "..." {
-			out = append(out, mid...)
-			continue
+	for j, l := range []byte(pre + post) {
+		if j == len(pre) && ell {
+			out = append(out, w.broadcast(ells...).Dims...)
 		}
-		for j := 0; j < len(seg); j++ {
-			d, ok := letters[seg[j]]
-			if !ok {
-				set(0, Shape{})
-				return
-			}
-			out = append(out, d)
+		d, ok := letters[l]
+		if !ok {
+			set(0, Shape{})
+			return
 		}
+		out = append(out, d)
+	}
+	if ell && len(post) == 0 {
+		out = append(out, w.broadcast(ells...).Dims...)
 	}
 	set(0, ranked(out...))
 }

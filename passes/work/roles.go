@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
 )
 
 // Role is what a graph input carries, as far as detection needs to know:
@@ -100,8 +101,10 @@ type inputUses struct {
 	// without arithmetic on the ids).
 	tables []*graph.Value
 	// rotates: the rows it gathers multiply a value computed apart from
-	// them (rotation factors: a cos/sin cache).
-	rotates bool
+	// them (rotation factors: a cos/sin cache); rotTables are the tables
+	// whose rows do.
+	rotates   bool
+	rotTables []*graph.Value
 	// position names a use only positions have: the position input of a
 	// fused rotation, a gather from a cos/sin cache of rank 3 or more;
 	// after arithmetic, also a table gathered at the computed indices.
@@ -198,7 +201,13 @@ func (w *Work) readUses(v *graph.Value) *inputUses {
 					} else {
 						u.rows = max(u.rows, int64(t.Dims[0]))
 						u.tables = append(u.tables, n.Input(0))
-						u.rotates = u.rotates || w.rowsMultiply(n.Output(0))
+						if w.rowsMultiply(n.Output(0)) {
+							u.rotates = true
+							if w.cosSinPair(append(u.rotTables, n.Input(0))) {
+								pos("gathers a cos and a sin cache (two tables of one shape whose rows multiply other values)", false)
+							}
+							u.rotTables = append(u.rotTables, n.Input(0))
+						}
 					}
 				case t.Rank() >= 2:
 					pos("gathers from a cos/sin cache or a table of unknown size", arith)
@@ -292,6 +301,61 @@ func (w *Work) constScalarIs(v *graph.Value, f func(float64) bool) bool {
 		return false
 	}
 	return f(t.Float64s()[0])
+}
+
+// cosSinPair reports whether the last of tables and another, distinct
+// one of its shape hold the cosine and the sine of the same angles
+// (a² + b² = 1 element by element, within a half type's rounding): what an
+// index gathering both reads are the cos and the sin of a rotation, not
+// the embeddings of tokens (complex-order word embeddings gather an
+// amplitude and a frequency table of one shape too).
+func (w *Work) cosSinPair(tables []*graph.Value) bool {
+	last := tables[len(tables)-1]
+	for _, t := range tables[:len(tables)-1] {
+		if t != last && SameShape(w.Shape(t), w.Shape(last)) && onCircle(w.Const(t), w.Const(last)) {
+			return true
+		}
+	}
+	return false
+}
+
+// onCircle reports whether a² + b² = 1 for the first elements (at most
+// 4096) of two tables of one size.
+func onCircle(a, b *kernels.Tensor) bool {
+	if a == nil || b == nil || a.Len() != b.Len() || a.Len() == 0 {
+		return false
+	}
+	x, y := headFloats(a, 4096), headFloats(b, 4096)
+	if x == nil || y == nil {
+		return false
+	}
+	for i := range x {
+		if math.Abs(x[i]*x[i]+y[i]*y[i]-1) > 4e-3 {
+			return false
+		}
+	}
+	return true
+}
+
+// headFloats are t's first n elements (fewer when t has fewer) as
+// float64, without converting the rest of a large table (nil for a large
+// table of a type it does not read in place).
+func headFloats(t *kernels.Tensor, n int) []float64 {
+	switch d := t.Raw().(type) {
+	case []float32:
+		out := make([]float64, min(n, len(d)))
+		for i := range out {
+			out[i] = float64(d[i])
+		}
+		return out
+	case []float64:
+		return d[:min(n, len(d))]
+	}
+	if t.Len() > 1<<20 {
+		return nil
+	}
+	v := t.Float64s()
+	return v[:min(n, len(v))]
 }
 
 // rowsMultiply reports whether rows gathered into g multiply, through

@@ -854,7 +854,9 @@ SPECS = [
         variant=f"YaRN: factor 4, original_max_position_embeddings 4096, beta_fast 32, beta_slow 1 (correction range {YARN_CORRECTION_RANGE}), linear ramp mask, cos/sin multiplied by attention_factor 0.1*ln(4)+1",
         num_layers=2,
         findings=[{"scheme": "rope", "layers": [0, 1], "params": rope_params(
-            CFG_YARN, scaling="yarn", factor=4.0, original_max_positions=4096, beta_fast=32.0, beta_slow=1.0,
+            # The ramp depends on the length only through length/beta: (2, 6) is also
+            # 2048 with betas 32/1, 8192 with 64/2, ...; the graph does not fix them.
+            CFG_YARN, scaling="yarn", factor=4.0, original_max_positions=None, beta_fast=None, beta_slow=None,
             attention_factor=float(YARN_ATTENTION_FACTOR), correction_range=list(YARN_CORRECTION_RANGE))}],
         **LLAMA_OUT,
     ),

@@ -28,8 +28,11 @@ type Evidence struct {
 	Synthetic bool
 	// Table names the stored cos/sin (or sin|cos) table, when there is one.
 	Table string
-	// Blocks are the rotations found, per block and side.
+	// Blocks are the rotations found, per block and side; Loose those of
+	// tensors that are not a block's q or k (a fragment without
+	// attention).
 	Blocks []Block
+	Loose  []Side
 	// CosSinNodes compute the values that enter the rotations (positions,
 	// frequencies, cos and sin).
 	CosSinNodes []string
@@ -126,19 +129,32 @@ type ropeMeasure struct {
 	fit ropeFit
 }
 
+// hit is one rotation found: of a block's q and k (ev.Layer the block),
+// or of a tensor that is not a block's q or k (loose, reaching layers).
+type hit struct {
+	layers []int
+	params *Params
+	ev     *Block
+	loose  *Side
+	m      *ropeMeasure
+	side   *attn.Side // the rotation measured (q's for a block)
+	nodes  []*graph.Node
+	pos    []*graph.Value
+	notes  []string
+}
+
 func runRoPE(c *passes.Context) (any, error) {
 	w := work.Of(c)
 	blocks := passes.Result(c, attn.Blocks)
 	sides := passes.Result(c, attn.Sides)
 	cache := map[string]*ropeMeasure{}
-	type hit struct {
-		b      *attn.Block
-		params *Params
-		ev     Block
-		m      *ropeMeasure
-		nodes  []*graph.Node
-		notes  []string
-	}
+	hits := blockRotations(c, w, blocks, sides, cache)
+	hits = append(hits, looseRotations(c, w, blocks, sides, cache)...)
+	return groupHits(w, hits), nil
+}
+
+// blockRotations measures the q and k sides of every block.
+func blockRotations(c *passes.Context, w *work.Work, blocks []*attn.Block, sides map[*attn.Block]*attn.BlockSides, cache map[string]*ropeMeasure) []hit {
 	var hits []hit
 	for _, b := range blocks {
 		bs := sides[b]
@@ -162,19 +178,28 @@ func runRoPE(c *passes.Context) (any, error) {
 				c.Miss("rope", at, "k: "+why, 3)
 			}
 		}
-		p, notes := ropeParams(w, b, bs, mq, mk)
+		p, notes := ropeParams(w, bs, mq, mk)
 		ev := Block{Layer: b.Index, Q: sideEvidence(w, bs.Q)}
 		nodes := append([]*graph.Node{}, bs.Q.Nodes...)
+		pos := slices.Clone(bs.Q.Pos)
 		if bs.K != nil && mk != nil {
 			ev.K = sideEvidence(w, bs.K)
 			nodes = append(nodes, bs.K.Nodes...)
 		}
-		hits = append(hits, hit{b, p, ev, mq, nodes, notes})
+		if bs.K != nil {
+			pos = append(pos, bs.K.Pos...)
+		}
+		hits = append(hits, hit{layers: []int{b.Index}, params: p, ev: &ev, m: mq, side: bs.Q, nodes: nodes, pos: pos, notes: notes})
 	}
-	// One finding per distinct parameter set (each set printed once, not
-	// once per layer and finding).
+	return hits
+}
+
+// groupHits makes one finding per distinct parameter set (each set printed
+// once, not once per layer and finding).
+func groupHits(w *work.Work, hits []hit) []*passes.Finding {
 	var out []*passes.Finding
 	var keys []string
+	pos := map[*passes.Finding][]*graph.Value{}
 	for _, h := range hits {
 		var f *passes.Finding
 		key := passes.ParamsKey(h.params)
@@ -186,55 +211,86 @@ func runRoPE(c *passes.Context) (any, error) {
 		}
 		if f == nil {
 			keys = append(keys, key)
-			f = &passes.Finding{Scheme: Name, Params: h.params, Evidence: &Evidence{
-				Pairs: h.m.rot.pairs, InvFreq: h.m.rot.omega, InvFreqLong: h.m.rot.omegaLong, Amplitude: h.m.rot.amp,
-				Synthetic: h.m.rot.synthetic, Table: h.m.rot.table, Axis: h.m.rot.posAxis}}
-			ev := f.Evidence.(*Evidence)
-			if ax := h.m.rot.axial; ax != nil {
-				ev.PairAxis, ev.GridOffset = ax.Axis, ax.Offset
-			}
-			if r := h.m.rot; r.streamsIn != nil {
-				ev.Streams, ev.PairStream = w.OrigValue(r.streamsIn), r.pairStream
-			}
-			ev.Start, ev.Cos, ev.Sin = cosSinRows(w, sides[h.b].Q, h.m.rot)
-			ev.Positions, ev.PositionsWhy = ropePositions(w, sides[h.b].Q, h.m.rot)
-			ev.Angles, ev.Stored, ev.ExactWhy = ropeExact(w, sides[h.b].Q, h.m.rot, ev)
+			f = newFinding(w, h)
 			out = append(out, f)
 		}
 		ev := f.Evidence.(*Evidence)
-		ev.Blocks = append(ev.Blocks, h.ev)
-		f.Layers = append(f.Layers, h.b.Index)
+		if h.ev != nil {
+			ev.Blocks = append(ev.Blocks, *h.ev)
+		}
+		if h.loose != nil {
+			ev.Loose = append(ev.Loose, *h.loose)
+		}
+		f.Layers = append(f.Layers, h.layers...)
 		for _, n := range h.notes {
 			if !slices.Contains(f.Notes, n) {
 				f.Notes = append(f.Notes, n)
 			}
 		}
 		f.Nodes = append(f.Nodes, w.OrigNames(h.nodes)...)
+		pos[f] = append(pos[f], h.pos...)
 	}
 	for _, f := range out {
-		ev := f.Evidence.(*Evidence)
-		var pos []*graph.Value
-		for _, b := range blocks {
-			if bs := sides[b]; bs != nil && slices.Contains(f.Layers, b.Index) {
-				pos = append(pos, bs.Q.Pos...)
-				if bs.K != nil {
-					pos = append(pos, bs.K.Pos...)
-				}
-			}
-		}
-		// The cos/sin of a fixed length or grid that normalisation folded
-		// were computed by the nodes it folded.
-		cone := w.Cone(pos...)
-		for _, v := range pos {
-			if w.IsConst(v) {
-				cone = append(cone, w.FoldedNodes(v)...)
-			}
-		}
-		cs := w.OrigNames(cone)
-		ev.CosSinNodes = cs
+		cs := w.OrigNames(cosSinNodes(w, pos[f]))
+		f.Evidence.(*Evidence).CosSinNodes = cs
 		f.Nodes = w.SortOrig(append(f.Nodes, cs...))
+		if f.Layers == nil {
+			f.Layers = []int{}
+		}
 	}
-	return out, nil
+	return out
+}
+
+// cosSinNodes are the nodes computing the values pos that enter the
+// rotations: their cone, and the nodes normalisation folded into them or
+// into the constants the cone reads (the cos/sin of a fixed length or
+// grid, frequencies expanded to the batch), with the Shape nodes those
+// read. Whether a part of the computation was folded (a size the shapes
+// fix) does not change the list.
+func cosSinNodes(w *work.Work, pos []*graph.Value) []*graph.Node {
+	cone := w.Cone(pos...)
+	var folded []*graph.Node
+	for _, v := range pos {
+		if w.IsConst(v) {
+			folded = append(folded, w.FoldedNodes(v)...)
+		}
+	}
+	for _, n := range cone {
+		for _, in := range n.Inputs() {
+			if in != nil && w.IsConst(in) {
+				folded = append(folded, w.FoldedNodes(in)...)
+			}
+		}
+	}
+	for _, n := range folded {
+		for _, in := range n.Inputs() {
+			if in == nil || w.FoldedFrom(in) != nil {
+				continue
+			}
+			if p := in.Producer(); p != nil && (p.OpType == "Shape" || p.OpType == "Size") {
+				folded = append(folded, p)
+			}
+		}
+	}
+	return append(cone, folded...)
+}
+
+// newFinding is the finding of a hit's parameter set, with the evidence
+// of its rotation.
+func newFinding(w *work.Work, h hit) *passes.Finding {
+	r := h.m.rot
+	ev := &Evidence{Pairs: r.pairs, InvFreq: r.omega, InvFreqLong: r.omegaLong, Amplitude: r.amp,
+		Synthetic: r.synthetic, Table: r.table, Axis: r.posAxis}
+	if ax := r.axial; ax != nil {
+		ev.PairAxis, ev.GridOffset = ax.Axis, ax.Offset
+	}
+	if r.streamsIn != nil {
+		ev.Streams, ev.PairStream = w.OrigValue(r.streamsIn), r.pairStream
+	}
+	ev.Start, ev.Cos, ev.Sin = cosSinRows(w, h.side, r)
+	ev.Positions, ev.PositionsWhy = ropePositions(w, h.side, r)
+	ev.Angles, ev.Stored, ev.ExactWhy = ropeExact(w, h.side, r, ev)
+	return &passes.Finding{Scheme: Name, Params: h.params, Evidence: ev}
 }
 
 func sideEvidence(w *work.Work, s *attn.Side) Side {
@@ -285,7 +341,7 @@ func (r *rotation) fitFrequencies() ropeFit {
 }
 
 // ropeParams assembles the params of one block.
-func ropeParams(w *work.Work, b *attn.Block, bs *attn.BlockSides, mq, mk *ropeMeasure) (*Params, []string) {
+func ropeParams(w *work.Work, bs *attn.BlockSides, mq, mk *ropeMeasure) (*Params, []string) {
 	r := mq.rot
 	p := &Params{Layout: r.layout, HeadDim: r.headDim, RotaryDim: r.rotaryDim, QKNorm: bs.Q.Norm}
 	var notes []string
@@ -335,8 +391,7 @@ func setFit(p *Params, r *rotation, f ropeFit) []string {
 		if math.Abs(r.amp-1) > 1e-5 {
 			p.AttentionFactor = passes.Ptr(snapF32(r.amp))
 		}
-		notes = append(notes, "scaling: the measured frequencies follow no known rule; see frequencies")
-		return notes
+		return append(append(notes, f.Notes...), unknownRuleNote(r.omega, p.RotaryDim))
 	}
 	if !math.IsNaN(f.Base) {
 		p.Base = passes.Ptr(f.Base)
@@ -360,6 +415,24 @@ func setFit(p *Params, r *rotation, f ropeFit) []string {
 	}
 	notes = append(notes, f.Notes...)
 	return notes
+}
+
+// unknownRuleNote says why a rotation whose frequencies fit no rule has
+// its base and factor null: per-pair factors (LongRoPE's lists, frozen at
+// one length) make them those of any base, and the best single base
+// misses them by the amount it says.
+func unknownRuleNote(omega []float64, rd int) string {
+	const why = "scaling: the measured frequencies follow no known rule (none, linear, ntk, llama3, yarn; no switch to a second set as LongRoPE's)"
+	const null = "any base θ with per-pair factors θ^(-2k/d)/ω_k reproduces them, so the graph does not fix a base or a factor: base and factor null; see frequencies"
+	if len(omega) < 2 || rd < 2 {
+		return why + "; " + null
+	}
+	sigma := make([]float64, len(omega))
+	for k := range sigma {
+		sigma[k] = 1
+	}
+	base, f, miss := probe.PlainFit(omega, sigma, rd)
+	return fmt.Sprintf("%s: the closest single base, %.6g with factor %.4g, is off one frequency by %.2g%%; %s", why, base, f, 100*miss, null)
 }
 
 // fusedIn returns the first node of another domain than ONNX's among

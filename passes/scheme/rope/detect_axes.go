@@ -1,6 +1,9 @@
 package rope
 
 import (
+	"cmp"
+	"fmt"
+
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes/attn"
@@ -150,31 +153,51 @@ func axialAngles(theta [][]float64, shape []int, axis int) (*axialRot, []float64
 	return nil, nil, 0, false
 }
 
-// fitAxial fits each axis's frequencies as a plain RoPE over rotary dim
-// 2·(pairs of the axis): both axes must give one base.
+// fitAxial fits the frequencies of a rotation over a grid. Each axis may
+// turn a plain RoPE of its own over rotary dim 2·(pairs of the axis), both
+// of one base (rope-vit, EVA-02); or the axes may share out the
+// frequencies of one plain RoPE over the whole rotary dim (Pixtral: the
+// rows turn θ^(-4i/d), the columns θ^(-(4i+2)/d)), which the frequencies
+// of both axes in decreasing order then are.
 func (r *rotation) fitAxial() ropeFit {
+	var axes [2][]float64
+	for k, x := range r.omega {
+		axes[r.axial.Axis[k]] = append(axes[r.axial.Axis[k]], x)
+	}
+	if len(axes[0]) < 2 || len(axes[1]) < 2 {
+		return ropeFit{Scaling: "unknown", Base: math.NaN(), Notes: []string{"base: an axis of the grid has a single frequency"}}
+	}
 	var bases []float64
-	for a := 0; a < 2; a++ {
-		var om []float64
-		for k, x := range r.omega {
-			if r.axial.Axis[k] == a {
-				om = append(om, x)
-			}
-		}
-		if len(om) < 2 {
-			return ropeFit{Scaling: "unknown", Base: math.NaN(), Notes: []string{"base: an axis of the grid has a single frequency"}}
-		}
-		sig := probe.OmegaSigma(om, r.angErr(), r.seq, r.seq, relEps(r.half))
-		b, f, resid := probe.PlainFit(om, sig, 2*len(om))
-		if resid > 8 || math.Abs(f-1) > 1e-4 {
-			return ropeFit{Scaling: "unknown", Base: math.NaN(), Notes: []string{"base: the frequencies of an axis are not base^(-2i/d)"}}
+	for _, om := range axes {
+		b, ok := r.plainBase(om, 2*len(om))
+		if !ok {
+			break
 		}
 		bases = append(bases, b)
 	}
-	if math.Abs(bases[0]/bases[1]-1) > 1e-4 {
-		return ropeFit{Scaling: "unknown", Base: math.NaN(), Notes: []string{"base: the two axes have different bases"}}
+	if len(bases) == 2 && math.Abs(bases[0]/bases[1]-1) <= 1e-4 {
+		return ropeFit{Base: probe.Snap(bases[0], 1e-5), Scaling: "none", Factor: 1}
 	}
-	return ropeFit{Base: probe.Snap(bases[0], 1e-5), Scaling: "none", Factor: 1}
+	all := slices.Clone(r.omega)
+	slices.SortFunc(all, func(a, b float64) int { return cmp.Compare(b, a) })
+	if b, ok := r.plainBase(all, 2*len(all)); ok {
+		return ropeFit{Base: probe.Snap(b, 1e-5), Scaling: "none", Factor: 1, Notes: []string{fmt.Sprintf(
+			"base: the two axes share out the frequencies of one RoPE of base %.6g over rotary dim %d (the columns turn %d of them, the rows %d)",
+			probe.Snap(b, 1e-5), 2*len(all), len(axes[0]), len(axes[1]))}}
+	}
+	why := "base: the frequencies of each axis are not base^(-2i/d) of one base, nor are both axes' together"
+	if len(bases) == 2 {
+		why = "base: the two axes have different bases"
+	}
+	return ropeFit{Scaling: "unknown", Base: math.NaN(), Notes: []string{why}}
+}
+
+// plainBase fits frequencies om (in pair order) as base^(-2i/rd) without a
+// factor, to their measurement error.
+func (r *rotation) plainBase(om []float64, rd int) (float64, bool) {
+	sig := probe.OmegaSigma(om, r.angErr(), r.seq, r.seq, relEps(r.half))
+	b, f, resid := probe.PlainFit(om, sig, rd)
+	return b, resid <= 8 && math.Abs(f-1) <= 1e-4
 }
 
 // measureStreams finds the frequencies each stream of a multi-stream

@@ -190,6 +190,14 @@ func (rule *Rule) Equivalent(got passes.Params) bool {
 	if p.OriginalMaxPositions != nil {
 		u.Orig = *p.OriginalMaxPositions
 	}
+	if u.Method == rewrite.MethodYaRN && (p.OriginalMaxPositions == nil || p.BetaFast == nil || p.BetaSlow == nil) {
+		// The audit leaves null what the ramp does not fix: the rule's
+		// setting stands for them when its ramp is the one read.
+		if !rule.sameRamp(p.CorrectionRange) {
+			return false
+		}
+		u.Orig, u.BetaFast, u.BetaSlow = rule.Orig, rule.BetaFast, rule.BetaSlow
+	}
 	switch {
 	case u.Method == "ntk" && p.Dynamic != nil && *p.Dynamic:
 		u.Method = rewrite.MethodDynamicNTK
@@ -210,6 +218,22 @@ func (rule *Rule) Equivalent(got passes.Params) bool {
 			if math.Abs(a[k]-b[k]) > 1e-12*b[k] {
 				return false
 			}
+		}
+	}
+	return true
+}
+
+// sameRamp reports whether YaRN's ramp over the rule's pairs is the one
+// of the correction range cr (ranges that differ only where no pair lies
+// give the same frequencies).
+func (rule *Rule) sameRamp(cr []float64) bool {
+	if len(cr) != 2 {
+		return false
+	}
+	lo, hi := rule.CorrectionRange()
+	for k := 0; k < rule.RotaryDim/2; k++ {
+		if math.Abs(rule.ramp(float64(k), lo, hi)-rule.ramp(float64(k), cr[0], cr[1])) > 1e-9 {
+			return false
 		}
 	}
 	return true

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/probe"
@@ -239,10 +239,15 @@ func fitLlama3(plain, m []float64, base, factor, tol float64, origs []int) (rope
 }
 
 // fitYaRN reads YaRN's ramp (correction range) from m_k and searches the
-// beta_fast/beta_slow/original max consistent with it, the published
-// betas (32, 1) first with every original length of origs in order. When
-// the ramp has fewer than two points between its ends, each setting's
-// ramp is computed as Hugging Face does and compared with m_k.
+// beta_fast/beta_slow/original max consistent with it among the betas
+// 8..64 and 0.5..4 and the lengths of origs. A param is reported when
+// every setting that reproduces the ramp has the same value, else null
+// with the candidates in a note (the ramp depends on the length only
+// through length/beta: a length twice as long with betas twice as large
+// computes the same frequencies). Each setting's ramp is computed as
+// Hugging Face does and compared with m_k; the range reported is the one
+// read from the ramp (or, with fewer than one point between its ends and
+// no step, the first setting's).
 func fitYaRN(m []float64, rd int, base, factor, amp, tol float64, origs []int) (ropeFit, bool) {
 	// ramp_k = 1 - m_k = clamp((k - low)/(high - low), 0, 1).
 	var xs, ys []float64
@@ -260,19 +265,6 @@ func fitYaRN(m []float64, rd int, base, factor, amp, tol float64, origs []int) (
 			ys = append(ys, 1-mk)
 		}
 	}
-	dim := float64(rd)
-	corr := func(rot float64, orig int) float64 {
-		return dim * math.Log(float64(orig)/(rot*2*math.Pi)) / (2 * math.Log(base))
-	}
-	type cand struct {
-		orig   int
-		bf, bs float64
-	}
-	grid := append([]int{4096}, origs...)
-	if len(origs) > 0 && origs[0] != origGrid[0] {
-		grid = append([]int{origs[0], 4096}, origs[1:]...)
-	}
-	var ok []cand
 	var low, high float64
 	ranged := true
 	switch {
@@ -294,16 +286,45 @@ func fitYaRN(m []float64, rd int, base, factor, amp, tol float64, origs []int) (
 	default:
 		ranged = false
 	}
+	ok, lo, hi := yarnSettings(m, rd, base, tol, origs)
+	if !ranged {
+		low, high = lo, hi
+	}
+	if !ranged && len(ok) == 0 {
+		return ropeFit{}, false
+	}
+	r := ropeFit{Base: base, Scaling: "yarn", Factor: factor, Range: []float64{low, high}}
+	af := 0.1*math.Log(factor) + 1
+	if math.Abs(amp-af) < 1e-5+10*tol {
+		r.AttnF = passes.Ptr(af)
+	} else {
+		r.AttnF = passes.Ptr(snapF32(amp))
+	}
+	if len(ok) == 0 {
+		r.Notes = append(r.Notes, "yarn: no standard beta_fast/beta_slow/original_max_positions reproduces the correction range")
+		return r, true
+	}
+	r.Orig = onlyOne(ok, func(c yarnSetting) int { return c.orig })
+	r.BetaFast = onlyOne(ok, func(c yarnSetting) float64 { return c.bf })
+	r.BetaSlow = onlyOne(ok, func(c yarnSetting) float64 { return c.bs })
+	if len(ok) > 1 {
+		r.Notes = append(r.Notes, yarnAmbiguity(low, high, ok))
+	}
+	return r, true
+}
+
+// yarnSettings are the settings of YaRN's rule, among the betas 8..64 and
+// 0.5..4 and the lengths origs, whose ramp (Hugging Face's correction
+// range) is 1 - m_k at every pair, and the range of the first.
+func yarnSettings(m []float64, rd int, base, tol float64, origs []int) (ok []yarnSetting, low, high float64) {
+	dim := float64(rd)
+	corr := func(rot float64, orig int) float64 {
+		return dim * math.Log(float64(orig)/(rot*2*math.Pi)) / (2 * math.Log(base))
+	}
 	for _, bf := range []float64{32, 16, 64, 8} {
 		for _, bs := range []float64{1, 2, 0.5, 4} {
-			for _, orig := range grid {
+			for _, orig := range origs {
 				lo := max(math.Floor(corr(bf, orig)), 0)
-				if ranged {
-					if hi := min(math.Ceil(corr(bs, orig)), dim/2-1); lo == low && hi == high {
-						ok = append(ok, cand{orig, bf, bs})
-					}
-					continue
-				}
 				hi := min(math.Ceil(corr(bs, orig)), dim-1)
 				h := hi
 				if h == lo {
@@ -321,38 +342,70 @@ func fitYaRN(m []float64, rd int, base, factor, amp, tol float64, origs []int) (
 					if len(ok) == 0 {
 						low, high = lo, hi
 					}
-					ok = append(ok, cand{orig, bf, bs})
+					ok = append(ok, yarnSetting{orig, bf, bs})
 				}
 			}
 		}
 	}
-	if !ranged && len(ok) == 0 {
-		return ropeFit{}, false
-	}
-	r := ropeFit{Base: base, Scaling: "yarn", Factor: factor, Range: []float64{low, high}}
-	af := 0.1*math.Log(factor) + 1
-	if math.Abs(amp-af) < 1e-5+10*tol {
-		r.AttnF = passes.Ptr(af)
-	} else {
-		r.AttnF = passes.Ptr(snapF32(amp))
-	}
-	if len(ok) > 0 {
-		c := ok[0]
-		r.Orig, r.BetaFast, r.BetaSlow = passes.Ptr(c.orig), passes.Ptr(c.bf), passes.Ptr(c.bs)
-		if len(ok) > 1 {
-			origs := map[int]bool{}
-			for _, x := range ok {
-				origs[x.orig] = true
-			}
-			var os []int
-			for o := range origs {
-				os = append(os, o)
-			}
-			sort.Ints(os)
-			r.Notes = append(r.Notes, fmt.Sprintf("yarn: the correction range [%g, %g] is reproduced by %d settings (original_max_positions in %v); reported beta_fast 32, beta_slow 1 and original_max_positions %d, the first in the order of the published defaults", low, high, len(ok), os, c.orig))
+	return ok, low, high
+}
+
+// yarnSetting is one setting of YaRN's rule that reproduces a ramp.
+type yarnSetting struct {
+	orig   int
+	bf, bs float64
+}
+
+// onlyOne is the value of param all settings hold, nil when they differ:
+// a param the candidate settings do not agree on is not fixed by the
+// graph.
+func onlyOne[T comparable](ok []yarnSetting, param func(yarnSetting) T) *T {
+	v := param(ok[0])
+	for _, c := range ok[1:] {
+		if param(c) != v {
+			return nil
 		}
-	} else {
-		r.Notes = append(r.Notes, "yarn: no standard beta_fast/beta_slow/original_max_positions reproduces the correction range")
 	}
-	return r, true
+	return passes.Ptr(v)
+}
+
+// yarnAmbiguity is the note of a correction range several settings of
+// YaRN reproduce: the candidate set of each param, the lengths of the
+// published betas (32, 1) among them, and which params are left null.
+func yarnAmbiguity(low, high float64, ok []yarnSetting) string {
+	var os, pub []int
+	var bfs, bss []float64
+	for _, c := range ok {
+		os, bfs, bss = append(os, c.orig), append(bfs, c.bf), append(bss, c.bs)
+		if c.bf == 32 && c.bs == 1 {
+			pub = append(pub, c.orig)
+		}
+	}
+	var sets, null []string
+	add := func(name string, vs []string) {
+		sets = append(sets, fmt.Sprintf("%s in {%s}", name, strings.Join(vs, ", ")))
+		if len(vs) > 1 {
+			null = append(null, name)
+		}
+	}
+	add("original_max_positions", distinct(os))
+	add("beta_fast", distinct(bfs))
+	add("beta_slow", distinct(bss))
+	s := fmt.Sprintf("yarn: the correction range [%g, %g] is reproduced by %d settings of the betas and lengths tried (%s)", low, high, len(ok), strings.Join(sets, "; "))
+	if len(pub) > 0 {
+		s += fmt.Sprintf(", with the published betas 32 and 1 by original_max_positions in {%s}", strings.Join(distinct(pub), ", "))
+	}
+	return s + fmt.Sprintf("; the ramp depends on the length only through original_max_positions/beta, so the frequencies do not fix %s: reported null", strings.Join(null, ", "))
+}
+
+// distinct formats the distinct values of vs in increasing order.
+func distinct[T int | float64](vs []T) []string {
+	vs = slices.Clone(vs)
+	slices.Sort(vs)
+	vs = slices.Compact(vs)
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = strconv.FormatFloat(float64(v), 'g', -1, 64)
+	}
+	return out
 }

@@ -125,7 +125,11 @@ func measureAt(w *work.Work, p *probe.Probe, s *attn.Side) (*rotation, string) {
 	// 1. Which dimensions pair up: one unit vector per slot, the column
 	// moving from slot to slot.
 	partner := make([]map[int]int, d)
+	// selfSeen counts the evaluations (not the slots: the slots of one
+	// evaluation repeat a few positions over the batch and heads) in which
+	// a dimension stayed unturned.
 	selfSeen := make([]int, d)
+	selfAt := make([]int, d)
 	mixed := 0
 	maxEv := min(64, 3*((d+slots-1)/slots)+3)
 	for ev := 0; ev < maxEv; ev++ {
@@ -143,8 +147,9 @@ func measureAt(w *work.Work, p *probe.Probe, s *attn.Side) (*rotation, string) {
 					others = append(others, i)
 				}
 			}
-			if row[c] != 0 {
+			if row[c] != 0 && selfAt[c] != ev+1 {
 				selfSeen[c]++
+				selfAt[c] = ev + 1
 			}
 			switch len(others) {
 			case 0:
@@ -504,11 +509,17 @@ func checkDynamic(w *work.Work, s *attn.Side, r *rotation) {
 		if !ok || r.posAxis >= len(shape) {
 			return dynPoint{}, false
 		}
+		// A sequence the shapes fix longer: at seq positions given as
+		// input, the other tokens repeating the last.
+		measured := slices.Clone(shape)
+		if hasPosInput && shape[r.posAxis] > seq {
+			p.Span, measured[r.posAxis] = seq, seq
+		}
 		theta, amp, err := angles(w, p, s, shape, r.pairs)
 		if err != nil {
 			return dynPoint{}, false
 		}
-		om, _, _ := omegas(theta, amp, shape, r.posAxis)
+		om, _, _ := omegas(theta, amp, measured, r.posAxis)
 		if slices.ContainsFunc(om, math.IsNaN) {
 			return dynPoint{}, false
 		}
