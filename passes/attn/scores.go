@@ -153,24 +153,14 @@ type scoreMatrices struct {
 // blockScores evaluates b's scores with its q and k cut to fixed vectors.
 func blockScores(w *work.Work, p *probe.Probe, b *Block, bs *BlockSides, seed uint64) (*scoreMatrices, error) {
 	sm := b.Softmax
-	// The tokens of q and k: the axis that follows the probe's length,
-	// or (the model's shapes fixed) the one as long as the scores' axis
-	// of queries or keys.
-	nq, nk := -1, -1
-	if shape, ok := p.BindShape(w.Shape(sm.Input(0))); ok && len(shape) >= 2 {
-		nq, nk = shape[len(shape)-2], shape[len(shape)-1]
-	}
 	cuts := map[*graph.Value]*kernels.Tensor{}
 	for i, v := range []*graph.Value{bs.Q.In, bs.K.In} {
 		if _, done := cuts[v]; done {
 			continue
 		}
-		t, n, err := fixedContent(w, p, v, []int{nq, nk}[i], seed+uint64(i))
+		t, err := fixedContent(w, p, v, seed+uint64(i))
 		if err != nil {
 			return nil, err
-		}
-		if i == 0 {
-			nq = n
 		}
 		cuts[v] = t
 	}
@@ -179,20 +169,18 @@ func blockScores(w *work.Work, p *probe.Probe, b *Block, bs *BlockSides, seed ui
 	if err != nil {
 		return nil, err
 	}
+	// The keys are on the Softmax's axis, the queries on the one before
+	// (as every exporter lays scores out: [..., q, k], [q, k, batch, heads]).
 	r := x.Rank()
 	axis := sm.AttrInt("axis", -1)
 	if w.Opset(sm) < 13 && sm.Attr("axis") == nil {
 		axis = 1
 	}
 	kAx := work.NormAxis(axis, r)
-	if r < 2 || kAx < 0 || kAx >= r || w.Opset(sm) < 13 && kAx != r-1 {
-		return nil, fmt.Errorf("the Softmax of the scores %v is not over one axis", x.Shape)
+	if r < 2 || kAx < 1 || kAx >= r || w.Opset(sm) < 13 && kAx != r-1 {
+		return nil, fmt.Errorf("the Softmax of the scores %v is not over one axis after the queries'", x.Shape)
 	}
-	qAx := sizedAxis(x.Shape, kAx, nq)
-	if qAx < 0 {
-		return nil, fmt.Errorf("the scores %v have no axis of the %d queries", x.Shape, nq)
-	}
-	shape := x.Shape
+	qAx, shape := kAx-1, x.Shape
 	s := &scoreMatrices{shape: shape, v: x.Float64s(), q: shape[qAx], k: shape[kAx], qAx: qAx, kAx: kAx,
 		qStr: stride(shape, qAx), kStr: stride(shape, kAx)}
 	if s.q < 2 || s.k < s.q {
@@ -208,21 +196,6 @@ func blockScores(w *work.Work, p *probe.Probe, b *Block, bs *BlockSides, seed ui
 	return s, nil
 }
 
-// sizedAxis is the axis of shape, other than skip, of size n (the one
-// next to skip when several are), or -1.
-func sizedAxis(shape []int, skip, n int) int {
-	out := -1
-	for i, d := range shape {
-		if i != skip && d == n {
-			if out >= 0 && i != skip-1 {
-				continue
-			}
-			out = i
-		}
-	}
-	return out
-}
-
 func stride(shape []int, ax int) int {
 	n := 1
 	for _, d := range shape[ax+1:] {
@@ -231,35 +204,28 @@ func stride(shape []int, ax int) int {
 	return n
 }
 
-// fixedContent is a value of v's shape under p holding, on its axis of n
-// tokens (n < 0: the axis that follows the probe's length), the same
-// random vector at every token (a different one for every index of the
-// other axes). It returns the value and its number of tokens.
-func fixedContent(w *work.Work, p *probe.Probe, v *graph.Value, n int, seed uint64) (*kernels.Tensor, int, error) {
+// fixedContent is a value of v's shape under p holding one random vector
+// on its last axis (the features, of every head when they are packed)
+// repeated over all other axes: the same content at every position.
+func fixedContent(w *work.Work, p *probe.Probe, v *graph.Value, seed uint64) (*kernels.Tensor, error) {
 	shape, ok := p.BindShape(w.Shape(v))
-	if !ok {
-		return nil, 0, fmt.Errorf("the shape %s of %s is not known", w.ShapeString(w.Shape(v)), w.Name(v))
+	if !ok || len(shape) == 0 {
+		return nil, fmt.Errorf("the shape %s of %s is not known", w.ShapeString(w.Shape(v)), w.Name(v))
 	}
-	ax := tokenAxis(w, p, v, shape, len(shape)-1, n)
-	if ax < 0 {
-		return nil, 0, fmt.Errorf("%s %v has no single axis of tokens", w.Name(v), shape)
-	}
-	inner := stride(shape, ax)
+	d := shape[len(shape)-1]
 	total := 1
-	for _, d := range shape {
-		total *= d
+	for _, x := range shape {
+		total *= x
 	}
 	vals := make([]float64, total)
 	for i := range vals {
-		// The index with the axis of tokens left out.
-		outer, rest := i/(inner*shape[ax]), i%inner
-		vals[i] = unitRandom(seed, uint64(outer*inner+rest))
+		vals[i] = unitRandom(seed, uint64(i%d))
 	}
 	t := probe.FromFloat64Any(w.ElemType(v), shape, vals)
 	if t == nil {
-		return nil, 0, fmt.Errorf("%s of element type %v cannot be probed", w.Name(v), w.ElemType(v))
+		return nil, fmt.Errorf("%s of element type %v cannot be probed", w.Name(v), w.ElemType(v))
 	}
-	return t, shape[ax], nil
+	return t, nil
 }
 
 // tokenAxis is the axis of v, other than skip, whose size follows the

@@ -104,7 +104,10 @@ func findSide(w *work.Work, operand *graph.Value, hd work.Dim) (*Side, string) {
 			v = n.Input(0)
 			continue
 		}
-		if len(acts) == 1 && (n.OpType == "Mul" || n.OpType == "Div" && acts[0] == 0) && w.IsConst(n.Input(1-acts[0])) {
+		if len(acts) == 1 && (n.OpType == "Mul" || n.OpType == "Div" && acts[0] == 0) && w.IsConst(n.Input(1-acts[0])) &&
+			!w.FixedPositionTable(n.Input(1-acts[0])) {
+			// A constant scale (not a table of one per position, which
+			// normalisation folds from a temperature of fixed shapes).
 			s.Skipped = append(s.Skipped, n)
 			v = n.Input(acts[0])
 			continue

@@ -8,6 +8,7 @@ import (
 	"github.com/onnxpe/onnxpe/passes/probe"
 	"github.com/onnxpe/onnxpe/passes/work"
 	"math"
+	"slices"
 )
 
 // Temperatures finds query temperature tuning (Llama 4's NoPE layers).
@@ -44,30 +45,50 @@ log(floor((pos+1)/floor_scale)+1)·attn_scale+1.`,
 
 // scaleAt evaluates the scale value v at position pos: with a position
 // input, one position starting there; otherwise the last of pos+1
-// positions.
-func scaleAt(w *work.Work, v *graph.Value, pos int64, posInput bool) (float64, bool) {
+// positions, or, when the model's shapes fix the number of positions
+// (fixed reports it), the value at pos of those it takes.
+func scaleAt(w *work.Work, v *graph.Value, pos int64, posInput bool) (x float64, fixed int, ok bool) {
 	var p *probe.Probe
 	if posInput {
 		p = probe.NewProbe(w, 1, 1, pos)
 	} else {
 		if pos > 1<<16 {
-			return 0, false
+			return 0, 0, false
 		}
 		p = probe.NewProbe(w, 1, int(pos)+1, 0)
 		p.Past = 0 // positions counted from a KV cache start at 0 too
 	}
 	t, err := p.Value(v)
 	if err != nil || t.Len() < 1 || p.Synthetic(v) {
-		return 0, false
+		return 0, 0, false
 	}
-	x := t.Float64s()
-	return x[len(x)-1], true
+	vals := t.Float64s()
+	// The positions are the innermost axis of more than one element (the
+	// scale is one number per position, broadcast over the rest).
+	n := 1
+	for _, d := range slices.Backward(t.Shape) {
+		if d > 1 {
+			n = d
+			break
+		}
+	}
+	switch {
+	case posInput || n == int(pos)+1:
+		return vals[n-1], 0, true
+	case n > int(pos):
+		return vals[pos], n, true
+	}
+	return 0, n, false
 }
 
 func temperature(w *work.Work, v *graph.Value, inverse bool) (*Temperature, string) {
 	posInput := probe.ReadsPositions(w, w.Cone(v))
+	fixed := 0 // the positions a model of fixed shapes takes (0: any)
 	at := func(pos int64) (float64, bool) {
-		x, ok := scaleAt(w, v, pos, posInput)
+		x, n, ok := scaleAt(w, v, pos, posInput)
+		if n > 0 {
+			fixed = n
+		}
 		if ok && inverse {
 			x = 1 / x
 		}
@@ -82,6 +103,9 @@ func temperature(w *work.Work, v *graph.Value, inverse bool) (*Temperature, stri
 	for k := 0; k < 26; k++ {
 		p := int64(1)<<k - 1
 		x, ok := at(p)
+		if !ok && fixed > 0 && p >= int64(fixed) {
+			return nil, fmt.Sprintf("the scale of q stays 1 over the %d positions the model's fixed shapes take", fixed)
+		}
 		if !ok {
 			return nil, fmt.Sprintf("the scale could not be evaluated at position %d", p)
 		}
@@ -106,9 +130,15 @@ func temperature(w *work.Work, v *graph.Value, inverse bool) (*Temperature, stri
 	fs := float64(hi + 1)
 	x, _ := at(hi)
 	as := (x - 1) / math.Log(2)
-	// Check the rule further out.
+	// Check the rule further out (within the positions a model of fixed
+	// shapes takes).
 	for _, k := range []float64{3, 10} {
 		pos := int64(k*fs) - 1
+		if fixed > 0 && pos >= int64(fixed) {
+			if pos = int64(fixed) - 1; pos <= hi {
+				continue
+			}
+		}
 		y, ok := at(pos)
 		want := math.Log(math.Floor(float64(pos+1)/fs)+1)*as + 1
 		if !ok || math.Abs(y-want) > 1e-5*want {
