@@ -117,7 +117,7 @@ func (f *Finding) MarshalJSON() ([]byte, error) {
 		Params   map[string]any `json:"params"`
 		Notes    []string       `json:"notes,omitempty"`
 		Subgraph string         `json:"subgraph,omitempty"`
-		Evidence *Measured      `json:"evidence,omitempty"`
+		Evidence *Measured      `json:"evidence"`
 	}
 	o := out{Scheme: f.Scheme, Layers: f.Layers, Nodes: f.Nodes, Fused: f.Fused, Notes: f.Notes, Subgraph: f.Subgraph, Evidence: f.Measured}
 	if o.Layers == nil {

@@ -259,9 +259,12 @@ func checkInBrowser(t *testing.T, ctx context.Context, pc pageCheck) {
 		if n := inside(b.rect, 0); n < 24 {
 			t.Errorf("plot %s at (%g, %g) shows %d distinct colours, want at least 24", b.Kind, b.X, b.Y, n)
 		}
+		// A heat map's cells: many colours, not an empty frame (12: the
+		// sin panel of a 5 x 5 grid's 2-D RoPE holds 19 distinct values,
+		// and how many blends its edges add depends on the page's width).
 		for _, c := range b.Cells {
-			if n := inside(c, 1); n < 20 {
-				t.Errorf("heat map %s at (%g, %g) shows %d distinct colours in its cells, want at least 20", b.Kind, c.X, c.Y, n)
+			if n := inside(c, 1); n < 12 {
+				t.Errorf("heat map %s at (%g, %g) shows %d distinct colours in its cells, want at least 12", b.Kind, c.X, c.Y, n)
 			}
 		}
 		for _, fr := range b.Frames {

@@ -30,6 +30,10 @@ type TableEvidence struct {
 	Rows0 [][]float64
 	// Omega are the frequencies of a sinusoidal table, per sin/cos pair.
 	Omega []float64
+	// Change is the largest difference between the rows of two positions
+	// (Rows0), TokenChange between the rows of the same positions for
+	// other tokens (-1 when that probe could not run).
+	Change, TokenChange float64
 	// Sample is the encoding at more positions (0, 1, ... up to 64) as one
 	// probe evaluated it, for reports; Rows0 when the model takes no more.
 	Sample [][]float64
@@ -209,11 +213,12 @@ func absoluteAt(w *work.Work, c *passes.Context, add *graph.Node, act, x *graph.
 		c.Miss("absolute", at, "the added value comes from parameters given as inputs", 1)
 		return nil
 	}
-	varies := false
-	for _, r := range rows[1:] {
-		if !slices.Equal(r, rows[0]) {
-			varies = true
-		}
+	change := rowsChange(rows)
+	varies := change > 0
+	tokens, terr := tokenChange(w, pr, x, rows)
+	if terr == nil && tokens > rowsTol(w, x, rows) {
+		c.Miss("absolute", at, fmt.Sprintf("the added value changes when the tokens change at the same positions (by up to %.3g): it depends on the tokens, it is not an encoding of positions", tokens), 3)
+		return nil
 	}
 	cone := w.Cone(x)
 	var notes []string
@@ -233,7 +238,10 @@ func absoluteAt(w *work.Work, c *passes.Context, add *graph.Node, act, x *graph.
 	if e.Table == nil && w.IsConst(x) {
 		e.Table, e.TableRows, e.TableAxis = x, len(rows), RowsAxis(w.Const(x))
 	}
-	ev := &TableEvidence{Add: at, Value: w.OrigValue(x), Rows0: rows, Sample: sampleRows(w, x, rows)}
+	ev := &TableEvidence{Add: at, Value: w.OrigValue(x), Rows0: rows, Sample: sampleRows(w, x, rows), Change: change, TokenChange: tokens}
+	if terr != nil {
+		ev.TokenChange = -1
+	}
 	ev.Positions, ev.PositionsWhy = tablePositions(w, x)
 	if e.Table != nil {
 		ev.Table, ev.Rows, ev.Axis = w.Name(e.Table), e.TableRows, e.TableAxis
@@ -245,6 +253,59 @@ func absoluteAt(w *work.Work, c *passes.Context, add *graph.Node, act, x *graph.
 		e.Sin = &sp
 	}
 	return e
+}
+
+// rowsChange is the largest difference between an element of a row and
+// of the first row.
+func rowsChange(rows [][]float64) float64 {
+	out := 0.0
+	for _, r := range rows[1:] {
+		for j, x := range r {
+			out = max(out, math.Abs(x-rows[0][j]))
+		}
+	}
+	return out
+}
+
+// tokenChange evaluates x with every token id moved (another token at
+// every position, the positions the same) and returns the largest
+// difference from rows: an encoding of positions does not change.
+func tokenChange(w *work.Work, p *probe.Probe, x *graph.Value, rows [][]float64) (float64, error) {
+	q := probe.NewProbe(w, p.Batch, p.Seq, p.Start)
+	q.Past, q.TokenShift = p.Past, 1
+	other, err := evalRows(q, x)
+	if err != nil {
+		return 0, err
+	}
+	if len(other) != len(rows) {
+		return math.Inf(1), nil
+	}
+	out := 0.0
+	for i, r := range other {
+		for j, v := range r {
+			out = max(out, math.Abs(v-rows[i][j]))
+		}
+	}
+	return out, nil
+}
+
+// rowsTol is what two evaluations of x may differ by: 64 rounding steps
+// of its type, relative to its largest element.
+func rowsTol(w *work.Work, x *graph.Value, rows [][]float64) float64 {
+	top := 0.0
+	for _, r := range rows {
+		for _, v := range r {
+			top = max(top, math.Abs(v))
+		}
+	}
+	eps := 0x1p-23
+	switch w.ElemType(x) {
+	case graph.Float16:
+		eps = 0x1p-10
+	case graph.BFloat16:
+		eps = 0x1p-7
+	}
+	return 64 * eps * (1 + top)
 }
 
 // reachedBlocks lists the blocks whose scores depend on v.

@@ -57,7 +57,7 @@ func runAudit(c *passes.Context) (*passes.Report, error) {
 	for _, d := range schemes.Detectors() {
 		all = append(all, passes.Result(c, d)...)
 	}
-	all = dropSubsumed(all)
+	all = confirm(c, dropSubsumed(all))
 	// The graphs of generation ops, with their layers renumbered.
 	var subLayers []passes.LayerScheme
 	subs := passes.Result(c, attn.Generation)

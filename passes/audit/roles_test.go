@@ -185,6 +185,45 @@ func TestInputRoles(t *testing.T) {
 			b.Output(b.Op("Add", []*graph.Value{x, r}))
 		},
 		want: map[string]work.Role{"input_ids": work.RoleTokens, "position_ids": work.RolePositions},
+	}, {
+		// Hugging Face's Llama (v4.47): the mask, cast to float, is added to
+		// the causal mask and the sum compared with 0 (padding_mask =
+		// causal + m == 0); the addition had made it positions.
+		name: "mask_added_to_a_causal_mask_and_compared_with_0",
+		build: func(b *schemetest.Net) {
+			ids, m := b.IDs(), b.IntInput("attention_mask", bsDims...)
+			mf := b.Op("Cast", []*graph.Value{b.Op("Unsqueeze", []*graph.Value{m, b.I64(1, 2)})}, graph.IntAttr("to", int64(graph.Float)))
+			causal := b.F32([]int64{1, 1, 1, 1}, []float32{0})
+			pad := b.Op("Equal", []*graph.Value{b.Op("Add", []*graph.Value{causal, mf}), b.Scalar(0)})
+			bias := b.Op("Where", []*graph.Value{pad, b.Scalar(-1e9), b.Scalar(0)})
+			b.Output(b.Op("Add", []*graph.Value{b.Embed(ids), b.Op("ReduceSum", []*graph.Value{bias})}))
+		},
+		want: map[string]work.Role{"input_ids": work.RoleTokens, "attention_mask": work.RoleMask},
+	}, {
+		// DeBERTa: the mask times itself transposed (a pair of tokens is
+		// visible when both are), m·mᵀ; a product had made it positions.
+		name: "mask_times_itself",
+		build: func(b *schemetest.Net) {
+			ids, m := b.IDs(), b.IntInput("attention_mask", bsDims...)
+			ext := b.Op("Unsqueeze", []*graph.Value{m, b.I64(1, 2)})
+			pair := b.Op("Mul", []*graph.Value{ext, b.Op("Unsqueeze", []*graph.Value{b.Op("Squeeze", []*graph.Value{ext, b.I64(-2)}), b.I64(-1)})})
+			f := b.Op("Cast", []*graph.Value{pair}, graph.IntAttr("to", int64(graph.Float)))
+			b.Output(b.Op("Add", []*graph.Value{b.Embed(ids), b.Op("ReduceSum", []*graph.Value{f})}))
+		},
+		want: map[string]work.Role{"input_ids": work.RoleTokens, "attention_mask": work.RoleMask},
+	}, {
+		// An encoder-decoder whose stacks share the token table (T5,
+		// Marian, BART): the decoder's ids gather it too, so they are
+		// tokens, not positions of a second table.
+		name: "decoder_ids_gather_the_shared_token_table",
+		build: func(b *schemetest.Net) {
+			ids, dec := b.IDs(), b.IntInput("decoder_input_ids", bsDims...)
+			table := b.Weight(schemetest.Vocab, schemetest.Hidden)
+			enc := b.Op("Gather", []*graph.Value{table, ids})
+			d := b.Op("Gather", []*graph.Value{table, dec})
+			b.Output(b.Op("Add", []*graph.Value{d, b.Op("ReduceMean", []*graph.Value{enc})}))
+		},
+		want: map[string]work.Role{"input_ids": work.RoleTokens, "decoder_input_ids": work.RoleTokens},
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

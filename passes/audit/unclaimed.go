@@ -104,7 +104,7 @@ func judge(c *passes.Context, w *work.Work, b *attn.Block, entries []*attn.Entry
 		return probeFailed(st.Why)
 	case st.Uniform():
 		return verdict{params: &nope.Params{}, measured: &passes.Measured{Test: passes.TestUniformScores,
-			Summary: fmt.Sprintf("with q and k held fixed over %d positions, every query's scores are equal over the keys it sees (within 64 rounding steps of the scores' type), and no value that changes with the position joins the activations before the block", st.Len),
+			Summary: fmt.Sprintf("with q and k held fixed over %d positions, every query's scores are equal over the keys it sees (within 16 rounding steps of the scores' type), and no value that changes with the position joins the activations before the block", st.Len),
 			Change:  passes.Sig3(st.Change), Residual: passes.Sig3(st.Change)}}
 	}
 	what := "not as a function of key − query alone"

@@ -36,6 +36,10 @@ type Probe struct {
 	// it to a length other than Seq when the model has a cache.
 	Past  int
 	Start int64
+	// TokenShift moves every token id by this much (another token at
+	// every position, the same positions): what an encoding of positions
+	// must not change.
+	TokenShift int
 	// Span, when not 0, is how many tokens the positions given as input
 	// run over (Start..Start+Span-1); the others repeat the last: a model
 	// whose inputs' shapes fix the sequence is evaluated at fewer
@@ -490,7 +494,7 @@ func (p *Probe) input(v *graph.Value) (*kernels.Tensor, error) {
 	switch role {
 	case work.RoleTokens:
 		for i := range vals {
-			vals[i] = float64(3 + i%5)
+			vals[i] = float64(3 + p.TokenShift + i%5)
 		}
 	case work.RolePositions:
 		last := 1

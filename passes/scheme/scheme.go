@@ -40,6 +40,17 @@ type Scheme struct {
 	// Detect finds the scheme's encodings: its findings, those of fused
 	// ops after the others. Nil when ByAudit.
 	Detect *passes.Pass[[]*passes.Finding]
+	// Relative: the scheme's encodings change the scores of the blocks
+	// they reach (a rotation of q and k, a bias or a term of the scores):
+	// the audit confirms its findings by the blocks' score test
+	// (attn.Scores: with q and k held fixed, the scores depend on key −
+	// query alone), and drops a block whose scores do not change with the
+	// positions.
+	Relative bool
+	// Measure is the scheme's own measurement of a finding, read from its
+	// Evidence: the finding's evidence where the score test does not
+	// confirm it (an absolute encoding, a fused op, a 2-D rotation).
+	Measure func(f *passes.Finding) *passes.Measured
 	// ByAudit: the audit makes the scheme's findings itself, for the blocks
 	// no detector's finding reaches (nope, unknown): it has no detector,
 	// code generator or plots.

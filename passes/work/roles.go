@@ -218,6 +218,10 @@ func (w *Work) readUses(v *graph.Value) *inputUses {
 				u.mask = n.OpType
 			case n.OpType == "Sub" && i == 1 && w.constScalarIs(n.Input(0), func(f float64) bool { return f == 1 }):
 				u.mask = "1 - mask"
+			case arith && n.OpType == "Equal" && float && w.constScalarIs(n.Input(1-i), func(f float64) bool { return f == 0 }):
+				// Added to a causal mask, then compared with 0 (Hugging
+				// Face's padding of a float mask: causal + m == 0).
+				u.mask = "added to a float mask and compared with 0"
 			case arith:
 				// After arithmetic only the uses above say mask (a
 				// mask combined with a causal one, then 1 - m).

@@ -26,11 +26,13 @@ ALiBi (Press et al.): a bias m_h·(j - i) (or -m_h·|i - j|, symmetric)
 added to the attention scores, one slope m_h per head, the positions from
 the key index, the mask's cumulative sum or the distance to the last key;
 no position information enters q, k or the embeddings.`,
-	Color:  Color,
-	Rank:   1,
-	Params: &Params{},
-	Tables: scheme.ByPair,
-	Detect: Detect,
+	Color:    Color,
+	Rank:     1,
+	Params:   &Params{},
+	Tables:   scheme.ByPair,
+	Measure:  measure,
+	Relative: true,
+	Detect:   Detect,
 	Rewrites: []scheme.Rewrite{{Name: "alibi", Pass: Rewrite, Help: `--alibi fold (default): the slopes and the distance pattern
 become constants, leaving the smallest subgraph ONNX Runtime
 runs; --alibi fuse: one ai.onnxpe ALiBiBias node (onnxpe's

@@ -26,11 +26,13 @@ DeBERTa's disentangled attention: a relative embedding of the
 log-bucketed distance projected by the key (c2p) and query (p2c)
 projections, gathered by q - k and added to the content scores, scaled by
 sqrt(d·s).`,
-	Color:  Color,
-	Rank:   3,
-	Params: &Params{},
-	Tables: scheme.ByDistance,
-	Detect: Detect,
+	Color:    Color,
+	Rank:     3,
+	Params:   &Params{},
+	Tables:   scheme.ByDistance,
+	Measure:  measure,
+	Relative: true,
+	Detect:   Detect,
 	Rewrites: []scheme.Rewrite{{Name: "disentangled", Pass: Rewrite, Help: `DeBERTa's log buckets become a table of 2N-1 relative
 positions gathered at q - k`}},
 	Extend:  &rewrite.Extender{Plan: rewrite.PlanRelative},

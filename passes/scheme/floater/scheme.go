@@ -26,10 +26,11 @@ FLOATER (Liu et al.): the positions are the states of a learned
 dynamical system, integrated by an ODE solver (unrolled, in a Loop, or
 folded into a table) and added to the embeddings or to each layer's q, k
 and v.`,
-	Color:  Color,
-	Rank:   4,
-	Params: &Params{},
-	Detect: Detect,
+	Color:   Color,
+	Rank:    4,
+	Params:  &Params{},
+	Measure: measure,
+	Detect:  Detect,
 	Rewrites: []scheme.Rewrite{{Name: "floater", Pass: Rewrite, Help: `FLOATER's integration (an unrolled chain of solver steps or a
 Loop) becomes the table of states it produces, the model's own
 number of them (--max-positions does not apply)`}},

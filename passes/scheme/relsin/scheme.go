@@ -25,11 +25,13 @@ var Scheme = &scheme.Scheme{
 Transformer-XL and XLNet relative attention: a sinusoid table of the
 distances, projected by its own key weights, scored against q plus learned
 global biases u and v, aligned to key - query by a relative shift.`,
-	Color:  Color,
-	Rank:   3,
-	Params: &Params{},
-	Tables: scheme.ByDistance,
-	Detect: Detect,
+	Color:    Color,
+	Rank:     3,
+	Params:   &Params{},
+	Tables:   scheme.ByDistance,
+	Measure:  measure,
+	Relative: true,
+	Detect:   Detect,
 	Rewrites: []scheme.Rewrite{{Name: "relative_sinusoidal", Pass: Rewrite, Help: `Transformer-XL's and XLNet's sinusoid of relative
 distances becomes a [2N+1, dim] table gathered at the
 distances (which stay computed, clamp_len included)`}},

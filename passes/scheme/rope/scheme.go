@@ -29,10 +29,12 @@ rule (linear, NTK, dynamic NTK, YaRN, Llama 3, LongRoPE); multimodal
 (M-RoPE: a position stream per section) and 2-D (axial: rows and columns
 of a patch grid) forms too. Computed in the graph, read from cos/sin
 tables, or fused (RotaryEmbedding, GroupQueryAttention's do_rotary).`,
-	Color:  Color,
-	Rank:   0,
-	Params: &Params{},
-	Detect: Detect,
+	Color:    Color,
+	Rank:     0,
+	Params:   &Params{},
+	Measure:  measure,
+	Relative: true,
+	Detect:   Detect,
 	Rewrites: []scheme.Rewrite{{Name: "rope", Pass: Rewrite, Help: `each rotation of q and k becomes one RotaryEmbedding node
 (--rope-op com.microsoft, the default, runs in ONNX Runtime
 at any opset; --rope-op onnx is the standard op of opset 23:

@@ -20,10 +20,11 @@ Sinusoidal absolute encoding (Vaswani et al.): sin and cos of
 position·base^(-k/D) (D = d/2 or d/2 - 1), interleaved or [sin | cos],
 added to the token embeddings; computed in the graph or read from a
 stored table (fairseq's with a zeroed padding row).`,
-	Color:  Color,
-	Rank:   4,
-	Params: &Params{},
-	Detect: Detect,
+	Color:   Color,
+	Rank:    4,
+	Params:  &Params{},
+	Measure: measure,
+	Detect:  Detect,
 	Rewrites: []scheme.Rewrite{{Name: "sinusoidal", Pass: Rewrite, Help: `a sinusoidal encoding computed in the graph becomes a
 constant table sliced (or gathered) by the positions; a
 stored table gathered at 0, 1, 2, ... is sliced instead`}},

@@ -26,11 +26,13 @@ T5's relative attention bias: key - query mapped to log-spaced buckets
 (bidirectional or causal, exact below num_buckets/2, saturating at
 max_distance), a learned [buckets, heads] table gathered by bucket and
 added to the scores; fused as RelativePositionBias.`,
-	Color:  Color,
-	Rank:   2,
-	Params: &Params{},
-	Tables: scheme.ByPair,
-	Detect: Detect,
+	Color:    Color,
+	Rank:     2,
+	Params:   &Params{},
+	Tables:   scheme.ByPair,
+	Measure:  measure,
+	Relative: true,
+	Detect:   Detect,
 	Rewrites: []scheme.Rewrite{{Name: "t5", Pass: Rewrite, Help: `the bucketed relative bias becomes a table of 2N-1 rows of
 heads gathered by key - query (ONNX Runtime's CPU provider runs
 it); --t5-op com.microsoft emits RelativePositionBias, which
