@@ -375,11 +375,11 @@ var invAllowed = map[string]map[string][]string{
 var hfT5Folded = []string{
 	"t5_relative_bias#0: max_distance 128 -> null",
 	"t5_relative_bias#0: num_buckets 32 -> null",
-	`t5_relative_bias#0: notes [] -> ["num_buckets: the stored bias holds relative positions up to 8, which every even count from 18 on partition as its values do" "max_distance: with num_buckets open, any value (with enough buckets every distance held is exact)"]`,
+	`t5_relative_bias#0: notes [] -> ["buckets: every relative position the stored bias holds has a value of its own, so no bucketing shows in the graph: T5's bias with enough buckets gives it, as would a learned bias per distance" "num_buckets: the stored bias holds relative positions up to 8, which every even count from 18 on partition as its values do" "max_distance: with num_buckets open, any value (with enough buckets every distance held is exact)"]`,
 	"t5_relative_bias#1: bidirectional false -> null",
 	"t5_relative_bias#1: max_distance 128 -> null",
 	"t5_relative_bias#1: num_buckets 32 -> null",
-	`t5_relative_bias#1: notes [] -> ["bidirectional: the stored bias masks every key after its query (a causal mask stored with it), and the bias of those keys is what tells T5's directions apart: both reproduce it" "num_buckets: the stored bias holds relative positions up to 5, which every count from 6 on (causal) or every even count from 12 on (bidirectional) partition as its values do" "max_distance: with num_buckets open, any value (with enough buckets every distance held is exact)"]`,
+	`t5_relative_bias#1: notes [] -> ["buckets: every relative position the stored bias holds has a value of its own, so no bucketing shows in the graph: T5's bias with enough buckets gives it, as would a learned bias per distance" "bidirectional: the stored bias masks every key after its query (a causal mask stored with it), and the bias of those keys is what tells T5's directions apart: both reproduce it" "num_buckets: the stored bias holds relative positions up to 5, which every count from 6 on (causal) or every even count from 12 on (bidirectional) partition as its values do" "max_distance: with num_buckets open, any value (with enough buckets every distance held is exact)"]`,
 }
 
 // invExpected are today's differences of TestAuditIsInvariant: model ->

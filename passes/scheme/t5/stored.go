@@ -371,6 +371,15 @@ func minHalf(group []int, maxRel int, bidir bool) int {
 // fits, and returns the notes of those left null, with their candidates.
 func settle(fits []partitionFit, p *Params, maxRel int) []string {
 	held := fmt.Sprintf("the stored bias holds relative positions up to %d", maxRel)
+	var notes []string
+	if slices.ContainsFunc(fits, func(ft partitionFit) bool { return ft.tailFrom > 0 }) {
+		notes = append(notes, "buckets: every relative position the stored bias holds has a value of its own, so no bucketing shows in the graph: T5's bias with enough buckets gives it, as would a learned bias per distance")
+	}
+	return append(notes, settleFits(fits, p, held)...)
+}
+
+// settleFits is settle's params and notes of the candidate settings.
+func settleFits(fits []partitionFit, p *Params, held string) []string {
 	if len(fits) > 1 {
 		return []string{
 			"bidirectional: the stored bias masks every key after its query (a causal mask stored with it), and the bias of those keys is what tells T5's directions apart: both reproduce it",
