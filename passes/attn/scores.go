@@ -148,6 +148,10 @@ type scoreMatrices struct {
 	qAx, kAx   int
 	qStr, kStr int // the strides of the two axes
 	max        float64
+	// top is the largest score: a row of a query whose visible scores all
+	// lie more than maskGap below it is masked whole (a query whose keys
+	// are all masked, as the first query's are in a window of later keys).
+	top float64
 }
 
 // blockScores evaluates b's scores with its q and k cut to fixed vectors.
@@ -155,10 +159,13 @@ func blockScores(w *work.Work, p *probe.Probe, b *Block, bs *BlockSides, seed ui
 	sm := b.Softmax
 	// The tokens of q and k: the axis that follows the probe's length,
 	// or (the model's shapes fixed) the one as long as the scores' axis
-	// of queries or keys.
+	// of keys (the Softmax's) or of queries (the one before it: [.., q,
+	// k], or Transformer-XL's [q, k, batch, heads]).
 	nq, nk := -1, -1
 	if shape, ok := p.BindShape(w.Shape(sm.Input(0))); ok && len(shape) >= 2 {
-		nq, nk = shape[len(shape)-2], shape[len(shape)-1]
+		if kAx, err := softmaxAxis(w, sm, len(shape)); err == nil && kAx > 0 {
+			nq, nk = shape[kAx-1], shape[kAx]
+		}
 	}
 	cuts := map[*graph.Value]*kernels.Tensor{}
 	for i, v := range []*graph.Value{bs.Q.In, bs.K.In} {
@@ -179,13 +186,8 @@ func blockScores(w *work.Work, p *probe.Probe, b *Block, bs *BlockSides, seed ui
 	if err != nil {
 		return nil, err
 	}
-	r := x.Rank()
-	axis := sm.AttrInt("axis", -1)
-	if w.Opset(sm) < 13 && sm.Attr("axis") == nil {
-		axis = 1
-	}
-	kAx := work.NormAxis(axis, r)
-	if r < 2 || kAx < 0 || kAx >= r || w.Opset(sm) < 13 && kAx != r-1 {
+	kAx, err := softmaxAxis(w, sm, x.Rank())
+	if err != nil {
 		return nil, fmt.Errorf("the Softmax of the scores %v is not over one axis", x.Shape)
 	}
 	qAx := sizedAxis(x.Shape, kAx, nq)
@@ -198,6 +200,12 @@ func blockScores(w *work.Work, p *probe.Probe, b *Block, bs *BlockSides, seed ui
 	if s.q < 2 || s.k < s.q {
 		return nil, fmt.Errorf("the scores are %v: fewer keys than queries, or one query", x.Shape)
 	}
+	s.top = math.Inf(-1)
+	for _, f := range s.v {
+		if !math.IsNaN(f) && !math.IsInf(f, 0) {
+			s.top = max(s.top, f)
+		}
+	}
 	s.each(func(_, _ int, row []float64) {
 		for _, f := range row {
 			if !math.IsNaN(f) {
@@ -206,6 +214,20 @@ func blockScores(w *work.Work, p *probe.Probe, b *Block, bs *BlockSides, seed ui
 		}
 	})
 	return s, nil
+}
+
+// softmaxAxis is the axis of a rank-r input sm's Softmax normalises (an
+// error before opset 13 unless it is the last: the op then flattens).
+func softmaxAxis(w *work.Work, sm *graph.Node, r int) (int, error) {
+	axis := sm.AttrInt("axis", -1)
+	if w.Opset(sm) < 13 && sm.Attr("axis") == nil {
+		axis = 1
+	}
+	kAx := work.NormAxis(axis, r)
+	if r < 2 || kAx < 0 || kAx >= r || w.Opset(sm) < 13 && kAx != r-1 {
+		return -1, fmt.Errorf("not over one axis")
+	}
+	return kAx, nil
 }
 
 // sizedAxis is the axis of shape, other than skip, of size n (the one
@@ -312,7 +334,8 @@ func unitRandom(seed, i uint64) float64 {
 const maskGap = 1e3
 
 // each calls f for every matrix's query row i with its scores over the
-// new keys (row[j] is key j's, NaN where masked).
+// new keys (row[j] is key j's, NaN where masked; all NaN for a row masked
+// whole).
 func (s *scoreMatrices) each(f func(m, i int, row []float64)) {
 	row := make([]float64, s.q)
 	full := make([]float64, s.k)
@@ -329,7 +352,7 @@ func (s *scoreMatrices) each(f func(m, i int, row []float64)) {
 			}
 			for j := range row {
 				x := full[off+j]
-				if math.IsNaN(x) || math.IsInf(x, 0) || x < top-maskGap {
+				if math.IsNaN(x) || math.IsInf(x, 0) || x < top-maskGap || top < s.top-maskGap {
 					x = math.NaN()
 				}
 				row[j] = x

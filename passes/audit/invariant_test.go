@@ -393,10 +393,10 @@ var invExpected = map[string]map[string][]string{
 	},
 	"relative_transfo_xl": {
 		"fold": {
-			"schemes [relative_sinusoidal] -> [nope]",
-			"layers \"0-1 relative_sinusoidal\" -> \"0-1 nope\"",
+			"schemes [relative_sinusoidal] -> [unknown]",
+			"layers \"0-1 relative_sinusoidal\" -> \"0-1 unknown\"",
 			"relative_sinusoidal#0 (layers 0-1) lost",
-			"nope#0 new: layers 0-1 fused false params {\"temperature_tuning\":null}",
+			"unknown#0 new: layers 0-1 fused false params {\"at\":null,\"reason\":\"unexplained_scores\"}",
 		},
 	},
 	"relative_xlnet": {
