@@ -441,7 +441,10 @@ SPECS = [
                 "scheme": "relative_clipped",
                 "layers": [0, 1],
                 "params": {
-                    "max_relative_position": BERT["max_position_embeddings"] - 1,
+                    # No clamp: the index is (query - key) + 63 into 127 rows, so 63 is the
+                    # table's radius (how far the model reaches), not a clipping distance:
+                    # the graph fixes no max_relative_position (issue 21).
+                    "max_relative_position": None,
                     "dim": BERT["hidden_size"] // BERT["num_attention_heads"],
                     "distance": "query_minus_key",
                     "relative_values": False,

@@ -42,7 +42,7 @@ func EmitShaw(g *emit.Gen, f *passes.Finding, suffix string) (*emit.Part, error)
 	if ev == nil || p == nil || len(ev.Blocks) == 0 {
 		return nil, emit.Skip("no evidence of the relative tables")
 	}
-	d := &shawData{MaxRel: p.MaxRelativePosition, Dim: p.Dim, Rows: 2*p.MaxRelativePosition + 1, Sign: 1, Clipped: p.Clipped}
+	d := &shawData{MaxRel: ev.Radius, Dim: p.Dim, Rows: 2*ev.Radius + 1, Sign: 1, Clipped: p.Clipped}
 	if p.Distance == "query_minus_key" {
 		d.Sign = -1
 	}

@@ -19,6 +19,9 @@ type Evidence struct {
 	// from -MaxRel to MaxRel (index n + MaxRel) in the probe.
 	IndexMap []int
 	MaxRel   int
+	// Radius is the table's row of distance 0: the table holds the
+	// distances -Radius..Radius (2·Radius + 1 rows).
+	Radius int
 }
 
 // ShawBlock is one layer's relative tables.
@@ -116,14 +119,18 @@ func shawAt(w *work.Work, b *attn.Block, term *graph.Node) (*passes.Finding, *gr
 		return nil, nil, why
 	}
 	var notes []string
+	unclamped := false
 	if !clipped {
-		clipped, notes = beyondTable(w, g.Input(1), s, center, rows)
+		clipped, unclamped, notes = beyondTable(w, g.Input(1), s, center, rows)
 	}
-	params := &Params{MaxRelativePosition: center, Dim: dim, Distance: "key_minus_query", Clipped: clipped}
+	params := &Params{Dim: dim, Distance: "key_minus_query", Clipped: clipped}
+	if !unclamped {
+		params.MaxRelativePosition = passes.Ptr(center)
+	}
 	if s < 0 {
 		params.Distance = "query_minus_key"
 	}
-	ev := &Evidence{IndexMap: im, MaxRel: S - 1, Blocks: []Block{{Layer: b.Index, Key: w.Name(table), Index: w.Name(g.Input(1)), KeyEmb: w.Name(g.Output(0))}}}
+	ev := &Evidence{IndexMap: im, MaxRel: S - 1, Radius: center, Blocks: []Block{{Layer: b.Index, Key: w.Name(table), Index: w.Name(g.Input(1)), KeyEmb: w.Name(g.Output(0))}}}
 	nodes := append([]*graph.Node{term}, w.Cone(e)...)
 	for _, ot := range b.OutTerms {
 		for _, in := range ot.Inputs() {
@@ -196,31 +203,32 @@ const maxTableProbe = 4096
 
 // beyondTable decides clipped for an index that did not saturate on the
 // first probe: evaluated at distances one past the table's edges, it
-// either saturates there (clipped) or leaves the table (an index without
-// a clamp, Hugging Face's relative_key: the table's radius is how far the
-// model reaches, not a clipping). A note says what was measured.
-func beyondTable(w *work.Work, idx *graph.Value, s, center, rows int) (bool, []string) {
+// either saturates there (clipped) or leaves the table (unclamped: an
+// index without a clamp, Hugging Face's relative_key, whose table's
+// radius is how far the model reaches, not a clipping distance). A note
+// says what was measured.
+func beyondTable(w *work.Work, idx *graph.Value, s, center, rows int) (clipped, unclamped bool, notes []string) {
 	L := center + 2
 	if L > maxTableProbe {
-		return false, []string{fmt.Sprintf("clipped: the index did not saturate for distances up to 15; the table's %d rows are too many to probe its edges", rows)}
+		return false, false, []string{fmt.Sprintf("clipped: the index did not saturate for distances up to 15; the table's %d rows are too many to probe its edges", rows)}
 	}
 	im, why := indexMap(w, idx, L)
 	if why != "" {
-		return false, []string{"clipped: the index could not be evaluated past the table's edges: " + why}
+		return false, false, []string{"clipped: the index could not be evaluated past the table's edges: " + why}
 	}
 	if clipped, why := followsClamp(im, s, center, rows); why == "" && clipped {
-		return true, nil
+		return true, false, nil
 	}
 	for k, x := range im {
 		if n := k - (L - 1); x != s*n+center {
-			return false, []string{fmt.Sprintf("clipped: past the table's edges the index of distance %d is %d, neither clamped nor %d", n, x, s*n+center)}
+			return false, false, []string{fmt.Sprintf("clipped: past the table's edges the index of distance %d is %d, neither clamped nor %d", n, x, s*n+center)}
 		}
 	}
 	dist := "key - query"
 	if s < 0 {
 		dist = "query - key"
 	}
-	return false, []string{fmt.Sprintf("max_relative_position: no clamp; the index is %s + %d, so the table's %d rows hold the distances -%d..%d and an input of more than %d tokens reads outside it (%d is the table's radius, not a clipping distance)", dist, center, rows, center, center, center+1, center)}
+	return false, true, []string{fmt.Sprintf("max_relative_position: no clamp; the index is %s + %d, so the table's %d rows hold the distances -%d..%d and an input of more than %d tokens reads outside it (%d is the table's radius, not a clipping distance)", dist, center, rows, center, center, center+1, center)}
 }
 
 // MergeEvidence takes the blocks of another finding's evidence.

@@ -76,13 +76,16 @@ func TestForms(t *testing.T) {
 		want map[string]any
 		// note starts one of the finding's notes ("": not checked).
 		note string
+		// radius is the table's row of distance 0 (its rows 2·radius + 1).
+		radius int
 	}{{
 		// One layer, key tables only, key - query clipped to ±6 by Clip.
 		name: "clip_6_keys_only",
 		m: relModel(1, 13, false, func(e *st.Env) *graph.Value {
 			return e.Op("Add", nil, e.Op("Clip", nil, jMinusI(e), e.Int0(-6), e.Int0(6)), e.Int0(6))
 		}),
-		want: map[string]any{"max_relative_position": 6, "dim": hd, "distance": "key_minus_query", "clipped": true, "relative_values": false, "per_layer_tables": false},
+		want:   map[string]any{"max_relative_position": 6, "dim": hd, "distance": "key_minus_query", "clipped": true, "relative_values": false, "per_layer_tables": false},
+		radius: 6,
 	}, {
 		// Two layers with key and value tables each, query - key clipped
 		// to ±3 by Max and Min.
@@ -91,7 +94,8 @@ func TestForms(t *testing.T) {
 			d := e.Op("Neg", nil, jMinusI(e))
 			return e.Op("Add", nil, e.Op("Min", nil, e.Op("Max", nil, d, e.Int0(-3)), e.Int0(3)), e.Int0(3))
 		}),
-		want: map[string]any{"max_relative_position": 3, "dim": hd, "distance": "query_minus_key", "clipped": true, "relative_values": true, "per_layer_tables": true},
+		want:   map[string]any{"max_relative_position": 3, "dim": hd, "distance": "query_minus_key", "clipped": true, "relative_values": true, "per_layer_tables": true},
+		radius: 3,
 	}, {
 		// key - query clipped to ±20 (41 rows): the clamp lies beyond
 		// the first probe's distances and is found at the table's edges.
@@ -99,16 +103,19 @@ func TestForms(t *testing.T) {
 		m: relModel(1, 41, false, func(e *st.Env) *graph.Value {
 			return e.Op("Add", nil, e.Op("Clip", nil, jMinusI(e), e.Int0(-20), e.Int0(20)), e.Int0(20))
 		}),
-		want: map[string]any{"max_relative_position": 20, "dim": hd, "distance": "key_minus_query", "clipped": true, "relative_values": false, "per_layer_tables": false},
+		want:   map[string]any{"max_relative_position": 20, "dim": hd, "distance": "key_minus_query", "clipped": true, "relative_values": false, "per_layer_tables": false},
+		radius: 20,
 	}, {
 		// Hugging Face's relative_key: query - key + 31 into 63 rows with
-		// no clamp (longer inputs read outside the table).
+		// no clamp (longer inputs read outside the table): no clipping
+		// distance, the table's radius 31 in the note and the evidence.
 		name: "relative_key_unclamped_63_rows",
 		m: relModel(1, 63, false, func(e *st.Env) *graph.Value {
 			return e.Op("Add", nil, e.Op("Neg", nil, jMinusI(e)), e.Int0(31))
 		}),
-		want: map[string]any{"max_relative_position": 31, "dim": hd, "distance": "query_minus_key", "clipped": false, "relative_values": false, "per_layer_tables": false},
-		note: "max_relative_position: no clamp",
+		want:   map[string]any{"max_relative_position": nil, "dim": hd, "distance": "query_minus_key", "clipped": false, "relative_values": false, "per_layer_tables": false},
+		note:   "max_relative_position: no clamp",
+		radius: 31,
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -116,6 +123,9 @@ func TestForms(t *testing.T) {
 			fs, trace := st.Detect(t, c.m, shaw.Detect)
 			f := st.Only(t, fs, trace)
 			st.WantParams(t, f, c.want)
+			if ev, _ := f.Evidence.(*shaw.Evidence); ev == nil || ev.Radius != c.radius {
+				t.Errorf("evidence %+v, want the table's radius %d", f.Evidence, c.radius)
+			}
 			if c.note != "" && !slices.ContainsFunc(f.Notes, func(n string) bool { return strings.HasPrefix(n, c.note) }) {
 				t.Errorf("notes %q, want one starting %q", f.Notes, c.note)
 			}

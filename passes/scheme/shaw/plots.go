@@ -23,10 +23,10 @@ func shawClipping(ids *plot.IDs, ev *Evidence, p *Params) *plot.Figure {
 	c.Series = []plot.Series{{Xs: xs, Ys: ys, Style: plot.StylePoints, Color: Color}}
 	caption := fmt.Sprintf("The row of the relative embedding table the graph reads for each relative position from −%d to %d.", ev.MaxRel, ev.MaxRel)
 	if p != nil {
-		k := float64(p.MaxRelativePosition)
-		if p.Clipped {
-			c.Vlines = []plot.RefLine{{V: -k, Label: fmt.Sprintf("−%d", p.MaxRelativePosition)}, {V: k, Label: fmt.Sprintf("%d", p.MaxRelativePosition)}}
-			caption += fmt.Sprintf(" Distances beyond ±%d are clipped to the first and last rows.", p.MaxRelativePosition)
+		if p.Clipped && p.MaxRelativePosition != nil {
+			m := *p.MaxRelativePosition
+			c.Vlines = []plot.RefLine{{V: float64(-m), Label: fmt.Sprintf("−%d", m)}, {V: float64(m), Label: fmt.Sprintf("%d", m)}}
+			caption += fmt.Sprintf(" Distances beyond ±%d are clipped to the first and last rows.", m)
 		} else {
 			caption += " The index did not saturate in this range."
 		}

@@ -34,7 +34,10 @@ func EmitT5(g *emit.Gen, f *passes.Finding, suffix string) (*emit.Part, error) {
 	if ev == nil || p == nil || ev.Buckets == "" || ev.Table == "" {
 		return nil, emit.Skip("no T5 evidence of the bucket index (a fused RelativePositionBias computes it inside)")
 	}
-	d := &t5Data{NumBuckets: p.NumBuckets, Bidirectional: p.Bidirectional, Heads: p.NumHeads, BucketsFrom: ev.Buckets, TableFrom: ev.Table}
+	if p.NumBuckets == nil || p.Bidirectional == nil {
+		return nil, emit.Skip("num_buckets or the direction is not known")
+	}
+	d := &t5Data{NumBuckets: *p.NumBuckets, Bidirectional: *p.Bidirectional, Heads: p.NumHeads, BucketsFrom: ev.Buckets, TableFrom: ev.Table}
 	switch {
 	case p.MaxDistance != nil:
 		d.MaxDistance = *p.MaxDistance

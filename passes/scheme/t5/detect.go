@@ -33,6 +33,9 @@ bias fused, its parameters read from the attributes and the table's shape.`,
 				return nil
 			}
 			f, why := t5Finding(w, b.Block, b.Term, b.Cone, b.Readers)
+			if f == nil && why == noTable {
+				f, why = storedFinding(w, b)
+			}
 			if f == nil {
 				c.Miss("t5", b.At, why, 3)
 			}
@@ -48,8 +51,15 @@ type Evidence struct {
 	// of relative positions the buckets are computed from ("" when no
 	// node of the cone is one position vector minus another).
 	Bias, Table, Buckets, Distance string
+	// Stored names the constant [.., heads, queries, keys] a stored bias
+	// is read from ("" for a bias gathered from a bucket table); Groups
+	// are its relative positions grouped by their values, index n +
+	// MaxRel (-1 where every entry of n is masked).
+	Stored string
+	Groups []int
 	// BucketMap is the bucket of every relative position key - query from
-	// -MaxRel to MaxRel (index n + MaxRel).
+	// -MaxRel to MaxRel (index n + MaxRel); nil for a stored bias whose
+	// num_buckets or max_distance the graph does not fix.
 	BucketMap []int
 	MaxRel    int
 	// MaxDistances are all max_distance values reproducing the map.
@@ -64,6 +74,9 @@ type Evidence struct {
 	LogRatioFrom string
 }
 
+// noTable is t5Finding's reason when the bias gathers no bucket table.
+const noTable = "the relative bias does not gather a [buckets, heads] table by an index"
+
 // t5Finding reads a T5 bucket bias: the [buckets, heads] table gathered by
 // a bucket index computed from positions.
 func t5Finding(w *work.Work, b *attn.Block, bt attn.BiasTerm, cone []*graph.Node, readers map[*graph.Value][]int) (*passes.Finding, string) {
@@ -74,7 +87,7 @@ func t5Finding(w *work.Work, b *attn.Block, bt attn.BiasTerm, cone []*graph.Node
 		}
 	}
 	if gather == nil {
-		return nil, "the relative bias does not gather a [buckets, heads] table by an index"
+		return nil, noTable
 	}
 	table := gather.Input(0)
 	nb, heads := int(table.Const.Dims()[0]), int(table.Const.Dims()[1])
@@ -130,7 +143,7 @@ func t5Finding(w *work.Work, b *attn.Block, bt attn.BiasTerm, cone []*graph.Node
 	if len(mds) == 0 {
 		return nil, "the bucket map is not T5's (no max_distance reproduces it)"
 	}
-	params := &Params{NumBuckets: nb, Bidirectional: bidir, NumHeads: heads, ScaledScores: b.Scaled}
+	params := &Params{NumBuckets: passes.Ptr(nb), Bidirectional: passes.Ptr(bidir), NumHeads: heads, ScaledScores: b.Scaled}
 	var notes []string
 	switch {
 	case len(mds) == 1:

@@ -89,7 +89,7 @@ func TestNearMisses(t *testing.T) {
 			d := e.Op("Log", nil, e.Op("Add", nil, e.Op("Abs", nil, e.ToFloat(rel(e))), e.F0(1)))
 			return e.Op("Add", nil, scores, e.Op("Mul", nil, e.Floats([]int64{2, 1, 1}, []float32{-0.5, -0.25}), d))
 		},
-		reason: "the relative bias does not gather a [buckets, heads] table by an index",
+		reason: "the relative bias neither gathers a [buckets, heads] table by an index nor adds a stored [heads, queries, keys] table",
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

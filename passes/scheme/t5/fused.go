@@ -54,10 +54,10 @@ func relPosBiases(w *work.Work, c *passes.Context, blocks []*attn.Block) []*pass
 // is_bidirectional.
 func relPosBias(w *work.Work, c *passes.Context, n *graph.Node, bs []*attn.Block, gate *graph.Node) *passes.Finding {
 	ts := w.Shape(n.Input(0))
-	p := &Params{Bidirectional: n.AttrInt("is_bidirectional", 0) == 1, SharedAcrossLayers: len(bs) > 1}
+	p := &Params{Bidirectional: passes.Ptr(n.AttrInt("is_bidirectional", 0) == 1), SharedAcrossLayers: len(bs) > 1}
 	var notes []string
 	if ts.Rank() == 2 && ts.Dims[0].Known() && ts.Dims[1].Known() {
-		p.NumBuckets, p.NumHeads = int(ts.Dims[0]), int(ts.Dims[1])
+		p.NumBuckets, p.NumHeads = passes.Ptr(int(ts.Dims[0])), int(ts.Dims[1])
 	} else {
 		notes = append(notes, "num_buckets, num_heads: the shape of the bias table is not known")
 	}
@@ -79,11 +79,11 @@ func relPosBias(w *work.Work, c *passes.Context, n *graph.Node, bs []*attn.Block
 	}
 	f.Nodes = w.OrigNames(nodes)
 	ev := &Evidence{Bias: w.OrigValue(n.Output(0)), Table: w.Name(n.Input(0))}
-	if p.MaxDistance != nil && p.NumBuckets > 0 {
+	if p.MaxDistance != nil && p.NumBuckets != nil {
 		const S = 512
 		ev.MaxRel = S - 1
 		for k := -(S - 1); k <= S-1; k++ {
-			ev.BucketMap = append(ev.BucketMap, t5BucketOf(k, p.NumBuckets, *p.MaxDistance, p.Bidirectional))
+			ev.BucketMap = append(ev.BucketMap, t5BucketOf(k, *p.NumBuckets, *p.MaxDistance, *p.Bidirectional))
 		}
 		ev.MaxDistances = []int{*p.MaxDistance}
 	}

@@ -22,10 +22,13 @@ func t5BucketMap(ids *plot.IDs, ev *Evidence, p *Params) *plot.Figure {
 		Y: plot.Scale{Kind: plot.Linear, Min: -1, Max: hi + 1, Integer: true}}
 	c.Series = []plot.Series{{Xs: xs, Ys: ys, Style: plot.StyleStep, Color: Color}}
 	caption := fmt.Sprintf("The bucket index the graph computes for every relative position from −%d to %d.", ev.MaxRel, ev.MaxRel)
+	if ev.Stored != "" {
+		caption = fmt.Sprintf("The bucket of every relative position from −%d to %d under the one setting that groups them as the stored bias %s does.", ev.MaxRel, ev.MaxRel, ev.Stored)
+	}
 	if p != nil && p.MaxDistance != nil {
 		md := float64(*p.MaxDistance)
 		c.Vlines = append(c.Vlines, plot.RefLine{V: md, Label: fmt.Sprintf("max_distance %d", *p.MaxDistance)})
-		if p.Bidirectional {
+		if p.Bidirectional != nil && *p.Bidirectional {
 			c.Vlines = append(c.Vlines, plot.RefLine{V: -md})
 		} else {
 			c.Vlines[0].V = -md

@@ -50,6 +50,9 @@ func t5(r *rewrite.Rewrite, w *work.Work, f *passes.Finding) error {
 	if !ok || !ok2 {
 		return fmt.Errorf("%w: the finding has no T5 evidence", rewrite.ErrRewrite)
 	}
+	if ev.Stored != "" {
+		return rewrite.Unchanged("the bias is stored already (%s)", ev.Stored)
+	}
 	buckets := rewrite.WorkValue(w, ev.Buckets)
 	if buckets == nil || buckets.NumUses() == 0 {
 		return fmt.Errorf("%w: the bucket index %q is not a value of the model", rewrite.ErrRewrite, ev.Buckets)
@@ -181,8 +184,8 @@ func t5Saturation(ev *Evidence) int {
 // KV cache (cached: rel is [S, past + S]), the op gives the bias of all
 // past + S positions as queries and the last S rows are kept.
 func t5Fused(r *rewrite.Rewrite, w *work.Work, p *Params, ev *Evidence, gather *graph.Node, rel *graph.Value, dt graph.DataType, cached bool) error {
-	if p.MaxDistance == nil {
-		return fmt.Errorf("%w: max_distance is not known exactly; RelativePositionBias needs it", rewrite.ErrRewrite)
+	if p.MaxDistance == nil || p.Bidirectional == nil {
+		return fmt.Errorf("%w: max_distance or the direction is not known exactly; RelativePositionBias needs them", rewrite.ErrRewrite)
 	}
 	// The [1, heads, q, k] value the model makes of the gathered rows.
 	v := gather.Output(0)
@@ -218,7 +221,7 @@ func t5Fused(r *rewrite.Rewrite, w *work.Work, p *Params, ev *Evidence, gather *
 	q := r.Op1("Reshape", []*graph.Value{r.DimOf(rel, 0), r.Ints([]int64{0})})
 	k := r.Op1("Reshape", []*graph.Value{r.DimOf(rel, 1), r.Ints([]int64{0})})
 	bi := int64(0)
-	if p.Bidirectional {
+	if *p.Bidirectional {
 		bi = 1
 	}
 	qs := q

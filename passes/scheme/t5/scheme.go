@@ -37,7 +37,7 @@ added to the scores; fused as RelativePositionBias.`,
 heads gathered by key - query (ONNX Runtime's CPU provider runs
 it); --t5-op com.microsoft emits RelativePositionBias, which
 ONNX Runtime has on CUDA only`}},
-	Extend:  &rewrite.Extender{Plan: rewrite.PlanRelative},
+	Extend:  &rewrite.Extender{Plan: planT5},
 	Codegen: &emit.Generator{Emit: EmitT5, Templates: templates},
 	Plots:   Plots,
 	Lower:   nil,
