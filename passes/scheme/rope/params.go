@@ -82,8 +82,7 @@ func (p *Params) Map() map[string]any {
 	case "longrope":
 		m["original_max_positions"] = passes.OptInt(p.OriginalMaxPositions)
 		m["attention_factor"] = passes.OptFloat(p.AttentionFactor)
-		m["short_factor"] = passes.Floats(p.ShortFactor)
-		m["long_factor"] = passes.Floats(p.LongFactor)
+		m["short_factor"], m["long_factor"] = optFloats(p.ShortFactor), optFloats(p.LongFactor)
 	case "unknown":
 		m["frequencies"] = passes.Floats(p.Frequencies)
 		if p.AttentionFactor != nil {
@@ -103,4 +102,12 @@ func (p *Params) Map() map[string]any {
 		m["axes"], m["grid"] = p.Axes, p.Grid
 	}
 	return m
+}
+
+// optFloats prints a list the graph does not fix (nil) as null.
+func optFloats(v []float64) any {
+	if v == nil {
+		return nil
+	}
+	return passes.Floats(v)
 }
