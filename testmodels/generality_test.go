@@ -92,14 +92,15 @@ func slicesContain(s []int, x int) bool {
 	return false
 }
 
-// fixedShape reports whether o's declared shape has no symbolic size.
+// fixedShape reports whether o's declared shape has no symbolic size but
+// the batch's (a static KV cache's slots do not follow the length).
 func fixedShape(o *graph.Value) bool {
 	dims, ok := o.Type.Shape()
 	if !ok {
 		return false
 	}
 	for _, d := range dims {
-		if !d.Known {
+		if !d.Known && !strings.HasPrefix(d.Param, "batch") {
 			return false
 		}
 	}
