@@ -45,6 +45,11 @@ type Params struct {
 	// when the grid follows an image of open size), 0 otherwise.
 	Axes int
 	Grid []int
+
+	// llama3 are the settings of the llama3 rule that reproduce the
+	// frequencies (not printed: the graph fixes none of them apart), for
+	// Rule.Equivalent.
+	llama3 []llama3Setting
 }
 
 func (*Params) Scheme() string { return Name }
