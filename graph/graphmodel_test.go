@@ -1,6 +1,7 @@
 package graph_test
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -9,7 +10,9 @@ import (
 
 // TestGraphModel makes models of the graphs held by a node's attributes:
 // one that stands alone becomes a model with the names, initializers and
-// opsets it had; one that reads a value of the graph around it is refused.
+// opsets it had; one that reads an initializer of the graph around it
+// (convert_generation.py's moved initializers) carries a copy of it; one
+// that reads a value the graph around it computes is refused.
 func TestGraphModel(t *testing.T) {
 	m := graph.NewModel(9, "test", graph.Opset{Domain: "", Version: 17}, graph.Opset{Domain: "com.microsoft", Version: 1})
 	g := m.Graph
@@ -31,7 +34,13 @@ func TestGraphModel(t *testing.T) {
 	reads.Append(rn)
 	reads.AddOutput(rn.Output(0))
 
-	n := g.NewNode("BeamSearch", "com.microsoft", []*graph.Value{x}, 1, graph.GraphAttr("decoder", alone), graph.GraphAttr("other", reads))
+	computed := g.NewSubgraph("else")
+	cn := computed.NewNode("Add", "", []*graph.Value{x, oc}, 1)
+	computed.Append(cn)
+	computed.AddOutput(cn.Output(0))
+
+	n := g.NewNode("BeamSearch", "com.microsoft", []*graph.Value{x}, 1, graph.GraphAttr("decoder", alone), graph.GraphAttr("other", reads),
+		graph.GraphAttr("third", computed))
 	g.Append(n)
 	g.AddOutput(n.Output(0))
 
@@ -50,8 +59,30 @@ func TestGraphModel(t *testing.T) {
 	if gn.Name != "embed" {
 		t.Fatal("the copy shares its nodes with the original")
 	}
-	if _, err := m.GraphModel(reads); err == nil || !strings.Contains(err.Error(), "stand alone") {
-		t.Fatalf("a graph reading an outer value gave %v", err)
+	rm, err := m.GraphModel(reads)
+	if err != nil {
+		t.Fatalf("a graph reading an outer initializer: %v", err)
+	}
+	if c := rm.Graph.Lookup("outer_c"); c == nil || c.Const == nil || len(rm.Graph.Initializers) != 1 {
+		t.Fatalf("the model of a graph reading outer_c has initializers %v", rm.Graph.Initializers)
+	}
+	// The outer initializer is the copy's alone: the original graph, saved
+	// and loaded, still reads it from the main graph.
+	p := filepath.Join(t.TempDir(), "m.onnx")
+	if err := m.Save(p, graph.SaveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	back, err := graph.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for bn := range back.Graph.All() {
+		if a := bn.Attr("other"); a != nil && len(a.Graph.Initializers) != 0 {
+			t.Fatalf("the original branch gained initializers %v", a.Graph.Initializers)
+		}
+	}
+	if _, err := m.GraphModel(computed); err == nil || !strings.Contains(err.Error(), "stand alone") || !strings.Contains(err.Error(), `"x"`) {
+		t.Fatalf("a graph reading an outer input gave %v", err)
 	}
 	other := graph.NewModel(9, "x", graph.Opset{Domain: "", Version: 17})
 	if _, err := other.GraphModel(alone); err == nil {

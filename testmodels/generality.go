@@ -48,6 +48,8 @@ func GeneralityForms() []GeneralityForm {
 	var out []GeneralityForm
 	out = append(out, encDecForms(built)...)
 	out = append(out, foundForms(built)...)
+	out = append(out, fusedForms(built)...)
+	out = append(out, generationForms(built)...)
 	out = append(out, valueForms(built)...)
 	out = append(out, paramForms(built)...)
 	return out

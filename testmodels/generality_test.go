@@ -23,7 +23,8 @@ var generalityNotRun = map[string]string{
 // TestGeneralityFormsRun builds every generality form, saves and reloads
 // it, and runs it in the executor at two sequence lengths on inputs that
 // respect their names (token ids, masks of ones, positions counting from
-// the past's length): the outputs are finite and follow the length.
+// the past's length): the outputs are finite and follow the length. A
+// model that is one generation op runs the graphs the op runs.
 func TestGeneralityFormsRun(t *testing.T) {
 	forms := testmodels.GeneralityForms()
 	names := map[string]bool{}
@@ -51,27 +52,8 @@ func TestGeneralityFormsRun(t *testing.T) {
 			if m, err = graph.Load(p); err != nil {
 				t.Fatalf("the model does not load back: %v", err)
 			}
-			sess, err := kernels.NewSession(m, kernels.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, seq := range []int{5, 9} {
-				in := generalityInputs(t, m, seq)
-				out, err := sess.Run(in)
-				if err != nil {
-					t.Fatalf("length %d: %v", seq, err)
-				}
-				for _, o := range m.Graph.Outputs {
-					v := out[o.Name]
-					for _, x := range v.Float64s() {
-						if math.IsNaN(x) || math.IsInf(x, 0) {
-							t.Fatalf("length %d: %s holds %v", seq, o.Name, x)
-						}
-					}
-					if !slicesContain(v.Shape, seq) && !fixedShape(o) {
-						t.Errorf("length %d: %s has shape %v", seq, o.Name, v.Shape)
-					}
-				}
+			for _, r := range runnable(t, m) {
+				runAtLengths(t, r)
 			}
 		})
 	}
@@ -83,6 +65,62 @@ func TestGeneralityFormsRun(t *testing.T) {
 	t.Logf("%d forms, %d not run", len(forms), skipped)
 }
 
+// runnable is m, or for a model that is one generation op (BeamSearch
+// and the like, which the executor does not run) the graphs it runs as
+// models of their own, as ONNX Runtime runs them.
+func runnable(t *testing.T, m *graph.Model) []*graph.Model {
+	t.Helper()
+	var out []*graph.Model
+	for n := range m.Graph.All() {
+		if n.Domain != "com.microsoft" || !strings.HasSuffix(n.OpType, "Search") && n.OpType != "Sampling" {
+			continue
+		}
+		for _, a := range n.Attrs {
+			if a.Graph == nil {
+				continue
+			}
+			sm, err := m.GraphModel(a.Graph)
+			if err != nil {
+				t.Fatalf("%s's %s: %v", n.OpType, a.Name(), err)
+			}
+			out = append(out, sm)
+		}
+	}
+	if out == nil {
+		out = []*graph.Model{m}
+	}
+	return out
+}
+
+// runAtLengths runs m at two sequence lengths: its outputs are finite and
+// follow the length (or the past's and the new tokens').
+func runAtLengths(t *testing.T, m *graph.Model) {
+	t.Helper()
+	sess, err := kernels.NewSession(m, kernels.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []int{5, 9} {
+		in := generalityInputs(t, m, seq)
+		out, err := sess.Run(in)
+		if err != nil {
+			t.Fatalf("length %d: %v", seq, err)
+		}
+		for _, o := range m.Graph.Outputs {
+			v := out[o.Name]
+			for _, x := range v.Float64s() {
+				if math.IsNaN(x) || math.IsInf(x, 0) {
+					t.Fatalf("length %d: %s holds %v", seq, o.Name, x)
+				}
+			}
+			// A KV cache's present holds the past's tokens too.
+			if !slicesContain(v.Shape, seq) && !slicesContain(v.Shape, runPast+seq) && !fixedShape(o) {
+				t.Errorf("length %d: %s has shape %v", seq, o.Name, v.Shape)
+			}
+		}
+	}
+}
+
 func slicesContain(s []int, x int) bool {
 	for _, v := range s {
 		if v == x {
@@ -92,19 +130,23 @@ func slicesContain(s []int, x int) bool {
 	return false
 }
 
-// fixedShape reports whether o's declared shape has no symbolic size.
+// fixedShape reports whether o's declared shape has no symbolic size but
+// the batch's (a static KV cache's slots do not follow the length).
 func fixedShape(o *graph.Value) bool {
 	dims, ok := o.Type.Shape()
 	if !ok {
 		return false
 	}
 	for _, d := range dims {
-		if !d.Known {
+		if !d.Known && !strings.HasPrefix(d.Param, "batch") {
 			return false
 		}
 	}
 	return true
 }
+
+// runPast is the length of the past given to models with a KV cache.
+const runPast = 3
 
 // generalityInputs makes inputs for m: sizes named batch* are 2, past*
 // 3, total* past + seq, others seq; int64 inputs named *mask* are ones,
@@ -112,7 +154,7 @@ func fixedShape(o *graph.Value) bool {
 // [3, 60); float inputs are normal.
 func generalityInputs(t *testing.T, m *graph.Model, seq int) map[string]*kernels.Tensor {
 	t.Helper()
-	const batch, past = 2, 3
+	const batch, past = 2, runPast
 	hasPast := false
 	for _, in := range m.Graph.Inputs {
 		hasPast = hasPast || strings.HasPrefix(in.Name, "past")
@@ -139,7 +181,7 @@ func generalityInputs(t *testing.T, m *graph.Model, seq int) map[string]*kernels
 			n *= x
 		}
 		switch in.Type.ElemType() {
-		case graph.Int64:
+		case graph.Int64, graph.Int32:
 			v := make([]int64, n)
 			last := shape[len(shape)-1]
 			for i := range v {
@@ -156,6 +198,13 @@ func generalityInputs(t *testing.T, m *graph.Model, seq int) map[string]*kernels
 				}
 			}
 			out[in.Name] = kernels.FromSlice(shape, v)
+			if in.Type.ElemType() == graph.Int32 {
+				v32 := make([]int32, n)
+				for i, x := range v {
+					v32[i] = int32(x)
+				}
+				out[in.Name] = kernels.FromSlice(shape, v32)
+			}
 		case graph.Float:
 			v := make([]float32, n)
 			for i := range v {

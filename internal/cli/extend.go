@@ -132,7 +132,7 @@ Exit codes:
 ` + exitInterruptedHelp,
 		Example: `  onnxpe extend llama.onnx -o llama_8k.onnx --to 8192 --method yarn --original-max-positions 2048
   onnxpe extend llama.onnx -o llama_8k.onnx --to 8192 --method llama3 --original-max-positions 2048 --high-freq-factor 4
-  onnxpe extend llama31.onnx -o out.onnx --to 262144 --method yarn --replace-scaling replace
+  onnxpe extend llama31.onnx -o out.onnx --to 262144 --method yarn --replace-scaling replace --original-max-positions 8192
   onnxpe extend gpt2.onnx -o gpt2_4k.onnx --to 4096 --method hierarchical --alpha 0.4
   onnxpe extend marian.onnx -o marian_2k.onnx --to 2048 --dry-run --json`,
 		Args: cobra.ExactArgs(1),

@@ -149,7 +149,8 @@ var ropeCorpus = []ropeCase{
 }
 
 // wantRule is what the audit of a model extended 4x from orig with method
-// must report, written out from the rules' published defaults.
+// must report, written out from the rules' published defaults (null where
+// the graph does not fix a param).
 func wantRule(method string, orig int) map[string]any {
 	switch method {
 	case "linear":
@@ -162,7 +163,9 @@ func wantRule(method string, orig int) map[string]any {
 		return map[string]any{"scaling": "yarn", "factor": 4.0, "original_max_positions": float64(orig), "beta_fast": 32.0, "beta_slow": 1.0,
 			"attention_factor": 0.1*math.Log(4) + 1}
 	case "llama3":
-		return map[string]any{"scaling": "llama3", "factor": 4.0, "original_max_positions": float64(orig), "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+		// The rule reads the three only through orig/low and orig/high: the
+		// audit leaves them null (its read-back checks the wavelengths).
+		return map[string]any{"scaling": "llama3", "factor": 4.0, "original_max_positions": nil, "low_freq_factor": nil, "high_freq_factor": nil}
 	}
 	panic(method)
 }

@@ -150,7 +150,7 @@ func findSide(w *work.Work, operand *graph.Value, hd work.Dim) (*Side, string) {
 		}
 		x := frontier[k]
 		n := x.Producer()
-		if n == nil || isProjection(w, n) || len(n.Subgraphs()) > 0 {
+		if n == nil || IsProjection(w, n) || len(n.Subgraphs()) > 0 {
 			if len(frontier) == 1 {
 				s.In = x
 			}
@@ -241,10 +241,10 @@ func packedPart(w *work.Work, s *Side) {
 	}
 }
 
-// isProjection reports whether n multiplies content by weights (a linear
+// IsProjection reports whether n multiplies content by weights (a linear
 // layer, a convolution), or normalises it with learned weights: where the
 // walk back from the scores stops.
-func isProjection(w *work.Work, n *graph.Node) bool {
+func IsProjection(w *work.Work, n *graph.Node) bool {
 	if n.OpType == "Gather" {
 		return !w.IsAct(n.Input(0)) // an embedding lookup, not a slice of content
 	}

@@ -235,7 +235,7 @@ func fusedCases() []fusedCase {
 				"layout": "half_split", "head_dim": 16, "rotary_dim": 16, "num_heads": schemetest.Heads, "num_kv_heads": schemetest.Heads,
 				"base": 10000, "scaling": "llama3", "factor": 8, "max_positions": 512},
 				// Only original/low and original/high are in the frequencies.
-				note: "settings of original_max_positions"}},
+				note: "so the graph fixes none of them"}},
 		},
 		{
 			// GroupQueryAttention without do_rotary: a NoPE block, even with

@@ -18,9 +18,7 @@ import (
 // list for issue 21. The test fails when an entry stops failing (remove
 // it), when its answer changes (write the new one), and when a form not
 // listed fails.
-var generalityFailures = map[string]string{
-	"rope_longrope_genai_if_absent_weights": "rope [0 1]: short_factor [], want null; rope [0 1]: long_factor [], want null",
-}
+var generalityFailures = map[string]string{}
 
 // TestGeneralityForms audits each form of testmodels.GeneralityForms (the
 // forms of issue 21's four classes, written as other exporters write them)

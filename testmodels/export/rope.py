@@ -843,7 +843,10 @@ SPECS = [
         variant="llama3 frequency rule (factor 8, low_freq_factor 1, high_freq_factor 4, original_max_position_embeddings 8192), base 500000; with head_dim 16 the 8 frequencies fall in all three bands (4 kept, 1 smoothed, 3 divided by 8)",
         num_layers=2,
         findings=[{"scheme": "rope", "layers": [0, 1], "params": rope_params(
-            CFG_LLAMA3, scaling="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_positions=8192)}],
+            # The rule reads the three only through the wavelengths 8192/1 and 8192/4:
+            # (16384, 2, 8), (4096, 0.5, 2), ... give the same frequencies; the graph
+            # does not fix them.
+            CFG_LLAMA3, scaling="llama3", factor=8.0, low_freq_factor=None, high_freq_factor=None, original_max_positions=None)}],
         **LLAMA_OUT,
     ),
     Spec(

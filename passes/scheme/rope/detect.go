@@ -407,6 +407,7 @@ func setFit(p *Params, r *rotation, f ropeFit) []string {
 	}
 	p.OriginalMaxPositions = f.Orig
 	p.LowFreqFactor, p.HighFreqFactor = f.Low, f.High
+	p.llama3 = f.Llama3
 	p.BetaFast, p.BetaSlow = f.BetaFast, f.BetaSlow
 	p.AttentionFactor = f.AttnF
 	p.CorrectionRange = f.Range

@@ -190,6 +190,15 @@ func (rule *Rule) Equivalent(got passes.Params) bool {
 	if p.OriginalMaxPositions != nil {
 		u.Orig = *p.OriginalMaxPositions
 	}
+	if u.Method == rewrite.MethodLlama3 && (p.OriginalMaxPositions == nil || p.LowFreqFactor == nil || p.HighFreqFactor == nil) {
+		// The audit leaves the lengths null (the graph fixes only their
+		// wavelengths): the rule's setting stands for them when one of
+		// the settings read has its wavelengths.
+		if !rule.sameBands(p.llama3) {
+			return false
+		}
+		u.Orig, u.Low, u.High = rule.Orig, rule.Low, rule.High
+	}
 	if u.Method == rewrite.MethodYaRN && (p.OriginalMaxPositions == nil || p.BetaFast == nil || p.BetaSlow == nil) {
 		// The audit leaves null what the ramp does not fix: the rule's
 		// setting stands for them when its ramp is the one read.
@@ -237,6 +246,18 @@ func (rule *Rule) sameRamp(cr []float64) bool {
 		}
 	}
 	return true
+}
+
+// sameBands reports whether one of the llama3 settings the audit read
+// has the rule's wavelengths orig/low and orig/high: the same frequencies.
+func (rule *Rule) sameBands(read []llama3Setting) bool {
+	same := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Abs(b) }
+	for _, c := range read {
+		if same(float64(c.orig)/c.low, float64(rule.Orig)/rule.Low) && same(float64(c.orig)/c.high, float64(rule.Orig)/rule.High) {
+			return true
+		}
+	}
+	return false
 }
 
 func deref(p *float64) float64 {

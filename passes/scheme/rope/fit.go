@@ -25,6 +25,9 @@ type ropeFit struct {
 	Range    []float64
 	Short    []float64
 	Long     []float64
+	// Llama3 are the settings of the llama3 rule's lengths that reproduce
+	// the frequencies (the graph fixes none of the three apart).
+	Llama3 []llama3Setting
 	// Dynamic marks dynamic NTK (frequencies that follow the length).
 	Dynamic bool
 	Notes   []string
@@ -189,40 +192,26 @@ func snapF32(v float64) float64 { return probe.Snap(v, 1e-7) }
 
 var origGrid = []int{8192, 4096, 2048, 16384, 32768, 65536, 131072, 1024, 512, 256, 128, 64, 32, 16, 262144}
 
-// fitLlama3 searches the llama3 rule's parameters (original max, low and
-// high frequency factors) consistent with m_k; the published band factors
-// (1, 4) are tried first, with every original length of origs in order.
+// llama3Setting is one setting of the llama3 rule's original length and
+// band factors.
+type llama3Setting struct {
+	orig      int
+	low, high float64
+}
+
+// fitLlama3 searches the settings of the llama3 rule's parameters
+// (original max, low and high frequency factors) consistent with m_k, the
+// published band factors (1, 4) first, with every original length of
+// origs in order. The rule reads the three only through the wavelengths
+// orig/low and orig/high, so they are reported null with the settings in
+// a note.
 func fitLlama3(plain, m []float64, base, factor, tol float64, origs []int) (ropeFit, bool) {
-	type cand struct {
-		orig      int
-		low, high float64
-	}
-	var ok []cand
+	var ok []llama3Setting
 	for _, low := range []float64{1, 2, 0.5, 4} {
 		for _, high := range []float64{4, 2, 8, 16, 1} {
 			for _, orig := range origs {
-				if high <= low {
-					continue
-				}
-				good := true
-				for k := range plain {
-					wl := 2 * math.Pi / plain[k]
-					var want float64
-					switch {
-					case wl < float64(orig)/high:
-						want = 1
-					case wl > float64(orig)/low:
-						want = 0
-					default:
-						want = (float64(orig)/wl - low) / (high - low)
-					}
-					if math.Abs(want-m[k]) > 1e-3+20*tol {
-						good = false
-						break
-					}
-				}
-				if good {
-					ok = append(ok, cand{orig, low, high})
+				if high > low && llama3Fits(plain, m, llama3Setting{orig, low, high}, tol) {
+					ok = append(ok, llama3Setting{orig, low, high})
 				}
 			}
 		}
@@ -230,12 +219,56 @@ func fitLlama3(plain, m []float64, base, factor, tol float64, origs []int) (rope
 	if len(ok) == 0 {
 		return ropeFit{}, false
 	}
-	c := ok[0]
-	r := ropeFit{Base: base, Scaling: "llama3", Factor: factor, Orig: passes.Ptr(c.orig), Low: passes.Ptr(c.low), High: passes.Ptr(c.high)}
-	if len(ok) > 1 {
-		r.Notes = append(r.Notes, fmt.Sprintf("llama3: %d settings of original_max_positions/low_freq_factor/high_freq_factor reproduce the frequencies; reported the first in the order of the published defaults", len(ok)))
-	}
+	r := ropeFit{Base: base, Scaling: "llama3", Factor: factor, Llama3: ok}
+	r.Notes = append(r.Notes, llama3Ambiguity(ok))
 	return r, true
+}
+
+// llama3Fits reports whether setting c of the llama3 rule keeps (1),
+// divides (0) or smooths each plain frequency as m_k measures.
+func llama3Fits(plain, m []float64, c llama3Setting, tol float64) bool {
+	orig := float64(c.orig)
+	for k := range plain {
+		wl := 2 * math.Pi / plain[k]
+		var want float64
+		switch {
+		case wl < orig/c.high:
+			want = 1
+		case wl > orig/c.low:
+			want = 0
+		default:
+			want = (orig/wl - c.low) / (c.high - c.low)
+		}
+		if math.Abs(want-m[k]) > 1e-3+20*tol {
+			return false
+		}
+	}
+	return true
+}
+
+// llama3Ambiguity is the note of the llama3 rule's lengths: the
+// wavelengths the settings give, the settings, and the length of the
+// published factors (1, 4) among them.
+func llama3Ambiguity(ok []llama3Setting) string {
+	var lows, highs []float64
+	var sets []string
+	var pub []int
+	for _, c := range ok {
+		lows, highs = append(lows, float64(c.orig)/c.low), append(highs, float64(c.orig)/c.high)
+		sets = append(sets, fmt.Sprintf("(%d, %g, %g)", c.orig, c.low, c.high))
+		if c.low == 1 && c.high == 4 {
+			pub = append(pub, c.orig)
+		}
+	}
+	s := fmt.Sprintf("llama3: the rule reads original_max_positions, low_freq_factor and high_freq_factor only through the wavelengths "+
+		"original_max_positions/low_freq_factor (here {%s} positions) and original_max_positions/high_freq_factor ({%s}): the three "+
+		"multiplied by one constant give the same frequencies, so the graph fixes none of them: reported null; "+
+		"(original_max_positions, low_freq_factor, high_freq_factor) in {%s} among the settings tried reproduce the frequencies",
+		strings.Join(distinct(lows), ", "), strings.Join(distinct(highs), ", "), strings.Join(sets, ", "))
+	if len(pub) > 0 {
+		s += fmt.Sprintf("; with the published factors 1 and 4, original_max_positions is %s", strings.Join(distinct(pub), " or "))
+	}
+	return s
 }
 
 // fitYaRN reads YaRN's ramp (correction range) from m_k and searches the

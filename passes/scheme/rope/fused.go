@@ -44,11 +44,11 @@ func fusedRoPE(c *passes.Context) []*passes.Finding {
 	return out
 }
 
-// rotUse is a rotation found on one side of a block.
+// rotUse is a RotaryEmbedding reaching one operand of a block.
 type rotUse struct {
 	b   *attn.Block
 	key bool
-	s   *attn.Side
+	op  *graph.Node
 }
 
 // sideRotation finds the op rotating a side: a RotaryEmbedding, or an op
@@ -70,24 +70,19 @@ func sideRotation(s *attn.Side) (rot, custom *graph.Node) {
 
 func fusedRotary(w *work.Work, c *passes.Context, blocks []*attn.Block, sides map[*attn.Block]*attn.BlockSides) []*passes.Finding {
 	var out []*passes.Finding
-	uses := map[*graph.Node][]rotUse{}
+	rots, extra, free := blockRotaryOps(w, blocks, sides)
 	for _, b := range blocks {
 		bs := sides[b]
 		if bs == nil {
 			continue
 		}
-		qr, qc := sideRotation(bs.Q)
-		kr, kc := sideRotation(bs.K)
+		r := rots[b]
+		_, qc := sideRotation(bs.Q)
+		_, kc := sideRotation(bs.K)
 		switch {
-		case qr != nil || kr != nil:
-			if qr != nil {
-				uses[qr] = append(uses[qr], rotUse{b, false, bs.Q})
-			}
-			if kr != nil {
-				uses[kr] = append(uses[kr], rotUse{b, true, bs.K})
-			}
-			f := rotaryOpFinding(w, c, b, qr, kr)
-			if p, ok := f.Params.(*Params); ok && qr != nil {
+		case r[0] != nil || r[1] != nil:
+			f := rotaryOpFinding(w, c, b, r[0], r[1])
+			if p, ok := f.Params.(*Params); ok && r[0] != nil && bs.Q != nil {
 				p.QKNorm = bs.Q.Norm // q and k normalised after the op
 			}
 			out = append(out, f)
@@ -106,15 +101,93 @@ func fusedRotary(w *work.Work, c *passes.Context, blocks []*attn.Block, sides ma
 			out = append(out, f)
 		}
 	}
-	// RotaryEmbedding ops that reach no block's scores.
+	// A second RotaryEmbedding reaching an operand one already rotates.
+	for _, u := range extra {
+		if u.key {
+			out = append(out, rotaryOpFinding(w, c, u.b, nil, u.op))
+		} else {
+			out = append(out, rotaryOpFinding(w, c, u.b, u.op, nil))
+		}
+	}
+	// RotaryEmbedding ops that reach no block's q or k.
+	for _, n := range free {
+		out = append(out, rotaryOpFinding(w, c, nil, n, nil))
+	}
+	return out
+}
+
+// blockRotaryOps gives each block with sides the RotaryEmbedding ops that
+// rotate its q and k ([q, k]): the op on each side, else an op on no
+// block's side whose output reaches the operand unchanged (unchangedReach:
+// the walk back from the scores stopped short of it, as at a static cache
+// written by a scatter). extra are such ops reaching an operand another
+// op rotates, free those that reach no block.
+func blockRotaryOps(w *work.Work, blocks []*attn.Block, sides map[*attn.Block]*attn.BlockSides) (rots map[*attn.Block][2]*graph.Node, extra []rotUse, free []*graph.Node) {
+	rots = map[*attn.Block][2]*graph.Node{}
+	onSide := map[*graph.Node]bool{}
+	for _, b := range blocks {
+		if bs := sides[b]; bs != nil {
+			q, _ := sideRotation(bs.Q)
+			k, _ := sideRotation(bs.K)
+			rots[b] = [2]*graph.Node{q, k}
+			onSide[q], onSide[k] = true, true
+		}
+	}
 	for _, g := range attn.DetectGraphs(w) {
 		for n := range g.All() {
-			if work.IsRotaryOp(n) && uses[n] == nil {
-				out = append(out, rotaryOpFinding(w, c, nil, n, nil))
+			if !work.IsRotaryOp(n) || onSide[n] {
+				continue
+			}
+			reach := unchangedReach(w, n.Output(0))
+			found := false
+			for _, b := range blocks {
+				r, ok := rots[b]
+				for i, operand := range []*graph.Value{b.Q, b.K} {
+					switch {
+					case !ok || !reach[operand]:
+					case r[i] == nil:
+						r[i], found = n, true
+					default:
+						extra, found = append(extra, rotUse{b: b, key: i == 1, op: n}), true
+					}
+				}
+				if ok {
+					rots[b] = r
+				}
+			}
+			if !found {
+				free = append(free, n)
 			}
 		}
 	}
-	return out
+	return rots, extra, free
+}
+
+// unchangedReach are the values v reaches through ops that carry a
+// rotated tensor to the scores (layout changes, scales, a KV cache's
+// concatenation or scatter, a GQA repeat), stopping at products with
+// weights, learned norms, Softmax and fused attention ops: an op whose
+// output reaches a block's q or k only through a projection does not
+// rotate the block's q or k.
+func unchangedReach(w *work.Work, v *graph.Value) map[*graph.Value]bool {
+	reach := map[*graph.Value]bool{v: true}
+	queue := []*graph.Value{v}
+	for len(queue) > 0 {
+		x := queue[0]
+		queue = queue[1:]
+		for _, n := range x.Consumers() {
+			if attn.IsProjection(w, n) || n.OpType == "Softmax" || work.FusedAttentionOps[work.OpKey(n)] {
+				continue
+			}
+			for _, o := range n.Outputs() {
+				if !reach[o] {
+					reach[o] = true
+					queue = append(queue, o)
+				}
+			}
+		}
+	}
+	return reach
 }
 
 // rotaryArgs are the operands of a RotaryEmbedding by the op contract of

@@ -44,3 +44,24 @@ func TestRotationOutsideAttention(t *testing.T) {
 	fs, trace = st.Detect(t, scaled, rope.Detect)
 	st.WantMiss(t, fs, trace, "rope", "outside attention: no dimensions of q are paired")
 }
+
+// TestFusedRotationBeforeProjections: a RotaryEmbedding whose output
+// reaches a block's q and k only through their projections does not rotate
+// them: it is reported with no layers (the static cache's scatter, through
+// which a rotation does reach the scores, is TestGeneralityForms'
+// rope_fused_static_cache_scatternd).
+func TestFusedRotationBeforeProjections(t *testing.T) {
+	b := st.NewNet(st.ONNX(17), st.MS())
+	pos := b.PosIDs()
+	x := b.Embed(b.IDs())
+	cos, sin := b.Caches(64, st.HeadDim, 10000, st.One, 1)
+	xr := b.Dop("com.microsoft", "RotaryEmbedding", []*graph.Value{x, pos, cos, sin}, 1, graph.IntAttr("num_heads", st.Heads))[0]
+	q, k, v := b.Heads4(b.Proj(xr, st.Hidden), st.Heads), b.Heads4(b.Proj(xr, st.Hidden), st.Heads), b.Heads4(b.Proj(xr, st.Hidden), st.Heads)
+	b.Output(b.Op("Add", []*graph.Value{x, b.Proj(b.Merge3(b.SoftmaxAttention(q, k, v)), st.Hidden)}))
+	st.Executes(t, b.M, 6)
+	fs, trace := st.Detect(t, b.M, rope.Detect)
+	f := st.Only(t, fs, trace)
+	if !f.Fused || len(f.Layers) != 0 {
+		t.Errorf("fused %v, layers %v: want the op's finding with no layers", f.Fused, f.Layers)
+	}
+}

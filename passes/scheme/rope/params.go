@@ -45,6 +45,11 @@ type Params struct {
 	// when the grid follows an image of open size), 0 otherwise.
 	Axes int
 	Grid []int
+
+	// llama3 are the settings of the llama3 rule that reproduce the
+	// frequencies (not printed: the graph fixes none of them apart), for
+	// Rule.Equivalent.
+	llama3 []llama3Setting
 }
 
 func (*Params) Scheme() string { return Name }
@@ -82,8 +87,7 @@ func (p *Params) Map() map[string]any {
 	case "longrope":
 		m["original_max_positions"] = passes.OptInt(p.OriginalMaxPositions)
 		m["attention_factor"] = passes.OptFloat(p.AttentionFactor)
-		m["short_factor"] = passes.Floats(p.ShortFactor)
-		m["long_factor"] = passes.Floats(p.LongFactor)
+		m["short_factor"], m["long_factor"] = optFloats(p.ShortFactor), optFloats(p.LongFactor)
 	case "unknown":
 		m["frequencies"] = passes.Floats(p.Frequencies)
 		if p.AttentionFactor != nil {
@@ -103,4 +107,12 @@ func (p *Params) Map() map[string]any {
 		m["axes"], m["grid"] = p.Axes, p.Grid
 	}
 	return m
+}
+
+// optFloats prints a list the graph does not fix (nil) as null.
+func optFloats(v []float64) any {
+	if v == nil {
+		return nil
+	}
+	return passes.Floats(v)
 }
