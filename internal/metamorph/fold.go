@@ -141,6 +141,9 @@ func FoldValues(m *graph.Model, nodes []string, inputs map[string]*kernels.Tenso
 	// Stored tables stay: a node reading a table (a Gather or Slice of an
 	// initializer or Constant of rank 2 or more), and every node after
 	// one, is not folded; what it reads is (the positions it gathers).
+	// So do a layer's weights: a product with a weight matrix (a
+	// projection of the encoding, Transformer-XL's W_r) is the layer's,
+	// not the encoding's, and is not folded into it.
 	isTable := func(v *graph.Value) bool {
 		t, ok := graph.ConstantValue(v)
 		return ok && len(t.Dims()) >= 2
@@ -151,6 +154,12 @@ func FoldValues(m *graph.Model, nodes []string, inputs map[string]*kernels.Tenso
 		case "Gather", "GatherElements", "GatherND", "Slice":
 			if len(n.Inputs()) > 0 && isTable(n.Input(0)) {
 				readsTable[n] = true
+			}
+		case "MatMul", "Gemm", "Einsum":
+			for _, v := range n.Inputs() {
+				if v != nil && isTable(v) {
+					readsTable[n] = true
+				}
 			}
 		}
 		for _, v := range n.Inputs() {
