@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
@@ -67,11 +68,12 @@ relative scheme. The evidence of nope and of the relative schemes.`,
 	Run: func(c *passes.Context) (map[*Block]*ScoreTest, error) {
 		w := work.Of(c)
 		out := map[*Block]*ScoreTest{}
+		sc := newScorer(w)
 		for b, bs := range passes.Result(c, Sides) {
 			if b.Softmax == nil {
 				continue
 			}
-			t := scoreTest(w, b, bs)
+			t := sc.test(b, bs)
 			if t.Why != "" {
 				c.Miss("scores", w.OrigName(b.Node()), t.Why, 0)
 			}
@@ -85,16 +87,55 @@ relative scheme. The evidence of nope and of the relative schemes.`,
 // that the axis of positions is not taken for a head or feature axis.
 const scoreLen = 11
 
-func scoreTest(w *work.Work, b *Block, bs *BlockSides) *ScoreTest {
+// scorer holds the probes of the score tests: one for all blocks, so
+// that what the blocks share (cos/sin, masks, positions) is evaluated
+// once and only what depends on a block's cuts again.
+type scorer struct {
+	w *work.Work
+	// empty binds an empty KV cache, past the model's default one (for
+	// shapes that do not allow an empty cache); shifted moves every
+	// position by shift (made when a block is relative).
+	empty, past, shifted *probe.Probe
+	positions            bool // the model takes positions as an input
+	// moved holds the shift test of the first block reading each set of
+	// position-side values: blocks reading the same (the layers sharing
+	// one cos/sin, one bias) move alike.
+	moved map[string]float64
+	// done holds the test of each computation of scores from the cut q
+	// and k (scoreKey): the layers of a stack compute the same.
+	done map[string]*ScoreTest
+}
+
+const shift = 5
+
+func newScorer(w *work.Work) *scorer {
+	sc := &scorer{w: w, empty: probe.NewProbe(w, 1, scoreLen, 0), past: probe.NewProbe(w, 1, scoreLen, 0), positions: readsPositionInput(w),
+		moved: map[string]float64{}, done: map[string]*ScoreTest{}}
+	sc.empty.Past = 0
+	return sc
+}
+
+func (sc *scorer) test(b *Block, bs *BlockSides) *ScoreTest {
 	if bs.Q == nil || bs.K == nil {
 		return &ScoreTest{Why: "q or k of the block does not come from one projected value: " + bs.QWhy + bs.KWhy}
 	}
-	p := probe.NewProbe(w, 1, scoreLen, 0)
-	p.Past = 0
+	key := scoreKey(sc.w, b, bs)
+	if t, ok := sc.done[key]; ok {
+		c := *t
+		return &c
+	}
+	t := sc.run(b, bs)
+	sc.done[key] = t
+	return t
+}
+
+func (sc *scorer) run(b *Block, bs *BlockSides) *ScoreTest {
+	w := sc.w
+	p := sc.empty
 	s, err := blockScores(w, p, b, bs, 1)
 	if err != nil {
 		// The model's shapes may not allow an empty cache.
-		p = probe.NewProbe(w, 1, scoreLen, 0)
+		p = sc.past
 		s, err = blockScores(w, p, b, bs, 1)
 	}
 	if err != nil {
@@ -105,19 +146,113 @@ func scoreTest(w *work.Work, b *Block, bs *BlockSides) *ScoreTest {
 	}
 	t := &ScoreTest{Len: s.q, Tol: scoreTol(w.ElemType(b.Softmax.Input(0)), s.max)}
 	t.Change, t.Residual = s.change(), s.residual()
-	if !t.Relative() || !readsPositionInput(w) {
+	if !t.Relative() || !sc.positions {
 		return t
 	}
-	// Move every position by 5: a relative scheme does not see it.
-	const shift = 5
-	p2 := probe.NewProbe(w, 1, scoreLen, shift)
-	p2.Past = p.Past
-	s2, err := blockScores(w, p2, b, bs, 1)
+	// Move every position by shift: a relative scheme does not see it.
+	key := positionSide(b, bs)
+	if d, ok := sc.moved[key]; ok {
+		t.Shift, t.Shifted = shift, d
+		return t
+	}
+	if sc.shifted == nil || sc.shifted.Past != p.Past {
+		sc.shifted = probe.NewProbe(w, 1, scoreLen, shift)
+		sc.shifted.Past = p.Past
+	}
+	s2, err := blockScores(w, sc.shifted, b, bs, 1)
 	if err != nil || !slices.Equal(s2.shape, s.shape) {
 		return t
 	}
 	t.Shift, t.Shifted = shift, s.relDiff(s2)
+	sc.moved[key] = t.Shifted
 	return t
+}
+
+// scoreKey says what a block's scores compute from the cut q and k: the
+// ops from the graph's inputs and constants to the Softmax (types,
+// attributes, how they connect; small constants by value, large ones and
+// the inputs by identity), with q and k as leaves and their shapes. Two
+// blocks of one key give the same scores for the same cuts: the layers of
+// a stack, each reading the shared cos/sin through its own Unsqueeze.
+func scoreKey(w *work.Work, b *Block, bs *BlockSides) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s %s|%s %s|", w.ShapeString(w.Shape(bs.Q.In)), w.ElemType(bs.Q.In), w.ShapeString(w.Shape(bs.K.In)), w.ElemType(bs.K.In))
+	id := map[*graph.Node]int{}
+	var write func(v *graph.Value, depth int)
+	write = func(v *graph.Value, depth int) {
+		switch {
+		case v == nil:
+			sb.WriteString("_ ")
+		case v == bs.Q.In:
+			sb.WriteString("Q ")
+		case v == bs.K.In:
+			sb.WriteString("K ")
+		case w.IsConst(v):
+			if t := w.Const(v); t != nil && t.Len() <= 64 {
+				fmt.Fprintf(&sb, "c%v%v ", t.Shape, t.Float64s())
+			} else {
+				fmt.Fprintf(&sb, "c%p ", w.Const(v))
+			}
+		case v.Producer() == nil || depth > 64:
+			fmt.Fprintf(&sb, "%p ", v)
+		default:
+			n := v.Producer()
+			if i, ok := id[n]; ok {
+				fmt.Fprintf(&sb, "#%d.%d ", i, slices.Index(n.Outputs(), v))
+				return
+			}
+			id[n] = len(id)
+			fmt.Fprintf(&sb, "(%s.%s", n.Domain, n.OpType)
+			for _, a := range n.Attrs {
+				fmt.Fprintf(&sb, " %s=%v", a.Name(), attrKey(a))
+			}
+			sb.WriteString(" <- ")
+			for _, in := range n.Inputs() {
+				write(in, depth+1)
+			}
+			fmt.Fprintf(&sb, ").%d ", slices.Index(n.Outputs(), v))
+		}
+	}
+	write(b.Softmax.Input(0), 0)
+	for _, a := range b.Softmax.Attrs {
+		fmt.Fprintf(&sb, " %s=%v", a.Name(), attrKey(a))
+	}
+	return sb.String()
+}
+
+// attrKey is what an attribute holds, for scoreKey (the graph or tensor
+// it holds by identity).
+func attrKey(a *graph.Attr) any {
+	switch {
+	case a.Graph != nil:
+		return fmt.Sprintf("%p", a.Graph)
+	case a.Tensor != nil:
+		return fmt.Sprintf("%p", a.Tensor)
+	case a.Tensors != nil || a.Graphs != nil:
+		return fmt.Sprintf("%p %p", a.Tensors, a.Graphs)
+	}
+	return a.Value()
+}
+
+// positionSide names the position-side values a block's scores read: the
+// values entering its q and k regions, its bias and its score terms.
+func positionSide(b *Block, bs *BlockSides) string {
+	var sb strings.Builder
+	for _, s := range []*Side{bs.Q, bs.K} {
+		for _, v := range s.Pos {
+			fmt.Fprintf(&sb, "%p ", v)
+		}
+		sb.WriteString("|")
+	}
+	for _, t := range b.Bias {
+		fmt.Fprintf(&sb, "%p ", t.Value)
+	}
+	for _, n := range b.Terms {
+		for _, v := range n.Inputs() {
+			fmt.Fprintf(&sb, "%p ", v)
+		}
+	}
+	return sb.String()
 }
 
 // readsPositionInput reports whether the model takes positions as an
