@@ -308,40 +308,9 @@ func rowsTol(w *work.Work, x *graph.Value, rows [][]float64) float64 {
 	return 64 * eps * (1 + top)
 }
 
-// reachedBlocks lists the blocks whose scores depend on v.
+// ReachedBlocks lists the blocks whose scores depend on v.
 func ReachedBlocks(w *work.Work, v *graph.Value, blocks []*attn.Block) []int {
-	reached := map[*graph.Node]bool{}
-	queue := []*graph.Value{v}
-	seen := map[*graph.Value]bool{v: true}
-	for len(queue) > 0 {
-		x := queue[0]
-		queue = queue[1:]
-		for _, u := range x.Uses() {
-			n := u.Node
-			if reached[n] {
-				continue
-			}
-			reached[n] = true
-			outs := n.Outputs()
-			if g := n.Graph(); g != nil && g != x.Graph() && g.Owner() != nil {
-				// A read from inside a subgraph reaches the node holding it.
-				outs = append(outs, g.Owner().Outputs()...)
-			}
-			for _, o := range outs {
-				if !seen[o] {
-					seen[o] = true
-					queue = append(queue, o)
-				}
-			}
-		}
-	}
-	var out []int
-	for _, b := range blocks {
-		if reached[b.Node()] || b.QK != nil && reached[b.QK] {
-			out = append(out, b.Index)
-		}
-	}
-	return out
+	return attn.Downstream(w, []*graph.Value{v}, blocks)
 }
 
 // startOffset is the table row read at the first position of a sequence
