@@ -1,13 +1,19 @@
 package relsin_test
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
+	"github.com/onnxpe/onnxpe/codegen"
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/extend"
+	"github.com/onnxpe/onnxpe/passes/rewrite"
 	st "github.com/onnxpe/onnxpe/passes/internal/schemetest"
 	"github.com/onnxpe/onnxpe/passes/scheme/relsin"
 )
@@ -311,4 +317,47 @@ func TestStoredNearMisses(t *testing.T) {
 	st.Executes(t, m, 8)
 	fs, trace := st.Detect(t, m, relsin.Detect)
 	st.WantMiss(t, fs, trace, "relative_sinusoidal", "angles are not linear in the row")
+}
+
+// TestStoredIsLeftAlone: a stored sinusoid is not rewritten (it is stored
+// already), not extended (the longer distances are not in the file) and
+// not generated (the graph holds no arithmetic of it), each with the
+// reason, as T5's stored bias is.
+func TestStoredIsLeftAlone(t *testing.T) {
+	m := relModel(relSpec{stored: 8, xlnet: true, base: 10000, biases: true})
+	r, _, err := audit.RewriteModel(m, passes.Options{}, relsin.Rewrite)
+	if err != nil {
+		t.Fatalf("rewrite: %v", err)
+	}
+	var notes []string
+	for _, ch := range r.Changes {
+		if ch.Pass == relsin.Rewrite.Name {
+			notes = append(notes, ch.Notes...)
+			if len(ch.Layers) > 0 || len(ch.Skipped) > 0 {
+				t.Errorf("rewrite: layers %v, skipped %q: want the finding noted as stored", ch.Layers, ch.Skipped)
+			}
+		}
+	}
+	if want := "the sinusoid is stored already"; !strings.Contains(strings.Join(notes, "; "), want) {
+		t.Errorf("rewrite notes %q, want %q", notes, want)
+	}
+	rep, ctx, err := audit.AuditModel(m, "stored", passes.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = extend.Extend(rep, ctx, rewrite.ExtendOptions{To: 64})
+	if want := "of the distances 8 .. -7: the sinusoid of longer distances is not in the file"; !errors.Is(err, rewrite.ErrExtend) || !strings.Contains(err.Error(), want) {
+		t.Errorf("extend: %v, want %q", err, want)
+	}
+	rep, ctx, err = audit.AuditModel(m, "stored", passes.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := codegen.Generate(rep, ctx, emit.Options{Lang: "go", Package: "relsin"})
+	if res == nil {
+		t.Fatalf("codegen: %v", err)
+	}
+	if !errors.Is(err, codegen.ErrNothing) || len(res.Skipped) != 1 || !strings.Contains(res.Skipped[0].Reason, "of the distances 8 .. -7: the graph holds no arithmetic of it to write") {
+		t.Errorf("codegen: %v, skipped %+v: want the stored sinusoid left out with the reason", err, res.Skipped)
+	}
 }
