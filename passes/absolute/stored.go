@@ -23,15 +23,15 @@ func storedTable(w *work.Work, x *graph.Value, cone []*graph.Node, d int) (*grap
 	if tv, ax, r := probe.TableRead(w, cone); fits(tv, ax) {
 		return tv, ax, r
 	}
-	if tv, ax, r := probe.FixedTableRead(w, withFolded(w, x, cone)); fits(tv, ax) {
+	if tv, ax, r := probe.FixedTableRead(w, WithFolded(w, x, cone)); fits(tv, ax) {
 		return tv, ax, r
 	}
 	return nil, 0, 0
 }
 
-// withFolded is the cone of x with the nodes normalisation folded into x
+// WithFolded is the cone of x with the nodes normalisation folded into x
 // or into a constant the cone reads: how its constants were computed.
-func withFolded(w *work.Work, x *graph.Value, cone []*graph.Node) []*graph.Node {
+func WithFolded(w *work.Work, x *graph.Value, cone []*graph.Node) []*graph.Node {
 	nodes := slices.Clone(cone)
 	consts := []*graph.Value{x}
 	for _, n := range cone {
