@@ -13,8 +13,8 @@ import (
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
 	"github.com/onnxpe/onnxpe/passes/extend"
-	"github.com/onnxpe/onnxpe/passes/rewrite"
 	st "github.com/onnxpe/onnxpe/passes/internal/schemetest"
+	"github.com/onnxpe/onnxpe/passes/rewrite"
 	"github.com/onnxpe/onnxpe/passes/scheme/relsin"
 )
 
