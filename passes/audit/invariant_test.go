@@ -389,12 +389,6 @@ var hfT5Folded = []string{
 // transform -> the differences, exactly (issue 21 fixes them). The test
 // fails when a listed difference disappears or a new one appears.
 var invExpected = map[string]map[string][]string{
-	// CodeGen's stored [64, 8] sincos table read at positions the pinned
-	// shapes fix: the rotation's cos/sin fold into a constant and the
-	// table's rows are no longer counted.
-	"hf-codegen-rope-interleaved-partial": {
-		"fold": {"rope#0: max_positions 64 -> null"},
-	},
 	"relative_transfo_xl": {
 		"fold": {
 			"schemes [relative_sinusoidal] -> [unknown]",
