@@ -1,15 +1,22 @@
 package shaw_test
 
 import (
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/onnxpe/onnxpe/codegen"
+	"github.com/onnxpe/onnxpe/codegen/emit"
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/internal/htmlreport/plot"
 	"github.com/onnxpe/onnxpe/internal/metamorph"
+	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/extend"
 	st "github.com/onnxpe/onnxpe/passes/internal/schemetest"
+	"github.com/onnxpe/onnxpe/passes/rewrite"
 	"github.com/onnxpe/onnxpe/passes/scheme/shaw"
 )
 
@@ -306,5 +313,45 @@ func TestStoredWhole(t *testing.T) {
 			fs, trace := st.Detect(t, c.m, shaw.Detect)
 			st.WantMiss(t, fs, trace, "relative_clipped", c.reason)
 		})
+	}
+}
+
+// TestStoredWholeRefused: the audit of embeddings stored whole carries
+// its measurement and a plot saying so; the extension refuses them (the
+// embeddings of longer inputs are not in the file) and codegen leaves
+// them out (no table of distances, no index), each with the reason.
+func TestStoredWholeRefused(t *testing.T) {
+	m := nezhaModel(32, 4, true, nil)
+	rep, ctx, err := audit.AuditModel(m, "nezha", passes.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f *passes.Finding
+	for _, g := range rep.Findings {
+		if g.Scheme == shaw.Name {
+			f = g
+		}
+	}
+	if f == nil || f.Measured == nil {
+		t.Fatalf("findings %s, want a measured %s finding", st.Describe(rep.Findings), shaw.Name)
+	}
+	ev, _ := f.Evidence.(*shaw.Evidence)
+	if ev == nil || ev.Stored == "" || ev.Held != 32 {
+		t.Fatalf("evidence %+v, want the stored table of 32 positions", f.Evidence)
+	}
+	figs := shaw.Plots(&plot.IDs{}, f)
+	if len(figs) != 1 || figs[0] == nil || !strings.Contains(figs[0].Caption, "stored whole") || !strings.Contains(figs[0].Caption, "read the embeddings of ±4") {
+		t.Errorf("plots %+v, want the stored embeddings' numbers with the clipping at 4", figs)
+	}
+	_, err = extend.Extend(rep, ctx, rewrite.ExtendOptions{To: 64})
+	if !errors.Is(err, rewrite.ErrExtend) || !strings.Contains(err.Error(), "stored whole") || !strings.Contains(err.Error(), "of 32 queries and keys") {
+		t.Errorf("extend: %v, want the stored table refused", err)
+	}
+	res, err := codegen.Generate(rep, ctx, emit.Options{Lang: "go", Package: "nezha", Model: "nezha.onnx", SHA256: strings.Repeat("0", 64)})
+	if err != nil && !errors.Is(err, codegen.ErrNothing) {
+		t.Fatal(err)
+	}
+	if res == nil || len(res.Skipped) != 1 || res.Skipped[0].Scheme != shaw.Name || !strings.Contains(res.Skipped[0].Reason, "stored whole") {
+		t.Errorf("codegen: %+v, want %s left out as stored whole", res, shaw.Name)
 	}
 }
