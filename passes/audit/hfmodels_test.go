@@ -30,18 +30,7 @@ import (
 // these: a new difference, one that went away, a model that now audits
 // right (remove its entry) or a listed model that no longer exists. The
 // table shrinks as the detectors are fixed.
-var hfExpected = map[string][]string{
-	// Nezha's functional relative positions: Shaw's key and value terms
-	// read a stored [positions, positions, head_dim] table sliced to the
-	// length, with no index in the graph; the score test sees scores that
-	// depend on key - query and no scheme explains them.
-	"hf-nezha-relative-sinusoidal-clipped": {
-		"schemes [unknown], want [relative_clipped]",
-		"layers given a scheme not in the truth: 0 unknown, 1 unknown",
-		`unknown finding not in the truth: layers 0-1 fused false params {"at":null,"reason":"unexplained_scores"}`,
-		"no relative_clipped finding",
-	},
-}
+var hfExpected = map[string][]string{}
 
 // hfTruth is the part of a testdata/hfmodels/<name>.json the tests read.
 type hfTruth struct {
