@@ -225,7 +225,7 @@ func absoluteAt(w *work.Work, c *passes.Context, add *graph.Node, act, x *graph.
 	if !varies {
 		// The same rows everywhere, but maybe read from a table by an index
 		// that follows the position (a table whose rows happen to be equal).
-		if !indexFollowsPosition(w, pr, WithFolded(w, x, cone)) {
+		if !indexFollowsPosition(w, pr, probe.FoldedCone(w, cone, x)) {
 			c.Miss("absolute", at, "the added value is the same at every position (not a position encoding)", 2)
 			return nil
 		}

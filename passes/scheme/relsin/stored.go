@@ -36,7 +36,7 @@ type storedSin struct {
 // returns no finding and no reason when no constant the term reads is a
 // sinusoid (DeBERTa's tables, weights).
 func storedAt(w *work.Work, b *attn.Block, t attn.ScoreTerm, cone []*graph.Node) (*passes.Finding, string) {
-	nodes := absolute.WithFolded(w, t.Pos, cone)
+	nodes := probe.FoldedCone(w, cone, t.Pos)
 	s, why := findStored(w, t.Pos, nodes)
 	if s == nil {
 		return nil, why
