@@ -82,7 +82,11 @@ read from its rows: sin/cos pairs with angles linear in the distance
 row at the distance its slowest pair's phase gives; those distances, for
 the queries and keys the scores' shape fixes, give the variant and
 clamp_len. A clamp the stored distances do not reach is null with a
-note.`,
+note. A constant holding a row per query and key (its values change
+along two axes) whose rows depend on key - query alone and stop changing
+beyond some distance is a clipped relative embedding stored whole
+(Shaw's, as Nezha's), not a sinusoid giving every distance its own row,
+and gives no finding.`,
 	Requires: []passes.Analyzer{work.Normalize, attn.Blocks},
 	Run:      runRelSin,
 }

@@ -361,3 +361,84 @@ func TestStoredIsLeftAlone(t *testing.T) {
 		t.Errorf("codegen: %v, skipped %+v: want the stored sinusoid left out with the reason", err, res.Skipped)
 	}
 }
+
+// pairModel is a two-layer model whose scores add q·a(i, j) from a
+// [L, L, hd] constant of a row per query i and key j, cut to the length
+// (relative embeddings stored whole, as Hugging Face's Nezha export
+// holds them): the sinusoid (interleaved) of dist(j - i).
+func pairModel(L int, dist func(n int) int) *graph.Model {
+	m := graph.NewModel(8, "onnxpe-relsin-test", graph.Opset{Domain: "", Version: 17})
+	e := &st.Env{Builder: &st.Builder{G: m.Graph, Rng: rand.New(rand.NewPCG(7, 9))}, Opset: 17, Heads: heads, HD: hd, D: dim}
+	e.IDs = e.G.AddInput("input_ids", graph.TensorType(graph.Int64, []graph.Dim{{Param: "batch"}, {Param: "seq"}}))
+	e.Seq = e.Op("Gather", e.Axis(0), e.Op("Shape", nil, e.IDs), e.Int0(1))
+	table := make([]float32, 0, L*L*hd)
+	for i := 0; i < L; i++ {
+		for j := 0; j < L; j++ {
+			for c := 0; c < hd; c++ {
+				a := float64(dist(j-i)) * math.Pow(10000, -float64(2*(c/2))/hd)
+				if c%2 == 0 {
+					table = append(table, float32(math.Sin(a)))
+				} else {
+					table = append(table, float32(math.Cos(a)))
+				}
+			}
+		}
+	}
+	stored := e.Floats([]int64{int64(L), int64(L), hd}, table)
+	x := e.Op("Gather", nil, e.Weight(vocab, dim), e.IDs)
+	perm := func(x *graph.Value, p ...int64) *graph.Value {
+		return e.Op("Transpose", []*graph.Attr{graph.IntsAttr("perm", p...)}, x)
+	}
+	heads4 := func(p *graph.Value) *graph.Value {
+		return perm(e.Op("Reshape", nil, p, e.Ints(0, 0, heads, hd)), 0, 2, 1, 3)
+	}
+	s1 := e.Op("Unsqueeze", nil, e.Seq, e.Ints(0))
+	for l := 0; l < 2; l++ {
+		q, k, v := heads4(e.Op("MatMul", nil, x, e.Weight(dim, dim))), heads4(e.Op("MatMul", nil, x, e.Weight(dim, dim))), heads4(e.Op("MatMul", nil, x, e.Weight(dim, dim)))
+		rel := e.Op("Slice", nil, stored, e.Ints(0, 0), e.Op("Concat", e.Axis(0), s1, s1), e.Ints(0, 1)) // [S, S, hd]
+		qr := e.Op("Reshape", nil, perm(q, 2, 0, 1, 3), e.Ints(0, -1, hd))                               // [S, B·H, hd]
+		kp := e.Op("MatMul", nil, qr, perm(rel, 0, 2, 1))                                                // [S, B·H, S]
+		kp = perm(e.Op("Reshape", nil, kp, e.Op("Concat", e.Axis(0), s1, e.Ints(-1, heads), s1)), 1, 2, 0, 3)
+		scores := e.Op("Add", nil, e.Op("MatMul", nil, q, perm(k, 0, 1, 3, 2)), kp)
+		a := e.Op("MatMul", nil, e.Op("Softmax", e.Axis(-1), e.Op("Div", nil, scores, e.F0(4))), v)
+		o := e.Op("Reshape", nil, perm(a, 0, 2, 1, 3), e.Ints(0, 0, dim))
+		x = e.Op("Add", nil, x, e.Op("MatMul", nil, o, e.Weight(dim, dim)))
+	}
+	out := e.Op("MatMul", nil, x, e.Weight(dim, vocab))
+	out.Type = graph.TensorType(graph.Float, []graph.Dim{{Param: "batch"}, {Param: "seq"}, {Value: vocab, Known: true}})
+	e.G.AddOutput(out)
+	return m
+}
+
+// TestStoredPairsClipped: a sinusoid stored whole, a row per query and
+// key, of a distance key − query clipped at ±k (the rows beyond repeat
+// those of ±k) is Shaw's clipped relative embedding, not a relative
+// sinusoid, whether the rows hold the clipped distance or it shifted by
+// k (Nezha's table rows 0 .. 2k); the trace says why. Unclipped, every
+// distance has a row of its own and the relative sinusoid still reads
+// it (Shaw's detector refuses such a table).
+func TestStoredPairsClipped(t *testing.T) {
+	clip := func(k, off int) func(n int) int { return func(n int) int { return max(-k, min(k, n)) + off } }
+	for _, c := range []struct {
+		name string
+		dist func(n int) int
+		miss string
+	}{
+		{"nezha_clip_4", clip(4, 4), "stop changing beyond the distances -4 and 4 of -15 .. 15"},
+		{"clip_6_centered", clip(6, 0), "stop changing beyond the distances -6 and 6"},
+		{"every_distance", func(n int) int { return n }, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := pairModel(16, c.dist)
+			st.Executes(t, m, 8)
+			fs, trace := st.Detect(t, m, relsin.Detect)
+			if c.miss == "" {
+				if f := st.Only(t, fs, trace); len(f.Layers) != 2 {
+					t.Errorf("layers %v, want [0 1]", f.Layers)
+				}
+				return
+			}
+			st.WantMiss(t, fs, trace, "relative_sinusoidal", c.miss)
+		})
+	}
+}

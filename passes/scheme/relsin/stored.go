@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/absolute"
 	"github.com/onnxpe/onnxpe/passes/attn"
@@ -79,20 +80,90 @@ func findStored(w *work.Work, pos *graph.Value, nodes []*graph.Node) (*storedSin
 			continue
 		}
 		seen[v] = true
-		rows, _ := absolute.TableRows(w, probe.NewProbe(w, 1, 4, 0), v)
+		p := probe.NewProbe(w, 1, 4, 0)
+		rows, _ := absolute.TableRows(w, p, v)
 		if len(rows) < 3 || len(rows[0]) < 2 || len(rows[0])%2 != 0 {
 			continue
 		}
 		s, reason := readStored(rows)
 		if s != nil {
-			s.v = v
-			return s, ""
+			if t, err := p.Value(v); err == nil {
+				reason = pairClip(t)
+			}
+			if reason == "" {
+				s.v = v
+				return s, ""
+			}
 		}
 		if reason != "" && why == "" {
 			why = "the stored table " + w.Name(v) + ": " + reason
 		}
 	}
 	return nil, why
+}
+
+// pairClip tells a table of relative embeddings stored whole and clipped
+// (Shaw's, as Nezha's export holds them) from a stored relative sinusoid:
+// it returns why t is such a table, "" when it is not. A relative
+// sinusoid gives every relative distance its own row (the rows along one
+// axis, which the relative shift aligns to key − query; a clamp_len
+// repeats the rows of the distances beyond it there). t's values that
+// change along two leading axes hold a row per query and key instead;
+// when those rows depend on the pair through key − query alone, and the
+// rows of the distances beyond some k on either side are those of k (the
+// distance saturates: clipped), the term is Shaw's clipped relative
+// embedding, whatever its rows hold (a sinusoid of the clipped distance,
+// in Nezha).
+func pairClip(t *kernels.Tensor) string {
+	r := t.Rank()
+	if r < 3 {
+		return ""
+	}
+	var vary []int
+	for ax, n := range t.Shape[:r-1] {
+		if n > 1 && !absolute.ConstantAlong(t, ax) {
+			vary = append(vary, ax)
+		}
+	}
+	if len(vary) < 2 {
+		return ""
+	}
+	a, b := vary[len(vary)-2], vary[len(vary)-1]
+	d := t.Shape[r-1]
+	stride := make([]int, r)
+	stride[r-1] = 1
+	for ax := r - 2; ax >= 0; ax-- {
+		stride[ax] = stride[ax+1] * t.Shape[ax+1]
+	}
+	v := t.Float64s()
+	nq, nk := t.Shape[a], t.Shape[b]
+	// byDist[n + nq - 1] is the row of distance n = key − query.
+	byDist := make([][]float64, nq+nk-1)
+	for i := 0; i < nq; i++ {
+		for j := 0; j < nk; j++ {
+			off := i*stride[a] + j*stride[b]
+			row := v[off : off+d]
+			n := j - i + nq - 1
+			if byDist[n] == nil {
+				byDist[n] = row
+			} else if !nearRows(byDist[n], row) {
+				return "" // not a function of key − query
+			}
+		}
+	}
+	at := func(n int) []float64 { return byDist[n+nq-1] }
+	hi, lo := nk-1, nq-1
+	for hi > 0 && nearRows(at(hi), at(hi-1)) {
+		hi--
+	}
+	for lo > 0 && nearRows(at(-lo), at(-(lo-1))) {
+		lo--
+	}
+	if hi == nk-1 && lo == nq-1 {
+		return "" // every distance its own row
+	}
+	return fmt.Sprintf("its rows are per query and key (axes %d and %d, %d x %d), a function of key − query whose rows stop changing beyond the distances -%d and %d of %d .. %d: "+
+		"a clipped relative embedding stored whole (Shaw's), not a sinusoid giving every relative distance a row of its own", a, b, nq, nk, lo, hi, -(nq - 1), nk-1)
 }
 
 // readStored fits rows as a sinusoid of distances: the rows between the
