@@ -3,8 +3,6 @@ package kernels
 import (
 	"unsafe"
 
-	"github.com/x448/float16"
-
 	"github.com/onnxpe/onnxpe/graph"
 )
 
@@ -53,34 +51,7 @@ func mappedConst(gt *graph.Tensor) (t *Tensor, ok bool, err error) {
 	for i, d := range gt.Dims() {
 		shape[i] = int(d)
 	}
-	var d any
-	p := unsafe.Pointer(unsafe.SliceData(b))
-	switch dt {
-	case graph.Float:
-		d = unsafe.Slice((*float32)(p), n)
-	case graph.Double:
-		d = unsafe.Slice((*float64)(p), n)
-	case graph.Float16:
-		d = unsafe.Slice((*float16.Float16)(p), n)
-	case graph.BFloat16:
-		d = unsafe.Slice((*graph.BF16)(p), n)
-	case graph.Int64:
-		d = unsafe.Slice((*int64)(p), n)
-	case graph.Int32:
-		d = unsafe.Slice((*int32)(p), n)
-	case graph.Int16:
-		d = unsafe.Slice((*int16)(p), n)
-	case graph.Int8:
-		d = unsafe.Slice((*int8)(p), n)
-	case graph.Uint64:
-		d = unsafe.Slice((*uint64)(p), n)
-	case graph.Uint32:
-		d = unsafe.Slice((*uint32)(p), n)
-	case graph.Uint16:
-		d = unsafe.Slice((*uint16)(p), n)
-	case graph.Uint8:
-		d = unsafe.Slice((*uint8)(p), n)
-	}
+	d := typedOver(dt, unsafe.Pointer(unsafe.SliceData(b)), n)
 	if n == 0 {
 		return nil, false, nil
 	}

@@ -159,7 +159,8 @@ func Compare(ctx context.Context, a, b *graph.Model, opts Options) (*Report, err
 		return nil, err
 	}
 	rep := &Report{A: label(opts.PathA, "A"), B: label(opts.PathB, "B"), Runtime: runtimeOf(opts), Warnings: warn}
-	c := &comparison{ctx: ctx, opts: &opts, rep: rep, a: a, b: b}
+	c := &comparison{ctx: ctx, opts: &opts, rep: rep, a: a, b: b, spill: kernels.NewSpill()}
+	defer c.spill.Close()
 	if err := c.buildSets(); err != nil {
 		return nil, err
 	}
@@ -189,7 +190,8 @@ func CompareReference(ctx context.Context, a *graph.Model, ref string, opts Opti
 		return nil, errors.New("verify: no reference input sets")
 	}
 	rep := &Report{A: label(opts.PathA, "A"), B: ref, Reference: true, Runtime: runtimeOf(opts)}
-	c := &comparison{ctx: ctx, opts: &opts, rep: rep, a: a}
+	c := &comparison{ctx: ctx, opts: &opts, rep: rep, a: a, spill: kernels.NewSpill()}
+	defer c.spill.Close()
 	if err := c.buildSets(); err != nil {
 		return nil, err
 	}
@@ -324,6 +326,9 @@ type comparison struct {
 	// stored are the reference outputs of CompareReference: ONNX
 	// Runtime's half-precision outputs are allocated like them.
 	stored *side
+	// spill holds the large outputs of the sides (and the planner's) out
+	// of memory until they are compared; closed when the comparison ends.
+	spill *kernels.Spill
 }
 
 // buildSets makes the input sets: the given ones, or the sweep planned
@@ -348,7 +353,7 @@ func (c *comparison) buildSets() error {
 		return &ModelError{Model: "A", Path: o.PathA, Runtime: RuntimeGo, Err: err}
 	}
 	c.goA = r
-	p := &planner{a: an, opts: o, cached: map[string]map[string]*kernels.Tensor{}, eval: r.s.Eval}
+	p := &planner{a: an, opts: o, cached: map[string]map[string]*kernels.Tensor{}, eval: r.s.Eval, spill: c.spill}
 	p.run = func(s SetSpec) (map[string]*kernels.Tensor, error) {
 		if err := c.ctx.Err(); err != nil {
 			return nil, err
@@ -535,6 +540,9 @@ func (c *comparison) runSides(sides []*side) error {
 			} else {
 				c.progress(fmt.Sprintf("%s: %s", s.label(), set.name))
 				out, err = r.run(set.inputs, like)
+				// Kept until the other sides have run: the large ones
+				// wait in a file.
+				out = c.spill.Outputs(out)
 			}
 			c.done++
 			if err != nil && errors.Is(err, kernels.ErrInternal) {
@@ -697,6 +705,9 @@ func (c *comparison) compareSides(x, y *side, pairs [][2]string) {
 			}
 			r.Equal = r.Equal && d.Equal
 			r.Outputs = append(r.Outputs, d)
+			// Pages of spilled outputs read for the diff go back.
+			c.spill.Release(ta)
+			c.spill.Release(tb)
 		}
 		c.rep.Sets = append(c.rep.Sets, r)
 	}

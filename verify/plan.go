@@ -44,6 +44,9 @@ type planner struct {
 	// (kernels.Session.Eval); nil: the probes open a session of their own.
 	eval   func(in map[string]*kernels.Tensor, names []string) (map[string]*kernels.Tensor, error)
 	cached map[string]map[string]*kernels.Tensor // A's outputs by set key
+	// spill takes the large outputs kept in cached out of memory (nil:
+	// they stay); its owner closes it after the last use of cached.
+	spill *kernels.Spill
 }
 
 // Analyze reads what verify needs to know about a model's inputs from
@@ -486,7 +489,7 @@ func (p *planner) findMaxLength() error {
 			}
 			return false, nil
 		}
-		p.cached[s.key()] = out
+		p.cached[s.key()] = p.spill.Outputs(out)
 		return true, nil
 	}
 	ok, err := try(longest)

@@ -30,7 +30,7 @@ func Prepare(m *graph.Model, hints Hints, seed uint64, threads int) (*Prepared, 
 	if err != nil {
 		return nil, err
 	}
-	p := &planner{a: a, opts: &Options{Hints: hints, Threads: threads}, cached: map[string]map[string]*kernels.Tensor{}, eval: r.s.Eval}
+	p := &planner{a: a, opts: &Options{Hints: hints, Threads: threads}, cached: map[string]map[string]*kernels.Tensor{}, eval: r.s.Eval, spill: kernels.NewSpill()}
 	p.run = func(s SetSpec) (map[string]*kernels.Tensor, error) {
 		set, err := a.synthesize(s, seed)
 		if err != nil {
@@ -40,6 +40,7 @@ func Prepare(m *graph.Model, hints Hints, seed uint64, threads int) (*Prepared, 
 	}
 	if err := p.analyze(); err != nil {
 		r.close()
+		p.spill.Close()
 		return nil, err
 	}
 	return &Prepared{m: m, an: a, r: r, p: p, seed: seed, threads: threads}, nil
@@ -78,6 +79,11 @@ func (p *Prepared) Close() {
 	if p.r != nil {
 		p.r.close()
 		p.r = nil
+	}
+	if p.p != nil {
+		p.p.cached = nil
+		p.p.spill.Close()
+		p.p.spill = nil
 	}
 }
 

@@ -715,6 +715,9 @@ func (c *extendChecker) runsAtN() (*extendCheck, error) {
 	// ONNX Runtime's run compares with onnxpe's outputs: without it they
 	// are not kept (the logits of N positions alone are N x vocabulary).
 	withORT := !c.opts.noORT && verify.ORTAvailable() && os.Getenv("ONNXPE_ORT_LIB") != ""
+	// Kept for ONNX Runtime's run, they wait in a file.
+	spill := kernels.NewSpill()
+	defer spill.Close()
 	var names []string
 	for i := range sets {
 		c.prog.update(verify.Progress{Done: i, Total: len(sets), Step: "onnxpe's executor: " + sets[i].Name})
@@ -727,7 +730,7 @@ func (c *extendChecker) runsAtN() (*extendCheck, error) {
 			return ch, nil
 		}
 		if withORT {
-			sets[i].Outputs = out
+			sets[i].Outputs = spill.Outputs(out)
 		}
 		names = append(names, sets[i].Name)
 	}

@@ -1,0 +1,200 @@
+package kernels
+
+import (
+	"slices"
+	"sync"
+	"unsafe"
+
+	"github.com/x448/float16"
+
+	"github.com/onnxpe/onnxpe/graph"
+)
+
+// SpillMin is the size from which Spill.Tensor moves a tensor's elements
+// out of memory.
+const SpillMin = 64 << 20
+
+// Spill keeps large tensors out of memory while they wait: verify holds
+// every output of one side until the other side has run (the logits of
+// 8192 positions of a Llama of 32000 tokens are 1 GB a set), and the
+// planner keeps the long probe's outputs for the sweep. Tensor writes a
+// tensor's elements to a temporary file (removed at once: only the
+// mapping names it) and returns a tensor over that file mapped read-only,
+// whose pages are read back only when used and are the page cache's, not
+// the process's memory, while they wait.
+//
+// The tensors it returns are frozen (read-only memory: a write faults)
+// and valid until Close, which unmaps them: their owner closes the Spill
+// when none of them is used any more. A nil *Spill keeps every tensor in
+// memory.
+type Spill struct {
+	mu   sync.Mutex
+	maps [][]byte
+}
+
+// NewSpill returns a Spill, or nil where files cannot be mapped.
+func NewSpill() *Spill {
+	if !canSpill || !littleEndian {
+		return nil
+	}
+	return &Spill{}
+}
+
+// Tensor returns t, or t's elements moved to a mapped temporary file when
+// t holds SpillMin bytes or more of a fixed-width numeric type. Any
+// failure to write the file (a full disk) keeps t as it is.
+func (s *Spill) Tensor(t *Tensor) *Tensor {
+	if s == nil || t == nil || t.seq != nil || t.none {
+		return t
+	}
+	size := elemBytes(t.DType)
+	n := t.Len()
+	if size == 0 || n != lenAny(t.data) || int64(n)*int64(size) < SpillMin {
+		return t
+	}
+	src := unsafe.Slice((*byte)(dataPointer(t.data)), n*size)
+	b, err := spillBytes(src)
+	if err != nil {
+		return t
+	}
+	d := typedOver(t.DType, unsafe.Pointer(unsafe.SliceData(b)), n)
+	if d == nil {
+		unmapSpilled(b)
+		return t
+	}
+	s.mu.Lock()
+	s.maps = append(s.maps, b)
+	s.mu.Unlock()
+	return &Tensor{DType: t.DType, Shape: slices.Clone(t.Shape), data: d, frozen: true}
+}
+
+// Outputs returns m with its large tensors spilled (m itself is not
+// changed).
+func (s *Spill) Outputs(m map[string]*Tensor) map[string]*Tensor {
+	if s == nil || m == nil {
+		return m
+	}
+	var out map[string]*Tensor
+	for k, t := range m {
+		if st := s.Tensor(t); st != t {
+			if out == nil {
+				out = make(map[string]*Tensor, len(m))
+				for k2, t2 := range m {
+					out[k2] = t2
+				}
+			}
+			out[k] = st
+		}
+	}
+	if out == nil {
+		return m
+	}
+	return out
+}
+
+// Release drops the pages of a spilled tensor that were read back (the
+// file keeps them); it does nothing to other tensors.
+func (s *Spill) Release(t *Tensor) {
+	if s == nil || t == nil || t.data == nil {
+		return
+	}
+	p := uintptr(dataPointer(t.data))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range s.maps {
+		if base := uintptr(unsafe.Pointer(unsafe.SliceData(b))); p >= base && p < base+uintptr(len(b)) {
+			releaseSpilled(b)
+			return
+		}
+	}
+}
+
+// Bytes is the size of the tensors spilled and not yet closed.
+func (s *Spill) Bytes() int64 {
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, b := range s.maps {
+		n += int64(len(b))
+	}
+	return n
+}
+
+// Close unmaps every tensor the Spill returned.
+func (s *Spill) Close() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range s.maps {
+		unmapSpilled(b)
+	}
+	s.maps = nil
+}
+
+// dataPointer is the address of the first element of a typed slice.
+func dataPointer(d any) unsafe.Pointer {
+	switch d := d.(type) {
+	case []float32:
+		return unsafe.Pointer(unsafe.SliceData(d))
+	case []float64:
+		return unsafe.Pointer(unsafe.SliceData(d))
+	case []float16.Float16:
+		return unsafe.Pointer(unsafe.SliceData(d))
+	case []graph.BF16:
+		return unsafe.Pointer(unsafe.SliceData(d))
+	case []int64:
+		return unsafe.Pointer(unsafe.SliceData(d))
+	case []int32:
+		return unsafe.Pointer(unsafe.SliceData(d))
+	case []int16:
+		return unsafe.Pointer(unsafe.SliceData(d))
+	case []int8:
+		return unsafe.Pointer(unsafe.SliceData(d))
+	case []uint64:
+		return unsafe.Pointer(unsafe.SliceData(d))
+	case []uint32:
+		return unsafe.Pointer(unsafe.SliceData(d))
+	case []uint16:
+		return unsafe.Pointer(unsafe.SliceData(d))
+	case []uint8:
+		return unsafe.Pointer(unsafe.SliceData(d))
+	}
+	return nil
+}
+
+// typedOver is the typed slice of n elements of dt at p (nil for a type
+// elemBytes does not cover).
+func typedOver(dt graph.DataType, p unsafe.Pointer, n int) any {
+	switch dt {
+	case graph.Float:
+		return unsafe.Slice((*float32)(p), n)
+	case graph.Double:
+		return unsafe.Slice((*float64)(p), n)
+	case graph.Float16:
+		return unsafe.Slice((*float16.Float16)(p), n)
+	case graph.BFloat16:
+		return unsafe.Slice((*graph.BF16)(p), n)
+	case graph.Int64:
+		return unsafe.Slice((*int64)(p), n)
+	case graph.Int32:
+		return unsafe.Slice((*int32)(p), n)
+	case graph.Int16:
+		return unsafe.Slice((*int16)(p), n)
+	case graph.Int8:
+		return unsafe.Slice((*int8)(p), n)
+	case graph.Uint64:
+		return unsafe.Slice((*uint64)(p), n)
+	case graph.Uint32:
+		return unsafe.Slice((*uint32)(p), n)
+	case graph.Uint16:
+		return unsafe.Slice((*uint16)(p), n)
+	case graph.Uint8:
+		return unsafe.Slice((*uint8)(p), n)
+	}
+	return nil
+}
