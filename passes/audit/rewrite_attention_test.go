@@ -154,3 +154,127 @@ func TestRewriteAttentionCheckRefusesOtherGrouping(t *testing.T) {
 		t.Fatalf("notes:\n%s", notes)
 	}
 }
+
+// paddedKVCacheLlama is the Llama with a KV cache given an attention_mask
+// input [batch, past + seq] as Hugging Face's exports have it: (1 - mask)
+// · -1e9 as [batch, 1, 1, keys] (one row for every query), added to the
+// scores after the causal mask, and expanded to the keys' count read from
+// the first layer's present key (Shape of the concatenation the op's
+// present replaces).
+func paddedKVCacheLlama(t *testing.T) *graph.Model {
+	t.Helper()
+	cfg := testmodels.DefaultLlama
+	cfg.KVCache = true
+	m := testmodels.Llama(cfg)
+	g := m.Graph
+	init := func(name string, dt graph.DataType, dims []int64, data any) *graph.Value {
+		x, err := graph.NewTensor(g.Model().NewName(name), dt, dims, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.AddInitializer(x)
+	}
+	var present *graph.Value
+	for _, o := range g.Outputs {
+		if o.Name == "present.0.key" {
+			present = o
+		}
+	}
+	if present == nil {
+		t.Fatal("no present.0.key")
+	}
+	mask := g.AddInput("attention_mask", graph.TensorType(graph.Int64, []graph.Dim{{Param: "batch"}, {Param: "total"}}))
+	one := func(v *graph.Value) *graph.Value {
+		return g.Op("Cast", []*graph.Value{v}, 1, graph.IntAttr("to", int64(graph.Float)))[0]
+	}
+	pad := g.Op("Sub", []*graph.Value{init("one", graph.Float, nil, []float32{1}), one(mask)}, 1)[0]
+	pad = g.Op("Mul", []*graph.Value{pad, init("neg_big", graph.Float, nil, []float32{-1e9})}, 1)[0]
+	pad = g.Op("Unsqueeze", []*graph.Value{pad, init("axes", graph.Int64, []int64{2}, []int64{1, 2})}, 1)[0]
+	keys := g.Op("Shape", []*graph.Value{present}, 1, graph.IntAttr("start", 2), graph.IntAttr("end", 3))[0]
+	sizes := g.Op("Concat", []*graph.Value{init("ones", graph.Int64, []int64{3}, []int64{1, 1, 1}), keys}, 1, graph.IntAttr("axis", 0))[0]
+	pad = g.Op("Expand", []*graph.Value{pad, sizes}, 1)[0]
+	added := 0
+	for _, n := range g.Nodes() {
+		if n.OpType == "Softmax" {
+			n.SetInput(0, g.Op("Add", []*graph.Value{n.Input(0), pad}, 1)[0])
+			added++
+		}
+	}
+	if added != cfg.Layers {
+		t.Fatalf("%d softmaxes", added)
+	}
+	if err := g.TopoSort(); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestRewriteAttentionPaddingMask: a padding mask from an input becomes
+// GroupQueryAttention's attention_bias, expanded to [.., queries, keys]
+// as the op takes it (ONNX Runtime does not broadcast a single query's
+// row); the concatenation the mask reads its size from stays for it (the
+// op's present comes after the mask: reading that would be a cycle); a
+// block with padding masks but no causal one is left, its reason that the
+// op is causal (before the one attention_bias it takes). verify's sweep (padded rows, decode after a cache)
+// finds the fused rewrite equal.
+func TestRewriteAttentionPaddingMask(t *testing.T) {
+	opts := passes.Options{Rewrite: passes.RewriteOptions{Attention: passes.AttentionFused}}
+	m := paddedKVCacheLlama(t)
+	rep, actx, err := audit.AuditModel(m, "llama_kvcache_padded", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := audit.RewriteModel(m, opts, schemes.Rewriters()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notes string
+	for _, ch := range r.Changes {
+		notes += strings.Join(ch.Notes, "\n") + "\n"
+	}
+	gqa := 0
+	r.M.Walk(func(n *graph.Node) {
+		if n.OpType != "GroupQueryAttention" {
+			return
+		}
+		gqa++
+		if len(n.Inputs()) < 11 || n.Input(10) == nil || n.Input(10).Producer() == nil || n.Input(10).Producer().OpType != "Expand" {
+			t.Errorf("%s: attention_bias not expanded to the queries", n.Name)
+		}
+	})
+	if gqa != 2 {
+		t.Fatalf("%d GroupQueryAttention nodes; notes:\n%s", gqa, notes)
+	}
+	if err := r.M.Graph.TopoSort(); err != nil {
+		t.Fatalf("the rewrite has a cycle: %v", err)
+	}
+	vr, err := verify.Compare(context.Background(), m, r.M, verify.Options{Seed: 1, Hints: verify.HintsFromAudit(rep, actx)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !vr.Equal || len(vr.Sets) < 3 {
+		t.Fatalf("not equal (%d sets): %s", len(vr.Sets), vr.Summary)
+	}
+
+	// The padding mask in place of the causal one: two masks from inputs,
+	// neither causal; the reason is the first the op has.
+	m = paddedKVCacheLlama(t)
+	for _, n := range m.Graph.Nodes() {
+		if n.OpType == "Softmax" {
+			add := n.Input(0).Producer()     // + padding
+			inner := add.Input(0).Producer() // scores + causal
+			inner.SetInput(1, add.Input(1))
+		}
+	}
+	r, _, err = audit.RewriteModel(m, opts, schemes.Rewriters()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes = ""
+	for _, ch := range r.Changes {
+		notes += strings.Join(ch.Notes, "\n") + "\n"
+	}
+	if !strings.Contains(notes, "layer 0: attention not fused into GroupQueryAttention: no causal mask") {
+		t.Fatalf("notes:\n%s", notes)
+	}
+}

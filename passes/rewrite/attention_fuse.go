@@ -172,7 +172,7 @@ func (a *Attention) checkInputs(pr *probe.Probe, cuts map[*graph.Value]*kernels.
 		if len(b.Shape) == 2 {
 			b = b.Reshaped(1, 1, b.Shape[0], b.Shape[1])
 		}
-		ins[10] = b
+		ins[10] = expandRows(b, c.seq, T)
 	}
 	return ins, nil
 }
@@ -215,6 +215,22 @@ func (rot *Rotary) rotaryAttrs(heads int) []*graph.Attr {
 		attrs = append(attrs, graph.IntAttr("rotary_embedding_dim", int64(rot.RotaryDim)))
 	}
 	return attrs
+}
+
+// expandRows broadcasts a [b, h, q, k] mask to q = seq queries and k =
+// keys where it has one of either.
+func expandRows(t *kernels.Tensor, seq, keys int) *kernels.Tensor {
+	B, H, Q, K := t.Shape[0], t.Shape[1], t.Shape[2], t.Shape[3]
+	if (Q == seq || Q != 1) && (K == keys || K != 1) {
+		return t
+	}
+	x := t.Float64s()
+	out := make([]float64, B*H*seq*keys)
+	for i := range out {
+		k, q, bh := i%keys, (i/keys)%seq, i/(keys*seq)
+		out[i] = x[(bh*Q+q%Q)*K+k%K]
+	}
+	return probe.FromFloat64Any(t.DType, []int{B, H, seq, keys}, out)
 }
 
 // randomOf is a tensor of dt with values N(0, 1).
@@ -311,9 +327,14 @@ func (r *Rewrite) Fuse(w *work.Work, a *Attention, rot *Rotary) error {
 		if ins[10], err = r.Lookup(MainName(w, a.Bias)); err != nil {
 			return err
 		}
+		// [.., queries, keys] as the op takes it: a mask may broadcast
+		// along them (a single query's row, say) where the scores do not.
+		sizes := Typed(r.Op1("Concat", []*graph.Value{r.VecInt(1, 1), r.DimOf(q, 1), r.gqaTotal(q, ins[3])},
+			graph.IntAttr("axis", 0)), graph.Int64, 1)
 		if w.Shape(a.Bias).Rank() == 2 {
 			ins[10] = Typed(r.Unsqueeze(ins[10], 0, 1), a.Type, 4)
 		}
+		ins[10] = Typed(r.Op1("Expand", []*graph.Value{ins[10], sizes}), a.Type, 4)
 	}
 	outs := r.Op(gqaNode, DomainMicrosoft, ins, 3, a.gqaAttrs(rot)...)
 	return r.replaceByOp(w, a, outs)
@@ -334,6 +355,7 @@ func (r *Rewrite) replaceByOp(w *work.Work, a *Attention, outs []*graph.Value) e
 		y.Type = out.Type.Clone()
 	}
 	out.ReplaceKeepingName(y)
+	before := ancestors(outs[0].Producer())
 	for i, p := range []*graph.Value{a.PresentK, a.PresentV} {
 		Typed(outs[1+i], a.Type, 4)
 		if p == nil {
@@ -346,9 +368,41 @@ func (r *Rewrite) replaceByOp(w *work.Work, a *Attention, outs []*graph.Value) e
 		if pv.Type != nil {
 			outs[1+i].Type = pv.Type.Clone()
 		}
+		// Readers the op depends on (a mask sized by the concatenated
+		// cache's Shape) keep the concatenation: the op's present comes
+		// after them.
+		var keep []graph.Use
+		for _, u := range pv.Uses() {
+			if before[u.Node] {
+				keep = append(keep, u)
+			}
+		}
 		pv.ReplaceKeepingName(outs[1+i])
+		for _, u := range keep {
+			u.Node.SetInput(u.Index, pv)
+		}
 	}
 	return nil
+}
+
+// ancestors are the nodes n depends on.
+func ancestors(n *graph.Node) map[*graph.Node]bool {
+	seen := map[*graph.Node]bool{}
+	stack := []*graph.Node{n}
+	for len(stack) > 0 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, in := range x.Inputs() {
+			if in == nil {
+				continue
+			}
+			if p := in.Producer(); p != nil && !seen[p] {
+				seen[p] = true
+				stack = append(stack, p)
+			}
+		}
+	}
+	return seen
 }
 
 // rowsOf is the [batch, seq, heads·head] rows of x (a value of the
@@ -415,10 +469,7 @@ func (r *Rewrite) gqaLengths(q, past *graph.Value) (*graph.Value, *graph.Value) 
 	if v, ok := r.Memo[key+"|seqlens"]; ok {
 		return v, r.Memo[key+"|total"]
 	}
-	total := r.DimOf(q, 1)
-	if past != nil {
-		total = Typed(r.Op1("Add", []*graph.Value{r.DimOf(past, 2), total}), graph.Int64, 1)
-	}
+	total := r.gqaTotal(q, past)
 	i32 := func(v *graph.Value, rank int) *graph.Value {
 		return Typed(r.Op1("Cast", []*graph.Value{v}, graph.IntAttr("to", int64(graph.Int32))), graph.Int32, rank)
 	}
@@ -427,4 +478,21 @@ func (r *Rewrite) gqaLengths(q, past *graph.Value) (*graph.Value, *graph.Value) 
 	tot := i32(Typed(r.Op1("Reshape", []*graph.Value{total, r.Ints([]int64{0})}), graph.Int64, 0), 0)
 	r.Memo[key+"|seqlens"], r.Memo[key+"|total"] = seqlens, tot
 	return seqlens, tot
+}
+
+// gqaTotal is the keys' count, past and new tokens, as int64 [1].
+func (r *Rewrite) gqaTotal(q, past *graph.Value) *graph.Value {
+	key := "gqa|total|" + q.Name
+	if past != nil {
+		key += "|" + past.Name
+	}
+	if v, ok := r.Memo[key]; ok {
+		return v
+	}
+	total := r.DimOf(q, 1)
+	if past != nil {
+		total = Typed(r.Op1("Add", []*graph.Value{r.DimOf(past, 2), total}), graph.Int64, 1)
+	}
+	r.Memo[key] = total
+	return total
 }

@@ -28,6 +28,11 @@ func (a *Attention) readMasks(w *work.Work, b *attn.Block) error {
 			return err
 		}
 		causal = causal || kind == "causal"
+	}
+	if !causal {
+		return refuse("no causal mask: the op is causal")
+	}
+	for _, bt := range b.Bias {
 		if sizesOnly(w, bt.Value) {
 			continue
 		}
@@ -39,17 +44,17 @@ func (a *Attention) readMasks(w *work.Work, b *attn.Block) error {
 		}
 		a.Bias = bt.Value
 	}
-	if !causal {
-		return refuse("no causal mask: the op is causal")
-	}
 	return nil
 }
 
 // biasShape checks that v can be the op's attention_bias: [batch or 1,
-// heads or 1, queries, keys], or [queries, keys].
+// heads or 1, queries, keys], or [queries, keys], where queries and keys
+// may be 1 (one row for every query, as a padding mask has it: Fuse
+// expands it, as the op wants all of them).
 func (a *Attention) biasShape(w *work.Work, v *graph.Value) error {
 	sh := w.Shape(v)
-	if sh.Rank() != 4 && sh.Rank() != 2 || sh.Dims[sh.Rank()-2] != a.scores || sh.Dims[sh.Rank()-1] != a.keysSeen {
+	fits := func(d, want work.Dim) bool { return d == want || d == work.Dim(1) }
+	if sh.Rank() != 4 && sh.Rank() != 2 || !fits(sh.Dims[sh.Rank()-2], a.scores) || !fits(sh.Dims[sh.Rank()-1], a.keysSeen) {
 		return refuse("the mask %s is %s, not [batch, 1, queries, keys]", w.Name(v), w.ShapeString(sh))
 	}
 	if sh.Rank() == 4 && sh.Dims[1] != 1 && sh.Dims[1] != work.Dim(a.Heads) {
