@@ -278,3 +278,51 @@ func TestRewriteAttentionPaddingMask(t *testing.T) {
 		t.Fatalf("notes:\n%s", notes)
 	}
 }
+
+// TestRewriteFusesInterleavedAttention: Cohere's rotation of pairs (2i,
+// 2i+1), written with repeat_interleave (a generality form), becomes the
+// op's do_rotary with rotary_interleaved, its padding mask the op's
+// attention_bias; verify's sweep finds the rewrite equal.
+func TestRewriteFusesInterleavedAttention(t *testing.T) {
+	opts := passes.Options{Rewrite: passes.RewriteOptions{Attention: passes.AttentionFused}}
+	for _, f := range testmodels.GeneralityForms() {
+		if f.Name != "rope_cohere_repeat_interleave" {
+			continue
+		}
+		m, err := f.Build(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, actx, err := audit.AuditModel(m, f.Name, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _, err := audit.RewriteModel(m, opts, schemes.Rewriters()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		interleaved := 0
+		r.M.Walk(func(n *graph.Node) {
+			if n.OpType == "GroupQueryAttention" && n.AttrInt("do_rotary", 0) == 1 && n.AttrInt("rotary_interleaved", 0) == 1 &&
+				len(n.Inputs()) > 10 && n.Input(10) != nil {
+				interleaved++
+			}
+		})
+		if interleaved != 2 {
+			var notes string
+			for _, ch := range r.Changes {
+				notes += strings.Join(ch.Notes, "\n") + "\n"
+			}
+			t.Fatalf("%d interleaved GroupQueryAttention nodes with attention_bias, want 2; notes:\n%s", interleaved, notes)
+		}
+		vr, err := verify.Compare(context.Background(), m, r.M, verify.Options{Seed: 1, Hints: verify.HintsFromAudit(rep, actx)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !vr.Equal {
+			t.Fatalf("not equal: %s", vr.Summary)
+		}
+		return
+	}
+	t.Fatal("no generality form rope_cohere_repeat_interleave")
+}
