@@ -65,22 +65,26 @@ without them.
 encodings: each RoPE decoder block (q·kᵀ, scale, masks, Softmax, ·v, with
 its rotation, the repeat of grouped KV heads and the concatenation with a
 KV cache) becomes one com.microsoft GroupQueryAttention node, as ONNX
-Runtime GenAI's models have it: do_rotary (half-split or interleaved,
-partial rotary) with the cos/sin caches the rope pass computes from the
-model's own values, the projections as [batch, seq, heads*head] rows,
-past/present KV in the op's [batch, kv_heads, seq, head] layout, the
-causal mask the op's own and a padding mask (one that depends on an
-attention_mask input) its attention_bias, position_ids given unless the
-positions are the op's own (0..S-1, or after the cache). Each block is
-checked on numbers against the model before it is fused. A block the op
-cannot express is left as it is, its rotation fused into RotaryEmbedding,
-and the report says why per block: a Where on the scores (GPT-J's and
-GPT-NeoX's causal mask), scores of rank 3, a norm of q or k after the
-rotation (Llama 4), cos/sin that depend on more than the positions
-(dynamic NTK), a mask that is not causal. ALiBi, T5 and the other schemes
-keep their blocks. A rewritten model with a cache runs several new tokens
-after it for one sequence only (the op's contract; verify's sweep does
-so). The default is keep.
+Runtime GenAI's models have it: do_rotary (half-split or interleaved) with
+the cos/sin caches the rope pass computes from the model's own values, the
+projections as [batch, seq, heads*head] rows, past/present KV in the op's
+[batch, kv_heads, seq, head] layout, the causal mask the op's own and a
+padding mask (one that depends on an attention_mask input, [batch, 1,
+queries or 1, keys]) its attention_bias, position_ids given (RotaryEmbedding
+before the op) unless the positions are the op's own (0..S-1, or after the
+cache). Each block is run both ways on numbers before it is fused. A block
+the op cannot express is left as it is, its rotation fused into
+RotaryEmbedding, and the report says why per block: a Where on the scores
+(GPT-J's and GPT-NeoX's causal mask), scores of rank 3, a norm of q or k
+after the rotation (Llama 4), cos/sin that depend on more than the
+positions (dynamic NTK), no causal mask, two masks that depend on inputs,
+a check on numbers that fails (KV heads repeated in another order). Only
+RoPE blocks are fused: ALiBi, T5 and the other schemes keep their blocks
+(no MultiHeadAttention with a bias, no opset-23 Attention op is written,
+so not with --rope-op onnx), and a model without a KV cache gets none. A
+rewritten model with a cache runs several new tokens after it for one
+sequence only (the op's contract; verify's sweep does so). The default is
+keep.
 
 Every node outside the encodings is kept as it was; nodes the rewrite
 leaves unused are removed. Before writing, both models run onnxpe verify's
