@@ -6,19 +6,24 @@
 // built, rewritten with the default passes (RoPE fused into
 // RotaryEmbedding; --max-positions as far as the points reach), and
 // rewritten with --attention fused (each block one
-// com.microsoft GroupQueryAttention), on prefills (batch 1, no cache) and
+// com.microsoft GroupQueryAttention), and the same shape built the way ONNX
+// Runtime GenAI's model builder writes it (testmodels' FormGenAIGQA: its
+// own weights, SkipSimplifiedLayerNormalization, GroupQueryAttention with
+// do_rotary; the reference of what a hand-built deployment reaches), on
+// prefills (batch 1, no cache) and
 // on one decoding step after a cache, with 1 and 2 intra-op threads, and
 // prints a Markdown table of the medians and the speed-ups (original time
 // over the rewrite's, measured in the same run). Run it with `make bench`
 // (needs `make ort`).
 //
-// The three models run in rotating order in each round (one warm-up run
+// The four models run in rotating order in each round (one warm-up run
 // each first), on values built once. With one thread ONNX Runtime runs on
 // the calling thread, so a run is timed by that thread's CPU time (a busy
 // shared machine inflates it less than the wall time); with more threads
 // by the wall time. The weights are written to side files as they are
-// made, so the models take little of the Go heap; each check compares the
-// rewrites' logits with the original's in ONNX Runtime.
+// made, so the models take little of the Go heap (the GenAI-style one is
+// built in memory and saved); each point compares the rewrites' logits
+// with the original's in ONNX Runtime.
 package main
 
 import (
@@ -91,16 +96,24 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+	dcfg := testmodels.DeployConfig{Layers: cfg.Layers, Hidden: cfg.Hidden, Heads: cfg.Heads, KVHeads: cfg.KVHeads, FFN: cfg.FFN,
+		Vocab: cfg.Vocab, RopeBase: cfg.RopeBase, MaxPositions: maxPos, Seed: 21}
+	genai := filepath.Join(dir, "genai.onnx")
+	if err := testmodels.BuildDeploy(testmodels.FormGenAIGQA, dcfg).Save(genai, graph.SaveOptions{}); err != nil {
+		fail(err)
+	}
+	runtime.GC()
+	paths = append(paths, genai)
 	models := make([]*graph.Model, len(paths))
 	for i, p := range paths {
 		if models[i], err = graph.Load(p); err != nil {
 			fail(err)
 		}
 	}
-	fmt.Printf("Llama: %d layers, hidden %d, %d heads, %d KV heads, MLP %d, vocabulary %d, float32; nodes %d (original), %d (rewrite), %d (fused: %d GroupQueryAttention)\n\n",
-		cfg.Layers, cfg.Hidden, cfg.Heads, cfg.KVHeads, cfg.FFN, cfg.Vocab, count(models[0], ""), count(models[1], ""), count(models[2], ""), count(models[2], "GroupQueryAttention"))
-	fmt.Println("| threads | run | original (ms) | rewrite (ms) | fused (ms) | rewrite speed-up | fused speed-up | max abs diff of logits (rewrite, fused) |")
-	fmt.Println("|---|---|---|---|---|---|---|---|")
+	fmt.Printf("Llama: %d layers, hidden %d, %d heads, %d KV heads, MLP %d, vocabulary %d, float32; nodes %d (original), %d (rewrite), %d (fused: %d GroupQueryAttention), %d (GenAI-style)\n\n",
+		cfg.Layers, cfg.Hidden, cfg.Heads, cfg.KVHeads, cfg.FFN, cfg.Vocab, count(models[0], ""), count(models[1], ""), count(models[2], ""), count(models[2], "GroupQueryAttention"), count(models[3], ""))
+	fmt.Println("| threads | run | original (ms) | rewrite (ms) | fused (ms) | GenAI-style (ms) | rewrite speed-up | fused speed-up | GenAI-style speed-up | fused / GenAI-style time | max abs diff of logits (rewrite, fused) |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	type point struct {
 		name      string
 		seq, past int
@@ -115,7 +128,13 @@ func main() {
 	for _, th := range threads {
 		for _, p := range points {
 			in := testmodels.LlamaInputs(cfg, 1, p.seq, p.past, 7)
-			ts, diffs, err := timeORT(paths, models, in, outputsLike(models[0], p.seq, p.past), th, *rounds)
+			ins := []map[string]*kernels.Tensor{in, in, in,
+				testmodels.DeployInputs(testmodels.FormGenAIGQA, dcfg, testmodels.DeployStep{Batch: 1, Seq: p.seq, Past: p.past}, 7)}
+			likes := make([]map[string]*kernels.Tensor, len(models))
+			for i, m := range models {
+				likes[i] = outputsLike(m, p.seq, p.past)
+			}
+			ts, diffs, err := timeORT(paths, models, ins, likes, 3, th, *rounds)
 			if err != nil {
 				fail(fmt.Errorf("%s, %d threads: %w", p.name, th, err))
 			}
@@ -123,8 +142,8 @@ func main() {
 			if th > 1 {
 				clock = "wall"
 			}
-			fmt.Printf("| %d (%s) | %s | %s | %s | %s | %.2fx | %.2fx | %.2g, %.2g |\n", th, clock, p.name, ms(ts[0]), ms(ts[1]), ms(ts[2]),
-				float64(ts[0])/float64(ts[1]), float64(ts[0])/float64(ts[2]), diffs[1], diffs[2])
+			fmt.Printf("| %d (%s) | %s | %s | %s | %s | %s | %.2fx | %.2fx | %.2fx | %.2f | %.2g, %.2g |\n", th, clock, p.name, ms(ts[0]), ms(ts[1]), ms(ts[2]), ms(ts[3]),
+				float64(ts[0])/float64(ts[1]), float64(ts[0])/float64(ts[2]), float64(ts[0])/float64(ts[3]), float64(ts[2])/float64(ts[3]), diffs[1], diffs[2])
 		}
 	}
 }
@@ -269,11 +288,12 @@ func threadCPU() time.Duration {
 }
 
 // timeORT opens the models in ONNX Runtime (threads intra-op threads,
-// optimisation level all), runs each once, compares the others' first
-// output (the logits) with the first model's, and times rounds runs of
-// each in rotating order: the medians, CPU time of the calling thread
-// with one thread, wall time otherwise.
-func timeORT(paths []string, models []*graph.Model, in, like map[string]*kernels.Tensor, threads, rounds int) ([]time.Duration, []float64, error) {
+// optimisation level all), runs each once on its inputs, compares the
+// first output (the logits) of models 1..same-1 (given the first one's
+// inputs) with the first one's, and times rounds runs of each in rotating order:
+// the medians, CPU time of the calling thread with one thread, wall time
+// otherwise.
+func timeORT(paths []string, models []*graph.Model, ins, likes []map[string]*kernels.Tensor, same, threads, rounds int) ([]time.Duration, []float64, error) {
 	runs := make([]func() error, len(paths))
 	vals := make([]*ortpeer.Values, len(paths))
 	for i, p := range paths {
@@ -282,7 +302,7 @@ func timeORT(paths []string, models []*graph.Model, in, like map[string]*kernels
 			return nil, nil, err
 		}
 		defer s.Close()
-		v, err := s.PrepareValues(in, like)
+		v, err := s.PrepareValues(ins[i], likes[i])
 		if err != nil {
 			return nil, nil, err
 		}
@@ -302,7 +322,7 @@ func timeORT(paths []string, models []*graph.Model, in, like map[string]*kernels
 	if err != nil {
 		return nil, nil, err
 	}
-	for i := 1; i < len(paths); i++ {
+	for i := 1; i < same; i++ {
 		got, err := vals[i].Output(0)
 		if err != nil {
 			return nil, nil, err
