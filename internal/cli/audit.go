@@ -84,17 +84,16 @@ func newCmdAudit(opts *auditOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit MODEL|FOLDER|PATTERN...",
 		Short: "Find the positional encodings of models: schemes, layers, parameters",
-		Long: `Audit reads a model and reports which positional-encoding schemes it uses
-(sinusoidal, learned_absolute, rope with its multimodal and 2-D forms,
-alibi, t5_relative_bias, relative_clipped, relative_sinusoidal of
-Transformer-XL and XLNet, disentangled of DeBERTa, complex_order,
-floater, nope), in which attention layers, with which
-parameters — from the graph alone: names, producer strings and metadata
-are never evidence. Candidate subgraphs are evaluated with onnxpe's
-kernels on probe positions and the parameters fitted from the values
-(RoPE base and scaling rule, ALiBi slopes, T5 buckets, ...). A value the
-file does not hold (frequencies given as an input, a cache in absent
-external data) is reported as null with a note.
+		Long: `Audit reads a model and reports which positional-encoding schemes it uses,
+in which attention layers, with which parameters — from the graph alone:
+names, producer strings and metadata are never evidence. Candidate
+subgraphs are evaluated with onnxpe's kernels on probe positions and the
+parameters fitted from the values (RoPE base and scaling rule, ALiBi
+slopes, T5 buckets, ...); each finding records the measurement that
+confirms it (its evidence). A value the file does not hold (frequencies
+given as an input, a cache in absent external data) is reported as null
+with a note. The schemes (onnxpe --help says what each is):
+` + wrapList(schemeNames, 72) + `
 
 Many models: each argument is a model file (whatever its name), a folder
 (every *.onnx file below it, recursively, in lexical order; other files
@@ -178,6 +177,23 @@ not be audited.
 	f.StringVar(&opts.SARIF, "sarif", "", "also write a SARIF 2.1.0 log to `FILE`: a result per policy violation and per finding of scheme unknown")
 	f.StringVar(&opts.JUnit, "junit", "", "also write JUnit XML to `FILE`: a test case per model and policy")
 	return cmd
+}
+
+// wrapList joins words with commas into lines of at most width columns.
+func wrapList(words []string, width int) string {
+	var lines []string
+	line := ""
+	for i, w := range words {
+		if i < len(words)-1 {
+			w += ","
+		}
+		if line != "" && len(line)+1+len(w) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		line = strings.TrimSpace(line + " " + w)
+	}
+	return strings.Join(append(lines, line), "\n")
 }
 
 // schemeNames are the schemes --require and --forbid take.

@@ -22,6 +22,7 @@ import (
 	"github.com/onnxpe/onnxpe/passes/scheme/sinusoidal"
 	"github.com/onnxpe/onnxpe/passes/scheme/t5"
 	"github.com/onnxpe/onnxpe/passes/scheme/unknown"
+	"github.com/onnxpe/onnxpe/passes/schemes"
 	"github.com/onnxpe/onnxpe/verify"
 	"github.com/spf13/cobra"
 )
@@ -196,4 +197,19 @@ func TestHelpExamplesRun(t *testing.T) {
 		t.Errorf("ran %d examples, expected every command's (at least 30)", ran)
 	}
 	t.Logf("%d examples ran, %d skipped", ran, skipped)
+}
+
+// TestCodegenHelpNamesEveryGenerator: `onnxpe codegen --help` lists the
+// functions of every scheme that has a code generator (a scheme added to
+// the list with one must be added to the help's table).
+func TestCodegenHelpNamesEveryGenerator(t *testing.T) {
+	code, out, _ := runCLI(t, "codegen", "--help")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, s := range schemes.All {
+		if s.Codegen != nil && !strings.Contains(out, "\n  "+s.Name) {
+			t.Errorf("codegen --help does not list the functions of %s", s.Name)
+		}
+	}
 }

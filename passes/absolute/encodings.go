@@ -225,7 +225,7 @@ func absoluteAt(w *work.Work, c *passes.Context, add *graph.Node, act, x *graph.
 	if !varies {
 		// The same rows everywhere, but maybe read from a table by an index
 		// that follows the position (a table whose rows happen to be equal).
-		if !indexFollowsPosition(w, pr, withFolded(w, x, cone)) {
+		if !indexFollowsPosition(w, pr, probe.FoldedCone(w, cone, x)) {
 			c.Miss("absolute", at, "the added value is the same at every position (not a position encoding)", 2)
 			return nil
 		}
@@ -249,7 +249,7 @@ func absoluteAt(w *work.Work, c *passes.Context, add *graph.Node, act, x *graph.
 	e.Evidence = ev
 	e.Layers = ReachedBlocks(w, add.Output(0), blocks)
 	e.Nodes = w.OrigNames(append([]*graph.Node{add}, cone...))
-	if sp, ok := fitSinusoidal(w, rows, int(d)); ok {
+	if sp, ok := FitSinusoid(rows, int(d)); ok {
 		e.Sin = &sp
 	}
 	return e
@@ -308,40 +308,9 @@ func rowsTol(w *work.Work, x *graph.Value, rows [][]float64) float64 {
 	return 64 * eps * (1 + top)
 }
 
-// reachedBlocks lists the blocks whose scores depend on v.
+// ReachedBlocks lists the blocks whose scores depend on v.
 func ReachedBlocks(w *work.Work, v *graph.Value, blocks []*attn.Block) []int {
-	reached := map[*graph.Node]bool{}
-	queue := []*graph.Value{v}
-	seen := map[*graph.Value]bool{v: true}
-	for len(queue) > 0 {
-		x := queue[0]
-		queue = queue[1:]
-		for _, u := range x.Uses() {
-			n := u.Node
-			if reached[n] {
-				continue
-			}
-			reached[n] = true
-			outs := n.Outputs()
-			if g := n.Graph(); g != nil && g != x.Graph() && g.Owner() != nil {
-				// A read from inside a subgraph reaches the node holding it.
-				outs = append(outs, g.Owner().Outputs()...)
-			}
-			for _, o := range outs {
-				if !seen[o] {
-					seen[o] = true
-					queue = append(queue, o)
-				}
-			}
-		}
-	}
-	var out []int
-	for _, b := range blocks {
-		if reached[b.Node()] || b.QK != nil && reached[b.QK] {
-			out = append(out, b.Index)
-		}
-	}
-	return out
+	return attn.Downstream(w, []*graph.Value{v}, blocks)
 }
 
 // startOffset is the table row read at the first position of a sequence
@@ -444,7 +413,7 @@ func (t tableView) Row(r int, buf []float64) []float64 {
 	return buf
 }
 
-// sinFit is a sinusoidal table read from rows.
+// SinFit is a sinusoidal table read from rows (FitSinusoid).
 type SinFit struct {
 	Layout string
 	Pairs  [][2]int // (sin column, cos column)
@@ -455,9 +424,13 @@ type SinFit struct {
 	Note   string
 }
 
-// fitSinusoidal checks whether rows (consecutive positions) are
-// sin/cos pairs with angles linear in the position.
-func fitSinusoidal(w *work.Work, rows [][]float64, d int) (SinFit, bool) {
+// FitSinusoid checks whether rows (consecutive positions, ascending) are
+// sin/cos pairs with angles linear in the position: the layout (which
+// columns pair), the frequency of every pair, the base and denominator
+// that give them (the denominator whose base is round) and the first
+// row's position. Stored sinusoids of other schemes (a relative sinusoid's
+// rows of consecutive distances) are read with it too.
+func FitSinusoid(rows [][]float64, d int) (SinFit, bool) {
 	if d%2 != 0 || len(rows) < 3 {
 		return SinFit{}, false
 	}
@@ -664,7 +637,7 @@ func embedLayerNorm(w *work.Work, c *passes.Context, n *graph.Node, blocks []*at
 	if !slices.ContainsFunc(rows, func(r []float64) bool { return !slices.Equal(r, rows[0]) }) {
 		e.Notes = append(e.Notes, equalRowsNote)
 	}
-	if sp, ok := fitSinusoidal(w, rows, e.Dim); ok {
+	if sp, ok := FitSinusoid(rows, e.Dim); ok {
 		e.Sin = &sp
 	}
 	return e

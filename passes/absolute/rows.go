@@ -68,7 +68,7 @@ func RowsAxis(t *kernels.Tensor) int {
 	}
 	varying := -1
 	for _, ax := range long {
-		if !constantAlong(t, ax) {
+		if !ConstantAlong(t, ax) {
 			if varying >= 0 {
 				return t.Rank() - 2
 			}
@@ -81,9 +81,9 @@ func RowsAxis(t *kernels.Tensor) int {
 	return varying
 }
 
-// constantAlong reports whether t's values are the same at every index of
+// ConstantAlong reports whether t's values are the same at every index of
 // axis (the others fixed).
-func constantAlong(t *kernels.Tensor, axis int) bool {
+func ConstantAlong(t *kernels.Tensor, axis int) bool {
 	inner := 1
 	for _, s := range t.Shape[axis+1:] {
 		inner *= s

@@ -2,7 +2,6 @@ package absolute
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes/probe"
@@ -23,26 +22,10 @@ func storedTable(w *work.Work, x *graph.Value, cone []*graph.Node, d int) (*grap
 	if tv, ax, r := probe.TableRead(w, cone); fits(tv, ax) {
 		return tv, ax, r
 	}
-	if tv, ax, r := probe.FixedTableRead(w, withFolded(w, x, cone)); fits(tv, ax) {
+	if tv, ax, r := probe.FixedTableRead(w, probe.FoldedCone(w, cone, x)); fits(tv, ax) {
 		return tv, ax, r
 	}
 	return nil, 0, 0
-}
-
-// withFolded is the cone of x with the nodes normalisation folded into x
-// or into a constant the cone reads: how its constants were computed.
-func withFolded(w *work.Work, x *graph.Value, cone []*graph.Node) []*graph.Node {
-	nodes := slices.Clone(cone)
-	consts := []*graph.Value{x}
-	for _, n := range cone {
-		consts = append(consts, n.Inputs()...)
-	}
-	for _, v := range consts {
-		if v != nil && w.IsConst(v) {
-			nodes = append(nodes, w.FoldedNodes(v)...)
-		}
-	}
-	return nodes
 }
 
 // Offset is the table row read at the encoding's first position, when

@@ -296,7 +296,7 @@ func blockScores(w *work.Work, p *probe.Probe, b *Block, bs *BlockSides, seed ui
 		if _, done := cuts[v]; done {
 			continue
 		}
-		t, err := fixedContent(w, p, v, seed+uint64(i))
+		t, err := FixedContent(w, p, v, seed+uint64(i))
 		if err != nil {
 			return nil, err
 		}
@@ -342,10 +342,10 @@ func stride(shape []int, ax int) int {
 	return n
 }
 
-// fixedContent is a value of v's shape under p holding one random vector
+// FixedContent is a value of v's shape under p holding one random vector
 // on its last axis (the features, of every head when they are packed)
 // repeated over all other axes: the same content at every position.
-func fixedContent(w *work.Work, p *probe.Probe, v *graph.Value, seed uint64) (*kernels.Tensor, error) {
+func FixedContent(w *work.Work, p *probe.Probe, v *graph.Value, seed uint64) (*kernels.Tensor, error) {
 	shape, ok := p.BindShape(w.Shape(v))
 	if !ok || len(shape) == 0 {
 		return nil, fmt.Errorf("the shape %s of %s is not known", w.ShapeString(w.Shape(v)), w.Name(v))

@@ -13,7 +13,10 @@ import (
 // content-to-position and position-to-content terms are such terms; the
 // block's own Terms (products added as they are) are Shaw's.
 type ScoreTerm struct {
-	// Prod is the product; Content and Pos its operands.
+	// Prod is the product; Content and Pos its operands. Pos may be a
+	// constant normalisation folded (a stored table projected by a
+	// layer's weights, all of it constant at fixed sizes); a constant
+	// stored as it is, a weight, makes the product a projection.
 	Prod         *graph.Node
 	Content, Pos *graph.Value
 	// Path are the nodes between the product and the score path, from the
@@ -82,7 +85,7 @@ func termsBack(w *work.Work, b *Block, adds map[*graph.Node]bool, v *graph.Value
 			return nil
 		}
 		other := n.Input(1 - min(acts[0], 1))
-		if other == nil || w.IsConst(other) || w.Roles.Of[other] == work.RoleParam {
+		if other == nil || w.Roles.Of[other] == work.RoleParam || w.IsConst(other) && w.FoldedFrom(other) == nil {
 			return nil // a projection of content by weights
 		}
 		t := ScoreTerm{Prod: n, Content: n.Input(acts[0]), Pos: other, Path: path, Scale: scale}

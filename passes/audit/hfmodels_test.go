@@ -103,8 +103,8 @@ func hfModels(t *testing.T) []hfModel {
 	dir := testmodels.HFModelsDir()
 	sums := readSums(t, filepath.Join(dir, "SHA256SUMS"))
 	paths, _ := filepath.Glob(filepath.Join(dir, "hf-*.json"))
-	if len(paths) != 28 || len(sums) != len(paths) {
-		t.Fatalf("%d truths and %d sums in %s, want 28 of each", len(paths), len(sums), dir)
+	if len(paths) != 40 || len(sums) != len(paths) {
+		t.Fatalf("%d truths and %d sums in %s, want 40 of each", len(paths), len(sums), dir)
 	}
 	var out []hfModel
 	for _, p := range paths {

@@ -1,6 +1,8 @@
 package probe
 
 import (
+	"slices"
+
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes/work"
 )
@@ -75,6 +77,25 @@ func TableRead(w *work.Work, cone []*graph.Node) (best *graph.Value, axis, rows 
 // a model whose shapes fix them.
 func FixedTableRead(w *work.Work, nodes []*graph.Node) (best *graph.Value, axis, rows int) {
 	return tableRead(w, nodes, true)
+}
+
+// FoldedCone is cone with the nodes normalisation folded into the
+// constants among vals and the cone's inputs: how those constants were
+// computed. A table read at positions the shapes fix, Gather(table,
+// 0..S-1), is folded into S rows, and the table still holds all of its
+// rows: FixedTableRead over the folded cone finds it.
+func FoldedCone(w *work.Work, cone []*graph.Node, vals ...*graph.Value) []*graph.Node {
+	nodes := slices.Clone(cone)
+	consts := slices.Clone(vals)
+	for _, n := range cone {
+		consts = append(consts, n.Inputs()...)
+	}
+	for _, v := range consts {
+		if v != nil && w.IsConst(v) {
+			nodes = append(nodes, w.FoldedNodes(v)...)
+		}
+	}
+	return nodes
 }
 
 func tableRead(w *work.Work, cone []*graph.Node, fixed bool) (best *graph.Value, axis, rows int) {

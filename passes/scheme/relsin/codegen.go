@@ -55,6 +55,9 @@ func EmitRelSin(g *emit.Gen, f *passes.Finding, suffix string) (*emit.Part, erro
 	if err != nil {
 		return nil, err
 	}
+	if ev.Stored != "" {
+		return nil, emit.Skip("the sinusoid is a stored table (%s) of the distances %s: the graph holds no arithmetic of it to write", ev.Stored, distanceSpan(ev.Distances))
+	}
 	if ev.Exact == nil {
 		return nil, emit.Skip("the sinusoid's arithmetic could not be read exactly (%s)", ev.ExactWhy)
 	}

@@ -12,7 +12,7 @@ import (
 	"slices"
 )
 
-// RelSinEvidence is what the relative-sinusoid detector measured.
+// Evidence is what the relative-sinusoid detector measured.
 type Evidence struct {
 	// Angles names the value holding distance·frequency (what Sin and Cos
 	// read); Table the sinusoid of the distances (the value the position
@@ -40,6 +40,11 @@ type Evidence struct {
 	Pairs    [][2]int
 	Exact    *probe.Angles
 	ExactWhy string
+	// Stored names the constant holding the sinusoid when the graph reads
+	// it at fixed distances (a fixed-size export, ONNX Runtime's constant
+	// folding): its rows are Sample, at Distances, for keys S long. Such
+	// a finding is not rewritten, extended or generated.
+	Stored string
 }
 
 // RelSinBlock is one layer's position term.
@@ -68,7 +73,20 @@ the distances of the rows (klen-1 .. 0 is Transformer-XL's, klen ..
 -qlen+1 XLNet's), the frequencies (dim and base, fitted as
 base^(-2i/dim)) and the distance where the rows stop growing (clamp_len).
 q plus a bias in both the content and the position scores are the global
-biases u and v.`,
+biases u and v.
+
+A sinusoid stored as a constant the layers project (an export at fixed
+sizes, ONNX Runtime's constant folding: no Sin or Cos in the graph) is
+read from its rows: sin/cos pairs with angles linear in the distance
+(layout, frequencies and base fitted as a stored absolute sinusoid), each
+row at the distance its slowest pair's phase gives; those distances, for
+the queries and keys the scores' shape fixes, give the variant and
+clamp_len. A clamp the stored distances do not reach is null with a
+note. A constant holding a row per query and key (its values change
+along two axes) whose rows depend on key - query alone and stop changing
+beyond some distance is a clipped relative embedding stored whole
+(Shaw's, as Nezha's), not a sinusoid giving every distance its own row,
+and gives no finding.`,
 	Requires: []passes.Analyzer{work.Normalize, attn.Blocks},
 	Run:      runRelSin,
 }
@@ -231,29 +249,14 @@ func relSinAt(w *work.Work, b *attn.Block, t attn.ScoreTerm) (*passes.Finding, s
 	} else if table = distanceTable(w, cone); table != nil {
 		src = tableAngles(w, table) // stored, gathered by distance (onnxpe rewrite's form)
 	} else {
-		return nil, "" // not a sinusoid (DeBERTa's terms, say)
+		return storedAt(w, b, t, cone) // stored, read at fixed distances, or not a sinusoid
 	}
 	const S = 4
 	pos, omega, _, why := distanceAngles(w, src, S)
 	if pos == nil {
 		return nil, why
 	}
-	// Refine the frequencies over a longer span (still below any clamp the
-	// distances show).
-	if p8, _, rows8, _ := distanceAngles(w, src, 8); p8 != nil && len(rows8[0]) == len(omega) {
-		steady := true
-		for r := 1; r < len(p8); r++ {
-			if math.Abs(p8[r]-p8[r-1]) != 1 {
-				steady = false
-			}
-		}
-		if steady {
-			n := float64(len(p8) - 1)
-			for j := range omega {
-				omega[j] = math.Abs(rows8[0][j]-rows8[len(rows8)-1][j]) / n
-			}
-		}
-	}
+	refineOmega(w, src, omega)
 	params := &Params{Dim: 2 * len(omega)}
 	var notes []string
 	first, last := pos[0], pos[len(pos)-1]
@@ -273,56 +276,11 @@ func relSinAt(w *work.Work, b *attn.Block, t attn.ScoreTerm) (*passes.Finding, s
 	} else {
 		notes = append(notes, "base: the frequencies are not base^(-2i/dim)")
 	}
-	// clamp_len: the longest distance the rows reach when longer sequences
-	// would need more.
 	if params.Variant != "" {
-		for L := 16; L <= 1<<14; L *= 4 {
-			p := distancesAt(w, src, L, omega)
-			if p == nil {
-				break
-			}
-			hi, lo := expect(L)
-			gotHi, gotLo := slices.Max(p), slices.Min(p)
-			if gotHi < hi || gotLo > lo {
-				c := int(math.Max(math.Abs(gotHi), math.Abs(gotLo)))
-				params.ClampLen = &c
-				break
-			}
-		}
+		params.ClampLen = computedClamp(w, src, omega, expect)
 	}
-	// The global biases: q plus a constant in both the position term and
-	// the content scores.
-	ev := RelSinBlock{Layer: b.Index, Prod: w.OrigName(t.Prod), Content: w.Name(t.Content), Pos: w.Name(t.Pos)}
-	nodes := append([]*graph.Node{t.Prod}, t.Path...)
+	ev, nodes := blockTerm(w, b, t, params, &notes)
 	nodes = append(nodes, cone...)
-	qv, vAdd := biasedQ(w, t.Content)
-	if vAdd != nil {
-		for _, qk := range []*graph.Value{b.QK.Input(0), b.QK.Input(1)} {
-			if qu, uAdd := biasedQ(w, qk); uAdd != nil && attn.OpRoot(w, qu) == attn.OpRoot(w, qv) {
-				params.GlobalBiases = true
-				ev.U, ev.V = w.Name(uAdd.Input(1-w.ActInputs(uAdd)[0])), w.Name(vAdd.Input(1-w.ActInputs(vAdd)[0]))
-				nodes = append(nodes, uAdd, vAdd)
-			}
-		}
-	}
-	// The relative shift.
-	ops := map[string]bool{}
-	for _, n := range t.Path {
-		ops[n.OpType] = true
-		if n.OpType != "Add" && n.OpType != "Mul" && n.OpType != "Div" {
-			ev.Shift = append(ev.Shift, w.OrigName(n))
-		}
-	}
-	switch {
-	case ops["Concat"] && ops["Reshape"] && ops["Slice"]:
-		params.RelShift = "pad_reshape_slice"
-	case ops["Reshape"] && ops["Slice"]:
-		// XLNet's rel_shift_bnij: the columns kept by index_select of
-		// 0..klen-1, or by a slice (ONNX Runtime rewrites one into the other).
-		params.RelShift = "reshape_slice"
-	default:
-		notes = append(notes, "rel_shift: the position scores reach the scores without a pad/reshape/slice shift")
-	}
 	rev := &Evidence{S: 32, Omega: omega, Blocks: []RelSinBlock{ev}}
 	if angles != nil {
 		rev.Angles = w.Name(angles)
@@ -345,6 +303,81 @@ func relSinAt(w *work.Work, b *attn.Block, t attn.ScoreTerm) (*passes.Finding, s
 	f := &passes.Finding{Scheme: Name, Layers: []int{b.Index}, Params: params, Notes: notes, Evidence: rev}
 	f.Nodes = w.OrigNames(nodes)
 	return f, ""
+}
+
+// refineOmega measures the frequencies again over a longer span (still
+// below any clamp the distances show).
+func refineOmega(w *work.Work, src angleSource, omega []float64) {
+	p8, _, rows8, _ := distanceAngles(w, src, 8)
+	if p8 == nil || len(rows8[0]) != len(omega) {
+		return
+	}
+	for r := 1; r < len(p8); r++ {
+		if math.Abs(p8[r]-p8[r-1]) != 1 {
+			return
+		}
+	}
+	n := float64(len(p8) - 1)
+	for j := range omega {
+		omega[j] = math.Abs(rows8[0][j]-rows8[len(rows8)-1][j]) / n
+	}
+}
+
+// computedClamp is clamp_len of computed angles: the longest distance the
+// rows reach when longer sequences would need more (nil: not clamped up
+// to length 16384). expect gives the distances a length needs.
+func computedClamp(w *work.Work, src angleSource, omega []float64, expect func(S int) (float64, float64)) *int {
+	for L := 16; L <= 1<<14; L *= 4 {
+		p := distancesAt(w, src, L, omega)
+		if p == nil {
+			return nil
+		}
+		hi, lo := expect(L)
+		gotHi, gotLo := slices.Max(p), slices.Min(p)
+		if gotHi < hi || gotLo > lo {
+			c := int(math.Max(math.Abs(gotHi), math.Abs(gotLo)))
+			return &c
+		}
+	}
+	return nil
+}
+
+// blockTerm is what a block's position term shows whichever way its
+// sinusoid is held: the global biases (q plus a constant in both the
+// position term and the content scores) and the relative shift, set in
+// params (notes when the shift is not one); it returns the block's
+// evidence and the nodes of the term.
+func blockTerm(w *work.Work, b *attn.Block, t attn.ScoreTerm, params *Params, notes *[]string) (RelSinBlock, []*graph.Node) {
+	ev := RelSinBlock{Layer: b.Index, Prod: w.OrigName(t.Prod), Content: w.Name(t.Content), Pos: w.Name(t.Pos)}
+	nodes := append([]*graph.Node{t.Prod}, t.Path...)
+	qv, vAdd := biasedQ(w, t.Content)
+	if vAdd != nil {
+		for _, qk := range []*graph.Value{b.QK.Input(0), b.QK.Input(1)} {
+			if qu, uAdd := biasedQ(w, qk); uAdd != nil && attn.OpRoot(w, qu) == attn.OpRoot(w, qv) {
+				params.GlobalBiases = true
+				ev.U, ev.V = w.Name(uAdd.Input(1-w.ActInputs(uAdd)[0])), w.Name(vAdd.Input(1-w.ActInputs(vAdd)[0]))
+				nodes = append(nodes, uAdd, vAdd)
+			}
+		}
+	}
+	ops := map[string]bool{}
+	for _, n := range t.Path {
+		ops[n.OpType] = true
+		if n.OpType != "Add" && n.OpType != "Mul" && n.OpType != "Div" {
+			ev.Shift = append(ev.Shift, w.OrigName(n))
+		}
+	}
+	switch {
+	case ops["Concat"] && ops["Reshape"] && ops["Slice"]:
+		params.RelShift = "pad_reshape_slice"
+	case ops["Reshape"] && ops["Slice"]:
+		// XLNet's rel_shift_bnij: the columns kept by index_select of
+		// 0..klen-1, or by a slice (ONNX Runtime rewrites one into the other).
+		params.RelShift = "reshape_slice"
+	default:
+		*notes = append(*notes, "rel_shift: the position scores reach the scores without a pad/reshape/slice shift")
+	}
+	return ev, nodes
 }
 
 // distancesAt evaluates the angles at probe length L and divides them by

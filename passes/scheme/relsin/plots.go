@@ -30,6 +30,9 @@ func relativeTable(ids *plot.IDs, ev *Evidence) *plot.Figure {
 	desc := fmt.Sprintf("Heat map of the sinusoid of relative distances the position scores project, %d rows by %d columns at query and key length %d, values from %s to %s.",
 		len(ev.Sample), len(ev.Sample[0]), ev.S, plot.NumLabel(cb.Vmin), plot.NumLabel(cb.Vmax))
 	caption := fmt.Sprintf("The relative sinusoid table (%s) the graph computes for queries and keys %d long: one row per relative distance (the next plot gives each row's distance), sin and cos of distance·frequency in its columns.", ev.Table, ev.S)
+	if ev.Stored != "" {
+		caption = fmt.Sprintf("The relative sinusoid table (%s) the graph stores for its %d keys: one row per relative distance (the next plot gives each row's distance, read from the row), sin and cos of distance·frequency in its columns.", ev.Stored, ev.S)
+	}
 	return plot.HeatmapFigure(ids, "relative_table", "Relative sinusoid table", desc, caption, cb, hm)
 }
 

@@ -41,6 +41,9 @@ func relSin(r *rewrite.Rewrite, w *work.Work, f *passes.Finding) error {
 	if !ok {
 		return fmt.Errorf("%w: no relative sinusoid evidence", rewrite.ErrRewrite)
 	}
+	if ev.Stored != "" {
+		return rewrite.Unchanged("the sinusoid is stored already (%s, read at the distances %s)", ev.Stored, distanceSpan(ev.Distances))
+	}
 	if ev.Angles == "" {
 		return fmt.Errorf("%w: the sinusoid is already a stored table", rewrite.ErrRewrite)
 	}
@@ -87,4 +90,13 @@ func relSin(r *rewrite.Rewrite, w *work.Work, f *passes.Finding) error {
 	idx := r.Op1("Add", []*graph.Value{r.CastInt64(dm, w.ElemType(dist)), r.ScalarInt(int64(n))})
 	tm.ReplaceKeepingName(rewrite.Typed(r.Op1("Gather", []*graph.Value{tab, idx}, graph.IntAttr("axis", 0)), dt, 2))
 	return nil
+}
+
+// distanceSpan prints the distances of a stored sinusoid's rows, first to
+// last.
+func distanceSpan(d []float64) string {
+	if len(d) == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%g .. %g", d[0], d[len(d)-1])
 }

@@ -35,7 +35,7 @@ global biases u and v, aligned to key - query by a relative shift.`,
 	Rewrites: []scheme.Rewrite{{Name: "relative_sinusoidal", Pass: Rewrite, Help: `Transformer-XL's and XLNet's sinusoid of relative
 distances becomes a [2N+1, dim] table gathered at the
 distances (which stay computed, clamp_len included)`}},
-	Extend:  &rewrite.Extender{Plan: rewrite.PlanRelative},
+	Extend:  &rewrite.Extender{Plan: planRelSin},
 	Codegen: &emit.Generator{Emit: EmitRelSin, Templates: templates},
 	Plots:   Plots,
 	Lower:   nil,

@@ -1,6 +1,7 @@
 package rope_test
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -142,6 +143,59 @@ func TestNearMisses(t *testing.T) {
 			st.Executes(t, m, 6)
 			fs, trace := st.Detect(t, m, rope.Detect)
 			st.WantMiss(t, fs, trace, "rope", c.reason)
+		})
+	}
+}
+
+// TestStoredTableAtFixedPositions: GPT-J's and CodeGen's form, a stored
+// [rows, rd] table of cat(sin, cos) read at the positions, split, each
+// column repeated twice (repeat_interleave) and rotate_every_two on the
+// first rd dims. Exported with dynamic shapes the table is read at
+// positions that follow the length; exported with fixed shapes (a static
+// export, or the inputs pinned) the positions are constant and
+// normalisation folds the read into a constant of the rows read. Either
+// way the file holds the table: max_positions is its row count.
+func TestStoredTableAtFixedPositions(t *testing.T) {
+	const rows, hd, rd = 64, 16, 8
+	inv := st.InvFreq(10000, rd)
+	table := make([]float32, rows*rd)
+	for p := 0; p < rows; p++ {
+		for i, w := range inv {
+			a := float64(p) * float64(w)
+			table[p*rd+i] = float32(math.Sin(a))
+			table[p*rd+rd/2+i] = float32(math.Cos(a))
+		}
+	}
+	build := func() *graph.Model {
+		return st.BuildExporterForm(st.ExporterForm{Name: "stored_sincos_table", Heads: 2, HD: hd,
+			Rope: func(e *st.Env, q, k *graph.Value) (*graph.Value, *graph.Value) {
+				sincos := e.Op("Gather", e.Axis(0), e.Floats([]int64{rows, rd}, table), e.RangeS()) // [S, rd]
+				twice := func(x *graph.Value) *graph.Value {                                        // repeat_interleave(x, 2, -1)
+					u := e.Op("Unsqueeze", nil, x, e.Ints(-1))
+					ex := e.Op("Expand", nil, u, e.Ints(1, 1, 2))
+					return e.Op("Reshape", nil, ex, e.Ints(0, rd))
+				}
+				sin := twice(e.Op("Slice", nil, sincos, e.Ints(0), e.Ints(rd/2), e.Ints(-1)))
+				cos := twice(e.Op("Slice", nil, sincos, e.Ints(rd/2), e.Ints(rd), e.Ints(-1)))
+				return st.ApplyRope(q, k, func(x *graph.Value) *graph.Value {
+					return rotatePartial(e, x, cos, sin, rd, func(xr *graph.Value) *graph.Value { return st.RotPairsSliceKeep(e, xr, rd) })
+				})
+			}})
+	}
+	want := map[string]any{"layout": "interleaved", "base": 10000.0, "head_dim": hd, "rotary_dim": rd, "num_heads": 2,
+		"num_kv_heads": 2, "scaling": "none", "max_positions": rows}
+	for _, seq := range []int64{0, 10} {
+		t.Run(fmt.Sprintf("seq_%d", seq), func(t *testing.T) {
+			m := build()
+			if seq > 0 {
+				for _, v := range m.Graph.Inputs {
+					v.Type = graph.TensorType(v.Type.ElemType(), graph.Dims(1, seq))
+				}
+			} else {
+				st.Executes(t, m, 6)
+			}
+			fs, trace := st.Detect(t, m, rope.Detect)
+			st.WantParams(t, st.Only(t, fs, trace), want)
 		})
 	}
 }

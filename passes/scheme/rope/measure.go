@@ -287,7 +287,17 @@ func measureAt(w *work.Work, p *probe.Probe, s *attn.Side) (*rotation, string) {
 		}
 	}
 	cone := w.Cone(s.Pos...)
-	if tv, rows := probe.PositionTable(w, cone); tv != nil {
+	tv, rows := probe.PositionTable(w, cone)
+	if tv == nil && !r.synthetic && r.axial == nil {
+		// Positions the shapes fix (a static export): normalisation folded
+		// the table's read into the rows read, and the table still holds
+		// all of its rows. A table of fewer rows than the positions measured
+		// is not what they were read from.
+		if fv, _, fr := probe.FixedTableRead(w, probe.FoldedCone(w, cone, s.Pos...)); fv != nil && fr >= r.seq {
+			tv, rows = fv, fr
+		}
+	}
+	if tv != nil {
 		r.table, r.tableRows = w.Name(tv), rows
 		if r.half && !r.synthetic && r.axial == nil && probe.ReadsPositions(w, cone) {
 			refineOverTable(w, s, r)

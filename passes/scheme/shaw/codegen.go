@@ -42,6 +42,9 @@ func EmitShaw(g *emit.Gen, f *passes.Finding, suffix string) (*emit.Part, error)
 	if ev == nil || p == nil || len(ev.Blocks) == 0 {
 		return nil, emit.Skip("no evidence of the relative tables")
 	}
+	if ev.Stored != "" {
+		return nil, emit.Skip("the relative embeddings are stored whole (%s, [queries, keys, dim]): no table of distances and no index to write", ev.Stored)
+	}
 	d := &shawData{MaxRel: ev.Radius, Dim: p.Dim, Rows: 2*ev.Radius + 1, Sign: 1, Clipped: p.Clipped}
 	if p.Distance == "query_minus_key" {
 		d.Sign = -1

@@ -22,6 +22,13 @@ type Evidence struct {
 	// Radius is the table's row of distance 0: the table holds the
 	// distances -Radius..Radius (2·Radius + 1 rows).
 	Radius int
+	// Stored names the constant holding the relative embeddings whole,
+	// [queries, keys, dim], when no index reads a table of distances
+	// (storedAt): IndexMap then numbers the distances by their
+	// embeddings (equal embeddings, one number), Radius is the clipping,
+	// and Held the number of queries and keys the table holds.
+	Stored string
+	Held   int
 }
 
 // ShawBlock is one layer's relative tables.
@@ -44,10 +51,13 @@ content, is a relative key embedding when that value gathers a table by
 an index computed from positions. Evaluating the index over the probe's
 query and key positions gives its relation to key - query: the direction
 (key_minus_query or query_minus_key), the clipping (the index saturates),
-and max_relative_position from the table's rows. A product of the
-attention weights with such a table on the output side is the relative
-value embedding.`,
-	Requires: []passes.Analyzer{work.Normalize, attn.Blocks},
+and max_relative_position from the table's rows. Embeddings stored whole
+as a [queries, keys, dim] table (no index in the graph) are read by what
+the term adds to the scores with q cut to one vector at every position:
+a function of key - query whose distances beyond ±k read the values of
+±k. A product of the attention weights with such a table on the output
+side is the relative value embedding.`,
+	Requires: []passes.Analyzer{work.Normalize, attn.Blocks, attn.Sides},
 	Run:      runShaw,
 }
 
@@ -55,15 +65,16 @@ func runShaw(c *passes.Context) ([]*passes.Finding, error) {
 	w := work.Of(c)
 	var out []*passes.Finding
 	tables := map[*graph.Value]bool{}
+	sides := passes.Result(c, attn.Sides)
 	for _, b := range passes.Result(c, attn.Blocks) {
 		for _, term := range b.Terms {
-			f, table, why := shawAt(w, b, term)
+			f, table, why := shawAt(w, b, sides, term)
 			if f == nil {
 				c.Miss("relative_clipped", w.OrigName(term), why, 1)
 				continue
 			}
 			tables[table] = true
-			out = w.MergeFinding(out, f, nil)
+			out = w.MergeFinding(out, f, sameForm)
 		}
 	}
 	for _, f := range out {
@@ -71,6 +82,15 @@ func runShaw(c *passes.Context) ([]*passes.Finding, error) {
 		p.PerLayerTables = len(f.Layers) > 1 && len(tables) >= len(f.Layers)
 	}
 	return out, nil
+}
+
+// sameForm reports whether two findings read their embeddings alike:
+// both gathered by an index, or both stored whole (their evidence is not
+// merged across the two).
+func sameForm(g, f *passes.Finding) bool {
+	ge, _ := g.Evidence.(*Evidence)
+	fe, _ := f.Evidence.(*Evidence)
+	return ge != nil && fe != nil && (ge.Stored == "") == (fe.Stored == "")
 }
 
 // relTable finds the table a position-side value gathers by a computed
@@ -84,7 +104,7 @@ func relTable(w *work.Work, v *graph.Value) (*graph.Node, bool) {
 	return nil, false
 }
 
-func shawAt(w *work.Work, b *attn.Block, term *graph.Node) (*passes.Finding, *graph.Value, string) {
+func shawAt(w *work.Work, b *attn.Block, sides map[*attn.Block]*attn.BlockSides, term *graph.Node) (*passes.Finding, *graph.Value, string) {
 	var e *graph.Value
 	for _, in := range term.Inputs() {
 		if in != nil && !w.IsAct(in) && !w.IsConst(in) {
@@ -96,7 +116,7 @@ func shawAt(w *work.Work, b *attn.Block, term *graph.Node) (*passes.Finding, *gr
 	}
 	g, ok := relTable(w, e)
 	if !ok {
-		return nil, nil, "the operand does not gather a table by a computed index"
+		return storedAt(w, b, sides[b], term, e)
 	}
 	table := g.Input(0)
 	rows, dim := int(table.Const.Dims()[0]), int(table.Const.Dims()[1])

@@ -22,16 +22,27 @@ func shawClipping(ids *plot.IDs, ev *Evidence, p *Params) *plot.Figure {
 	c := &plot.Chart{Title: "Relative embedding row per relative position", XLabel: "relative position key − query", YLabel: "table row", X: xsc, Y: plot.LinScale(0, hi, true).Padded(0.04)}
 	c.Series = []plot.Series{{Xs: xs, Ys: ys, Style: plot.StylePoints, Color: Color}}
 	caption := fmt.Sprintf("The row of the relative embedding table the graph reads for each relative position from −%d to %d.", ev.MaxRel, ev.MaxRel)
+	if ev.Stored != "" {
+		c.YLabel = "embedding (equal: one number)"
+		caption = fmt.Sprintf("The relative embeddings stored whole in %s, numbered by value for each relative position from −%d to %d: positions of one number read equal embeddings.", ev.Stored, ev.MaxRel, ev.MaxRel)
+	}
 	if p != nil {
 		if p.Clipped && p.MaxRelativePosition != nil {
 			m := *p.MaxRelativePosition
 			c.Vlines = []plot.RefLine{{V: float64(-m), Label: fmt.Sprintf("−%d", m)}, {V: float64(m), Label: fmt.Sprintf("%d", m)}}
-			caption += fmt.Sprintf(" Distances beyond ±%d are clipped to the first and last rows.", m)
+			if ev.Stored != "" {
+				caption += fmt.Sprintf(" Distances beyond ±%d read the embeddings of ±%d.", m, m)
+			} else {
+				caption += fmt.Sprintf(" Distances beyond ±%d are clipped to the first and last rows.", m)
+			}
 		} else {
 			caption += " The index did not saturate in this range."
 		}
 	}
 	desc := fmt.Sprintf("Plot of the table row against the relative position, from %d to %d, rows 0 to %d.", -ev.MaxRel, ev.MaxRel, int(hi))
+	if ev.Stored != "" {
+		desc = fmt.Sprintf("Plot of the number of the stored embedding against the relative position, from %d to %d, numbers 0 to %d.", -ev.MaxRel, ev.MaxRel, int(hi))
+	}
 	return plot.StackFigure(ids, "shaw_clipping", "Shaw clipping", desc, caption, c)
 }
 
