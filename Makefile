@@ -96,7 +96,7 @@ demo: build
 	./$(BIN) codegen $(DEMO_MODEL) --lang go --package ropellama --module example.com/ropellama -o $(DEMO_CODEGEN)
 	cd $(DEMO_CODEGEN) && $(GO) test
 
-## bench: Go benchmarks, the memory checks of inspect, audit and convert, onnxpe vs ONNX Runtime, rewritten vs original models, models of billions of parameters (bench/large.sh: hours, and 41 GB of disk under /tmp; figures for BENCHMARKS.md)
+## bench: Go benchmarks, the memory checks of inspect, audit and convert, onnxpe vs ONNX Runtime, rewritten vs original models, a realistic-width Llama against its rewrite and its --attention fused rewrite in ONNX Runtime, models of billions of parameters (bench/large.sh: hours, and 41 GB of disk under /tmp; figures for BENCHMARKS.md)
 bench: ort
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	bash bench/inspect_rss.sh
@@ -104,6 +104,7 @@ bench: ort
 	bash bench/convert_rss.sh
 	CGO_ENABLED=1 ONNXPE_ORT_LIB=$(ORT_LIB) $(GO) run -tags ort ./bench/vsort
 	CGO_ENABLED=1 ONNXPE_ORT_LIB=$(ORT_LIB) $(GO) run -tags ort ./bench/rewrite
+	CGO_ENABLED=1 ONNXPE_ORT_LIB=$(ORT_LIB) $(GO) run -tags ort ./bench/attention
 	bash bench/large.sh
 
 proto:

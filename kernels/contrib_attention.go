@@ -128,7 +128,9 @@ func gqaRotate(x []float32, B, S, heads, h0, h1, H, rd int, interleaved bool, co
 // past_key, past_value (B, Nkv, P, H); seqlens_k (B) int32, the valid
 // length of each sequence minus one; total_sequence_length (int32
 // scalar); cos_cache, sin_cache (max_position, rotary_dim/2) for
-// do_rotary; position_ids (B, S) int64; attention_bias (B|1, Nq|1, S,
+// do_rotary; position_ids (B, S) int64 (on a first prompt only its first
+// element counts: row b's token s is at position_ids[0, 0] + s, as ONNX
+// Runtime 1.30's CPU kernel reads them); attention_bias (B|1, Nq|1, S,
 // total); head_sink (Nq).
 //
 // Outputs: output (B, S, Nq*H); present_key, present_value (B, Nkv,
@@ -275,6 +277,15 @@ func groupQueryAttention(c *Call, in []*Tensor) ([]*Tensor, error) {
 				}
 			}
 			pos = func(b, s int) int { return int(p[b*w+s]) }
+			if firstPrompt {
+				// ONNX Runtime 1.30 (CPU) reads one first position on a
+				// prompt, position_ids[0, 0], and numbers every row's
+				// tokens from it; per token only after a past.
+				if p[0]+int64(S) > int64(maxPos) {
+					return nil, fmt.Errorf("positions %d..%d exceed the cos/sin cache of %d rows", p[0], p[0]+int64(S)-1, maxPos)
+				}
+				pos = func(_, s int) int { return int(p[0]) + s }
+			}
 		case firstPrompt:
 			if S > maxPos {
 				return nil, fmt.Errorf("%d positions exceed the cos/sin cache of %d rows", S, maxPos)

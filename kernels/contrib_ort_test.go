@@ -329,6 +329,47 @@ func TestDifferentialGroupQueryAttention(t *testing.T) {
 	}
 }
 
+// TestDifferentialGroupQueryAttentionPositionIDs: do_rotary with
+// position_ids as ONNX Runtime 1.30 reads them: on a first prompt one first
+// position (position_ids[0, 0]) numbers every row's tokens (repeated or
+// shifted ids of a row are not read), after a past every token's own.
+func TestDifferentialGroupQueryAttentionPositionIDs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 1))
+	const nq, nkv, H = 4, 2, 16
+	for _, tc := range []struct {
+		name    string
+		B, S, P int
+		pos     []int64
+	}{
+		{"interactive_repeat", 1, 4, 4, []int64{4, 5, 5, 6}},
+		{"decode_rows", 2, 1, 4, []int64{7, 2}},
+		{"b1_plain", 1, 6, 0, []int64{0, 1, 2, 3, 4, 5}},
+		{"b1_repeat", 1, 6, 0, []int64{0, 1, 2, 2, 3, 4}},
+		{"b1_shift", 1, 6, 0, []int64{3, 4, 5, 6, 7, 8}},
+		{"b2_row1_repeat", 2, 6, 0, []int64{0, 1, 2, 3, 4, 5, 0, 1, 2, 2, 3, 4}},
+		{"b2_row1_shift", 2, 6, 0, []int64{0, 1, 2, 3, 4, 5, 5, 6, 7, 8, 9, 10}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs, sn := cosSin(64, H/2, 10000)
+			ins := make([]*kernels.Tensor, 10)
+			ins[0], ins[1], ins[2] = rnd(rng, 1, tc.B, tc.S, nq*H), rnd(rng, 1, tc.B, tc.S, nkv*H), rnd(rng, 1, tc.B, tc.S, nkv*H)
+			sl := make([]int32, tc.B)
+			for i := range sl {
+				sl[i] = int32(tc.S + tc.P - 1)
+			}
+			if tc.P > 0 {
+				ins[3], ins[4] = rnd(rng, 1, tc.B, nkv, tc.P, H), rnd(rng, 1, tc.B, nkv, tc.P, H)
+			}
+			ins[5] = i32([]int{tc.B}, sl...)
+			ins[6] = kernels.Scalar(int32(tc.S + tc.P))
+			ins[7], ins[8] = cs, sn
+			ins[9] = i64s([]int{tc.B, tc.S}, tc.pos...)
+			c := opCase{domain: "com.microsoft", op: "GroupQueryAttention", attrs: attrsOf("num_heads", nq, "kv_num_heads", nkv, "do_rotary", 1), ins: ins, outs: []bool{true, true, true}}
+			diffCase(t, c)
+		})
+	}
+}
+
 // trimNil drops trailing absent inputs.
 func trimNil(ins []*kernels.Tensor) []*kernels.Tensor {
 	for len(ins) > 0 && ins[len(ins)-1] == nil {

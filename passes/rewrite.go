@@ -16,6 +16,12 @@ type RewriteOptions struct {
 	// T5Op is T5Table (default: a precomputed table gathered by relative
 	// positions) or T5Microsoft (com.microsoft RelativePositionBias).
 	T5Op string
+	// Attention is AttentionKeep (default: the attention blocks stay as
+	// they are, their encodings rewritten) or AttentionFused (each block
+	// whose encoding the audit found becomes, with it, one deployed
+	// attention op where the op expresses it: RoPE decoders
+	// com.microsoft GroupQueryAttention with do_rotary).
+	Attention string
 }
 
 // Values of RewriteOptions.
@@ -26,6 +32,8 @@ const (
 	ALiBiFuse       = "fuse"
 	T5Table         = "table"
 	T5Microsoft     = "com.microsoft"
+	AttentionKeep   = "keep"
+	AttentionFused  = "fused"
 	// DefaultMaxPositions sizes caches and tables of encodings computed in
 	// the graph, which no stored table bounds.
 	DefaultMaxPositions = 4096

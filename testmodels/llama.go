@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/kernels"
 )
 
 // LlamaConfig shapes a Llama-style decoder built by Llama.
@@ -48,6 +49,13 @@ type LlamaConfig struct {
 	// token i by i (Range(0, seq), as exports of models that count
 	// positions from 0 have it).
 	NoPositionIDs bool
+	// KVCache gives every layer a KV cache as Hugging Face's exports with
+	// past_key_values have it: inputs past_key_values.L.key/value [batch,
+	// kv_heads, past, head_dim] concatenated before the new (rotated) keys
+	// and values, outputs present.L.key/value [batch, kv_heads, past + seq,
+	// head_dim], the causal mask [seq, past + seq] (query i sees the keys
+	// up to past + i). It needs position_ids.
+	KVCache bool
 	// Store, when set, receives each weight as it is made and returns the
 	// tensor the model holds instead (a caller building a model larger
 	// than memory writes the bytes to a side file and returns
@@ -167,6 +175,9 @@ func Llama(cfg LlamaConfig) *graph.Model {
 	if cfg.NoPositionIDs && (cfg.RoPE != RopeComputed || cfg.Opset < 11) {
 		panic("testmodels: a Llama without position ids computes its RoPE (Range needs opset 11)")
 	}
+	if cfg.KVCache && (cfg.NoPositionIDs || cfg.Opset < 14) {
+		panic("testmodels: a Llama with a KV cache takes position_ids (and Trilu needs opset 14)")
+	}
 	if cfg.DType != 0 && cfg.DType != graph.Float && cfg.DType != graph.Float16 && cfg.DType != graph.BFloat16 {
 		panic("testmodels: a Llama is built in float32, float16 or bfloat16")
 	}
@@ -282,18 +293,37 @@ func Llama(cfg LlamaConfig) *graph.Model {
 		sinCache = table("sin_cache", math.Sin, false)
 	}
 
-	// Causal mask from the sequence length: (1 - tril(ones)) * -inf-ish.
+	// Causal mask from the sequence length: (1 - tril(ones)) * -inf-ish;
+	// with a KV cache [seq, past + seq], tril offset by the past.
+	var pastK, pastV []*graph.Value
+	if cfg.KVCache {
+		kvDims := []graph.Dim{{Param: "batch"}, {Value: int64(cfg.KVHeads), Known: true}, {Param: "past"}, {Value: hd, Known: true}}
+		for l := 0; l < cfg.Layers; l++ {
+			pastK = append(pastK, g.AddInput(fmt.Sprintf("past_key_values.%d.key", l), graph.TensorType(b.dtype(), kvDims)))
+			pastV = append(pastV, g.AddInput(fmt.Sprintf("past_key_values.%d.value", l), graph.TensorType(b.dtype(), kvDims)))
+		}
+	}
 	shape := b.op("Shape", nil, ids)
 	seqLen := b.op("Gather", []*graph.Attr{graph.IntAttr("axis", 0)}, shape, b.i64("one_idx", 1))
-	sq := b.op("Concat", []*graph.Attr{graph.IntAttr("axis", 0)}, seqLen, seqLen)
+	totalLen, pastLen := seqLen, (*graph.Value)(nil)
+	if cfg.KVCache {
+		t, _ := graph.NewTensor("past_axis", graph.Int64, nil, []int64{2})
+		pastLen = b.op("Gather", []*graph.Attr{graph.IntAttr("axis", 0)}, b.op("Shape", nil, pastK[0]), g.AddInitializer(t))
+		totalLen = b.op("Add", nil, seqLen, b.op("Unsqueeze", nil, pastLen, b.i64("past_len_axes", 0)))
+	}
+	sq := b.op("Concat", []*graph.Attr{graph.IntAttr("axis", 0)}, seqLen, totalLen)
 	ones := b.op("ConstantOfShape", []*graph.Attr{graph.TensorAttr("value", b.floats("one_f", []int64{1}, []float32{1}))}, sq)
 	lower := b.op("Trilu", []*graph.Attr{graph.IntAttr("upper", 0)}, ones)
+	if cfg.KVCache {
+		lower = b.op("Trilu", []*graph.Attr{graph.IntAttr("upper", 0)}, ones, pastLen)
+	}
 	negBig := float32(-1e9)
 	if b.dtype() == graph.Float16 {
 		negBig = -65504 // torch.finfo(torch.float16).min: -1e9 is -inf, and 0·-inf NaN
 	}
 	mask := b.op("Mul", nil, b.op("Sub", nil, b.scalar("one", 1), lower), b.scalar("neg_big", negBig))
 
+	var presents []*graph.Value
 	half := hd / 2
 	if cfg.RotateHalfFunction {
 		f := m.AddFunction("onnxpe.test", "RotateHalf", "half")
@@ -373,6 +403,18 @@ func Llama(cfg LlamaConfig) *graph.Model {
 			}
 			q, k = rot(q), rot(k)
 		}
+		if cfg.KVCache {
+			cat := func(past, x *graph.Value, kind string) *graph.Value {
+				y := b.op("Concat", []*graph.Attr{graph.IntAttr("axis", 2)}, past, x)
+				if err := g.RenameValue(y, fmt.Sprintf("present.%d.%s", l, kind)); err != nil {
+					panic(err)
+				}
+				y.Type = graph.TensorType(b.dtype(), []graph.Dim{{Param: "batch"}, {Value: int64(cfg.KVHeads), Known: true}, {Param: "total"}, {Value: hd, Known: true}})
+				presents = append(presents, y)
+				return y
+			}
+			k, v = cat(pastK[l], k, "key"), cat(pastV[l], v, "value")
+		}
 		k = repeatKV(k, l, "k")
 		v = repeatKV(v, l, "v")
 		kt := b.op("Transpose", []*graph.Attr{graph.IntsAttr("perm", 0, 1, 3, 2)}, k)
@@ -391,6 +433,9 @@ func Llama(cfg LlamaConfig) *graph.Model {
 	logits := b.op("MatMul", nil, x, b.weight("lm_head", int64(cfg.Hidden), int64(cfg.Vocab)))
 	logits.Type = graph.TensorType(b.dtype(), []graph.Dim{{Param: "batch"}, {Param: "seq"}, {Value: int64(cfg.Vocab), Known: true}})
 	g.AddOutput(logits)
+	for _, p := range presents {
+		g.AddOutput(p)
+	}
 	return m
 }
 
@@ -428,4 +473,31 @@ var LlamaRoPEForms = []LlamaRoPEForm{
 	{"cache_table", func(c *LlamaConfig) { c.Opset, c.RoPE = 20, RopeCacheTable }},
 	{"fused_ms", func(c *LlamaConfig) { c.RoPE = RopeFusedMS }},
 	{"fused_onnx", func(c *LlamaConfig) { c.Opset, c.RoPE = 23, RopeFusedONNX }},
+}
+
+// LlamaInputs draws seeded inputs of a Llama built with cfg for one call
+// of batch rows of seq new tokens after past cached ones (cfg.KVCache;
+// past 0 gives empty caches): token ids, position_ids past..past+seq-1,
+// past_key_values.L.key/value drawn N(0, 1).
+func LlamaInputs(cfg LlamaConfig, batch, seq, past int, seed uint64) map[string]*kernels.Tensor {
+	rng := rand.New(rand.NewPCG(seed, 17))
+	ids := make([]int64, batch*seq)
+	pos := make([]int64, batch*seq)
+	for i := range ids {
+		ids[i] = int64(rng.IntN(cfg.Vocab))
+		pos[i] = int64(past + i%seq)
+	}
+	in := map[string]*kernels.Tensor{"input_ids": kernels.FromSlice([]int{batch, seq}, ids)}
+	if !cfg.NoPositionIDs {
+		in["position_ids"] = kernels.FromSlice([]int{batch, seq}, pos)
+	}
+	if cfg.KVCache {
+		hd := cfg.Hidden / cfg.Heads
+		for l := 0; l < cfg.Layers; l++ {
+			for _, kind := range []string{"key", "value"} {
+				in[fmt.Sprintf("past_key_values.%d.%s", l, kind)] = inDType(randTensor(rng, batch, cfg.KVHeads, past, hd), cfg.DType)
+			}
+		}
+	}
+	return in
 }

@@ -439,15 +439,22 @@ func analyzeGraph(m *graph.Model) *Analysis {
 	}
 	a.findReads()
 	a.findSubgraphReads()
+	a.OneRowChunks = oneRowChunks(g)
+	return a
+}
+
+// oneRowChunks says why g runs several new tokens after a cache for one
+// sequence only: a GroupQueryAttention with a past (its contract); "" when
+// it has none.
+func oneRowChunks(g *graph.Graph) string {
 	for _, n := range g.Nodes() {
 		if n.Domain == "com.microsoft" && n.OpType == "GroupQueryAttention" && n.Input(3) != nil {
 			// group_query_attention_helper.h: "batch_size must be 1 when
 			// sequence_length > 1 and past context is given".
-			a.OneRowChunks = fmt.Sprintf("%s runs several new tokens after a cache for one sequence only (ONNX Runtime's contract)", n)
-			break
+			return fmt.Sprintf("%s runs several new tokens after a cache for one sequence only (ONNX Runtime's contract)", n)
 		}
 	}
-	return a
+	return ""
 }
 
 // classify decides the role of an input from its uses, before table

@@ -339,6 +339,11 @@ func (c *comparison) buildSets() error {
 		return c.preparedSets(pr)
 	}
 	an := analyzeGraph(c.a)
+	if an.OneRowChunks == "" && c.b != nil {
+		// B's contract too: a rewrite that fused attention into
+		// GroupQueryAttention takes chunks after a cache one row at a time.
+		an.OneRowChunks = oneRowChunks(c.b.Graph)
+	}
 	c.an = an
 	if len(o.Inputs) > 0 {
 		an.applyHints(o.Hints, true)

@@ -14,7 +14,7 @@
 // inter-op pool), so each run is timed by that thread's CPU time, which a
 // busy shared machine does not inflate the way it does the wall time; the
 // wall-time speed-up is printed beside it.
-package rewrite
+package main
 
 import (
 	"flag"

@@ -33,6 +33,7 @@ type rewriteOptions struct {
 	RoPEOp       string
 	ALiBi        string
 	T5Op         string
+	Attention    string
 	Unfuse       bool
 	Seed         uint64
 	Threads      int
@@ -60,6 +61,31 @@ a table would only replace the Clip by a Gather; the report says so.
 of GroupQueryAttention and ALiBiBias back to primitive ops, for runtimes
 without them.
 
+--attention fused rewrites whole attention blocks, not only their
+encodings: each RoPE decoder block (q·kᵀ, scale, masks, Softmax, ·v, with
+its rotation, the repeat of grouped KV heads and the concatenation with a
+KV cache) becomes one com.microsoft GroupQueryAttention node, as ONNX
+Runtime GenAI's models have it: do_rotary (half-split or interleaved) with
+the cos/sin caches the rope pass computes from the model's own values, the
+projections as [batch, seq, heads*head] rows, past/present KV in the op's
+[batch, kv_heads, seq, head] layout, the causal mask the op's own and a
+padding mask (one that depends on an attention_mask input, [batch, 1,
+queries or 1, keys]) its attention_bias, position_ids given (RotaryEmbedding
+before the op) unless the positions are the op's own (0..S-1, or after the
+cache). Each block is run both ways on numbers before it is fused. A block
+the op cannot express is left as it is, its rotation fused into
+RotaryEmbedding, and the report says why per block: a Where on the scores
+(GPT-J's and GPT-NeoX's causal mask), scores of rank 3, a norm of q or k
+after the rotation (Llama 4), cos/sin that depend on more than the
+positions (dynamic NTK), no causal mask, two masks that depend on inputs,
+a check on numbers that fails (KV heads repeated in another order). Only
+RoPE blocks are fused: ALiBi, T5 and the other schemes keep their blocks
+(no MultiHeadAttention with a bias, no opset-23 Attention op is written,
+so not with --rope-op onnx), and a model without a KV cache gets none. A
+rewritten model with a cache runs several new tokens after it for one
+sequence only (the op's contract; verify's sweep does so). The default is
+keep.
+
 Every node outside the encodings is kept as it was; nodes the rewrite
 leaves unused are removed. Before writing, both models run onnxpe verify's
 sweep (positions up to the largest the model supports, KV-cache steps):
@@ -83,6 +109,7 @@ Exit codes:
 		Example: `  onnxpe rewrite model.onnx -o model_pe.onnx
   onnxpe rewrite model.onnx -o model_pe.onnx --rope-op onnx --max-positions 8192
   onnxpe rewrite model.onnx -o model_pe.onnx --passes rope,alibi --json
+  onnxpe rewrite model.onnx -o model_gqa.onnx --attention fused
   onnxpe rewrite fused.onnx -o plain.onnx --unfuse
   onnxpe rewrite fused_ms.onnx -o fused_onnx.onnx --rope-op onnx
   onnxpe rewrite big.onnx -o big_pe.onnx --no-verify
@@ -105,6 +132,7 @@ Exit codes:
 	f.StringVar(&opts.RoPEOp, "rope-op", "", "RotaryEmbedding to emit: com.microsoft (default) or onnx (opset 23); given, it also converts fused nodes of the other domain")
 	f.StringVar(&opts.ALiBi, "alibi", passes.ALiBiFold, "ALiBi: fold (constants) or fuse (ai.onnxpe ALiBiBias)")
 	f.StringVar(&opts.T5Op, "t5-op", passes.T5Table, "T5 bias: table (gathered, runs on ONNX Runtime's CPU) or com.microsoft (RelativePositionBias: ONNX Runtime has it on CUDA only)")
+	f.StringVar(&opts.Attention, "attention", passes.AttentionKeep, "attention blocks: keep (as they are) or fused (RoPE decoder blocks -> com.microsoft GroupQueryAttention where it expresses them)")
 	f.BoolVar(&opts.Unfuse, "unfuse", false, "lower fused RotaryEmbedding, GroupQueryAttention's rotary and ALiBiBias to primitive ops")
 	f.Uint64Var(&opts.Seed, "seed", 1, "seed of the values verify synthesises")
 	f.IntVar(&opts.Threads, "threads", 0, "goroutines of onnxpe's kernels when verifying (0: all cores)")
@@ -132,7 +160,10 @@ func rewriteRun(opts *rewriteOptions) error {
 	if opts.Out == "" && !opts.DryRun {
 		return badInput("rewrite: give -o OUT (or --dry-run)")
 	}
-	ro := passes.RewriteOptions{MaxPositions: opts.MaxPositions, RoPEOp: opts.RoPEOp, ALiBi: opts.ALiBi, T5Op: opts.T5Op}
+	if opts.Attention == "" {
+		opts.Attention = passes.AttentionKeep
+	}
+	ro := passes.RewriteOptions{MaxPositions: opts.MaxPositions, RoPEOp: opts.RoPEOp, ALiBi: opts.ALiBi, T5Op: opts.T5Op, Attention: opts.Attention}
 	if opts.ALiBi == "" {
 		opts.ALiBi = passes.ALiBiFold
 	}
@@ -152,6 +183,10 @@ func rewriteRun(opts *rewriteOptions) error {
 		return badInput("rewrite: --alibi must be fold or fuse, not %q", opts.ALiBi)
 	case opts.T5Op != passes.T5Table && opts.T5Op != passes.T5Microsoft:
 		return badInput("rewrite: --t5-op must be table or com.microsoft, not %q", opts.T5Op)
+	case opts.Attention != passes.AttentionKeep && opts.Attention != passes.AttentionFused:
+		return badInput("rewrite: --attention must be keep or fused, not %q", opts.Attention)
+	case opts.Attention == passes.AttentionFused && (opts.Unfuse || opts.RoPEOp == passes.RoPEOpONNX):
+		return badInput("rewrite: --attention fused writes com.microsoft GroupQueryAttention; it takes no --unfuse or --rope-op onnx (the opset-23 Attention fusion is not written)")
 	}
 	var ps []*passes.Pass[*rewrite.Change]
 	if opts.Unfuse {
@@ -199,7 +234,7 @@ func rewriteRun(opts *rewriteOptions) error {
 		return err
 	}
 	rep := &rewriteReport{Model: opts.In, Output: opts.Out, Changed: rw.Changed(), Changes: rw.Changes,
-		Options: map[string]string{"rope_op": cmp.Or(opts.RoPEOp, passes.RoPEOpMicrosoft), "alibi": opts.ALiBi, "t5_op": opts.T5Op, "max_positions": fmt.Sprint(opts.MaxPositions)}}
+		Options: map[string]string{"rope_op": cmp.Or(opts.RoPEOp, passes.RoPEOpMicrosoft), "alibi": opts.ALiBi, "t5_op": opts.T5Op, "max_positions": fmt.Sprint(opts.MaxPositions), "attention": opts.Attention}}
 	if opts.tamper != nil {
 		opts.tamper(rw.M)
 	}

@@ -37,9 +37,9 @@ func ortEqual(t *testing.T, a, b string) {
 }
 
 // TestRewriteORT: every rewritten corpus model (default passes), the
-// --rope-op onnx rewrite of the RoPE models (opset 17 exports, opset 18
-// and 20 builds), and every unfused model load in ONNX Runtime 1.30 and
-// match their originals there.
+// --rope-op onnx and --attention fused rewrites of the RoPE models (opset
+// 17 exports, opset 18 and 20 builds), and every unfused model load in
+// ONNX Runtime 1.30 and match their originals there.
 func TestRewriteORT(t *testing.T) {
 	dir := t.TempDir()
 	man, err := testmodels.Load()
@@ -96,6 +96,17 @@ func TestRewriteORT(t *testing.T) {
 		t.Run("rope-op onnx "+filepath.Base(filepath.Dir(in))+filepath.Base(in), func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "onnx23.onnx")
 			if code, stdout, stderr := runCLI(t, "rewrite", in, "-o", out, "--rope-op", "onnx"); code != 0 {
+				t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+			}
+			ortEqual(t, in, out)
+		})
+	}
+	// --attention fused: the blocks GroupQueryAttention expresses become
+	// the op (the others are left, their rotations fused).
+	for _, in := range ropes {
+		t.Run("attention fused "+filepath.Base(filepath.Dir(in))+filepath.Base(in), func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "gqa.onnx")
+			if code, stdout, stderr := runCLI(t, "rewrite", in, "-o", out, "--attention", "fused"); code != 0 {
 				t.Fatalf("exit %d: %s%s", code, stdout, stderr)
 			}
 			ortEqual(t, in, out)

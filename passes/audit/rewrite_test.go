@@ -418,17 +418,36 @@ var formParams = map[string][]string{
 
 // TestRewriteAuditsTheSame audits every rewritten corpus model: the same
 // schemes in the same layers, the same params (but those saying how the
-// encoding is stored), and fused where the rewrite fused it.
+// encoding is stored), and fused where the rewrite fused it; the RoPE
+// models also rewritten with --attention fused (GroupQueryAttention's
+// do_rotary, or RotaryEmbedding before it).
 func TestRewriteAuditsTheSame(t *testing.T) {
 	// rope_ntk's cos/sin stay computed beside the fused rotation: the
 	// fused detector measures them at several lengths (dynamic: true).
 	ntk := false
+	type run struct {
+		cm        corpusModel
+		attention string
+	}
+	var runs []run
 	for _, cm := range rewriteCorpus(t) {
-		if rewriteWant[cm.name] == "" {
-			continue
+		if rewriteWant[cm.name] != "" {
+			runs = append(runs, run{cm, passes.AttentionKeep})
 		}
-		t.Run(cm.name, func(t *testing.T) {
-			r, _, err := audit.RewriteModel(cm.m, passes.Options{}, schemes.Rewriters()...)
+	}
+	for _, cm := range attentionCorpus(t) {
+		runs = append(runs, run{cm, passes.AttentionFused})
+	}
+	fusedAttention := 0
+	for _, rn := range runs {
+		cm, attention := rn.cm, rn.attention
+		name := cm.name
+		if attention == passes.AttentionFused {
+			name += "/attention_fused"
+		}
+		t.Run(name, func(t *testing.T) {
+			opts := passes.Options{Rewrite: passes.RewriteOptions{Attention: attention}}
+			r, _, err := audit.RewriteModel(cm.m, opts, schemes.Rewriters()...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -441,6 +460,11 @@ func TestRewriteAuditsTheSame(t *testing.T) {
 				t.Fatal(err)
 			}
 			ntk = ntk || cm.name == "rope_ntk"
+			r.M.Walk(func(n *graph.Node) {
+				if n.OpType == "GroupQueryAttention" {
+					fusedAttention++
+				}
+			})
 			if fmt.Sprint(before.Schemes, before.Layers) != fmt.Sprint(after.Schemes, after.Layers) {
 				t.Fatalf("schemes %v %v, rewritten %v %v", before.Schemes, before.Layers, after.Schemes, after.Layers)
 			}
@@ -474,6 +498,9 @@ func TestRewriteAuditsTheSame(t *testing.T) {
 	}
 	if !ntk {
 		t.Error("rope_ntk was not rewritten: its dynamic NTK, kept computed beside a fused rotation, is not checked")
+	}
+	if fusedAttention == 0 {
+		t.Error("no rewrite fused attention into GroupQueryAttention: the audit of those is not checked")
 	}
 }
 

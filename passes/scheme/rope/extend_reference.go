@@ -112,7 +112,7 @@ func Reference(x *rewrite.Extended, seqLen int) (*graph.Model, error) {
 			if pos == nil {
 				pos = positionsInput(w, ev)
 			}
-			if err := ropeWith(r, w, it.Finding, ch, pos, caches); err != nil {
+			if err := ropeWith(r, w, it.Finding, ch, pos, caches, nil); err != nil {
 				return nil, fmt.Errorf("%w: fusing the RoPE of layers %s with the reference caches: %v", ErrNoReference, rewrite.LayerList(it.Layers), err)
 			}
 			continue

@@ -438,7 +438,9 @@ func opRotation(w *work.Work, c *passes.Context, b *attn.Block) *passes.Finding 
 		p.RotaryDim = 2 * int(cl)
 	}
 	posV := in(spec.PosIDs)
-	if posV == nil {
+	if posV == nil && (work.OpKey(n) != "com.microsoft.GroupQueryAttention" || in(3) != nil) {
+		// Positions after the cache (a GroupQueryAttention without a past
+		// counts 0..S-1: no cache to count from).
 		p.PositionSource = "past_length"
 	}
 	ev, cnotes := cacheParams(w, c, p, cosV, sinV, true, n)

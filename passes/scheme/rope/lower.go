@@ -157,23 +157,27 @@ func unfuseGQARotary(r *rewrite.Rewrite, n *graph.Node) error {
 	} else {
 		return fmt.Errorf("%w: the width of cos_cache %q is not known", rewrite.ErrRewrite, cos.Name)
 	}
-	// Positions [B, S]: the op's position_ids, else 0..S-1 on the first
-	// prompt (S = total) and seqlens_k+1-S+s after a past.
+	// Positions [B, S]: 0..S-1 on the first prompt (S = total), from
+	// position_ids[0, 0] when the op has them (ONNX Runtime reads one
+	// first position there), then the op's position_ids, or
+	// seqlens_k+1-S+s after a past.
 	seq := r.DimOf(query, 1)
-	var pos *graph.Value
+	sn := r.Op1("Reshape", []*graph.Value{seq, r.Ints([]int64{0})})
+	ar := r.Op1("Range", []*graph.Value{r.ScalarInt(0), sn, r.ScalarInt(1)})
+	tot := r.Op1("Cast", []*graph.Value{total}, graph.IntAttr("to", int64(graph.Int64)))
+	first := r.Op1("Equal", []*graph.Value{r.Op1("Reshape", []*graph.Value{tot, r.Ints([]int64{0})}), sn})
+	var later, prompt *graph.Value
 	if p := n.Input(9); p != nil {
-		pos = r.CastInt64(p, rewrite.ElemType(p))
+		later = r.CastInt64(p, rewrite.ElemType(p))
+		start := r.Op1("Gather", []*graph.Value{r.Op1("Reshape", []*graph.Value{later, r.VecInt(-1)}), r.VecInt(0)}, graph.IntAttr("axis", 0))
+		prompt = r.Op1("Expand", []*graph.Value{r.Op1("Add", []*graph.Value{r.Unsqueeze(ar, 0), start}), r.Op1("Shape", []*graph.Value{later})})
 	} else {
-		s := r.Op1("Reshape", []*graph.Value{seq, r.Ints([]int64{0})})
-		ar := r.Op1("Range", []*graph.Value{r.ScalarInt(0), s, r.ScalarInt(1)})
 		sl := r.Op1("Cast", []*graph.Value{seqlens}, graph.IntAttr("to", int64(graph.Int64)))
-		off := r.Op1("Sub", []*graph.Value{r.Op1("Add", []*graph.Value{sl, r.ScalarInt(1)}), s})
-		decode := r.Op1("Add", []*graph.Value{r.Unsqueeze(off, 1), r.Unsqueeze(ar, 0)})
-		tot := r.Op1("Cast", []*graph.Value{total}, graph.IntAttr("to", int64(graph.Int64)))
-		first := r.Op1("Equal", []*graph.Value{r.Op1("Reshape", []*graph.Value{tot, r.Ints([]int64{0})}), s})
-		prompt := r.Op1("Expand", []*graph.Value{r.Unsqueeze(ar, 0), r.Op1("Shape", []*graph.Value{decode})})
-		pos = r.Op1("Where", []*graph.Value{first, prompt, decode})
+		off := r.Op1("Sub", []*graph.Value{r.Op1("Add", []*graph.Value{sl, r.ScalarInt(1)}), sn})
+		later = r.Op1("Add", []*graph.Value{r.Unsqueeze(off, 1), r.Unsqueeze(ar, 0)})
+		prompt = r.Op1("Expand", []*graph.Value{r.Unsqueeze(ar, 0), r.Op1("Shape", []*graph.Value{later})})
 	}
+	pos := r.Op1("Where", []*graph.Value{first, prompt, later})
 	c := r.Unsqueeze(r.Op1("Gather", []*graph.Value{cos, pos}, graph.IntAttr("axis", 0)), 2)
 	s := r.Unsqueeze(r.Op1("Gather", []*graph.Value{sin, pos}, graph.IntAttr("axis", 0)), 2)
 	rot := func(x *graph.Value, heads int64) *graph.Value {

@@ -36,7 +36,7 @@ start of a slice). When the cos/sin depend on more than the positions
 (dynamic NTK, frequencies given as inputs) the rotation is fused and the
 cos/sin stay computed in the graph. --rope-op onnx emits the standard op
 of opset 23 and upgrades the model's opset.`,
-	Requires: []passes.Analyzer{work.Normalize, Detect, rewrite.Edit},
+	Requires: []passes.Analyzer{work.Normalize, attn.Blocks, attn.Sides, Detect, rewrite.Edit},
 	Run:      runRewriteRoPE,
 }
 
@@ -62,7 +62,7 @@ func runRewriteRoPE(c *passes.Context) (*rewrite.Change, error) {
 			if owner, short, what := otherPass(f); owner != "" {
 				return fmt.Errorf("%w: %s do not fit RotaryEmbedding (one position turns every pair): the finding is %s's, which this run leaves out (--passes %s)", rewrite.ErrRewrite, what, owner, short)
 			}
-			return rope(r, w, f, ch)
+			return rope(r, w, f, ch, attentionOf(c, r))
 		},
 		After: func(ch *rewrite.Change) error { return convertRotaries(r, ch) }})
 }
@@ -97,8 +97,8 @@ type ropeTarget struct {
 	layer   int
 }
 
-func rope(r *rewrite.Rewrite, w *work.Work, f *passes.Finding, ch *rewrite.Change) error {
-	return ropeWith(r, w, f, ch, nil, nil)
+func rope(r *rewrite.Rewrite, w *work.Work, f *passes.Finding, ch *rewrite.Change, blocks *attentionBlocks) error {
+	return ropeWith(r, w, f, ch, nil, nil, blocks)
 }
 
 // ropeCaches computes cos/sin caches [n, half] for a fusion, the columns
@@ -108,8 +108,9 @@ type ropeCaches func(n, half int, col func([2]int) int) (cos, sin []float64, err
 // ropeWith fuses the rotations of f; pos, when set, says where the
 // positions are read when the finding does not (its cos/sin depend on
 // more than the positions), and caches, when set, replaces the model's
-// own cos/sin.
-func ropeWith(r *rewrite.Rewrite, w *work.Work, f *passes.Finding, ch *rewrite.Change, pos *probe.Positions, caches ropeCaches) error {
+// own cos/sin. With blocks (--attention fused), each block the op can
+// express becomes one GroupQueryAttention node first.
+func ropeWith(r *rewrite.Rewrite, w *work.Work, f *passes.Finding, ch *rewrite.Change, pos *probe.Positions, caches ropeCaches, blocks *attentionBlocks) error {
 	ev, ok := f.Evidence.(*Evidence)
 	p, ok2 := f.Params.(*Params)
 	if !ok || !ok2 || len(ev.Blocks) == 0 {
@@ -185,7 +186,17 @@ func ropeWith(r *rewrite.Rewrite, w *work.Work, f *passes.Finding, ch *rewrite.C
 		}
 		ch.Note("layers %v: the cos/sin depend on more than the positions (%s): the rotation is fused, the cos/sin stay computed in the graph", f.Layers, ev.PositionsWhy)
 	}
+	fused := map[int]bool{}
+	if blocks != nil {
+		var err error
+		if fused, err = blocks.fuse(r, w, f, ch, targets, cosV, sinV, rt != nil); err != nil {
+			return err
+		}
+	}
 	for _, t := range targets {
+		if fused[t.layer] {
+			continue
+		}
 		if err := fuseRotation(r, w, t, ev, p, dt, cosV, sinV, rt); err != nil {
 			return err
 		}

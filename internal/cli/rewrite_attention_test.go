@@ -1,0 +1,67 @@
+package cli
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/onnxpe/onnxpe/graph"
+)
+
+// TestRewriteAttentionFlag: --attention takes keep or fused, not with
+// --rope-op onnx or --unfuse; --help says what it fuses and what it
+// leaves; a fused rewrite reports the option and its per-block lines,
+// and writes GroupQueryAttention nodes (the default writes none).
+func TestRewriteAttentionFlag(t *testing.T) {
+	in := corpusFile("rope_kvcache", "model.onnx")
+	for _, bad := range [][]string{{"--attention", "all"}, {"--attention", "fused", "--rope-op", "onnx"}} {
+		if code, _, stderr := runCLI(t, append([]string{"rewrite", in, "--dry-run"}, bad...)...); code != 2 || !strings.Contains(stderr, "--attention") {
+			t.Errorf("%v: exit %d: %s", bad, code, stderr)
+		}
+	}
+	_, help, _ := runCLI(t, "rewrite", "--help")
+	for _, s := range []string{"--attention fused", "GroupQueryAttention", "left as it is", "a Where on the scores", "attention_bias"} {
+		if !strings.Contains(help, s) {
+			t.Errorf("--help does not say %q", s)
+		}
+	}
+	dir := t.TempDir()
+	count := func(p string) int {
+		m, err := graph.Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		m.Walk(func(x *graph.Node) {
+			if x.OpType == "GroupQueryAttention" {
+				n++
+			}
+		})
+		return n
+	}
+	def := filepath.Join(dir, "default.onnx")
+	if code, stdout, stderr := runCLI(t, "rewrite", in, "-o", def); code != 0 || count(def) != 0 {
+		t.Fatalf("default: exit %d: %s%s", code, stdout, stderr)
+	}
+	out := filepath.Join(dir, "fused.onnx")
+	code, js, stderr := runCLI(t, "rewrite", in, "-o", out, "--attention", "fused", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, js, stderr)
+	}
+	var rep rewriteReport
+	if err := json.Unmarshal([]byte(js), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Options["attention"] != "fused" || !rep.Written || rep.Verify == nil || !rep.Verify.Equal {
+		t.Fatalf("report: %+v", rep)
+	}
+	if !strings.Contains(js, "attention fused into GroupQueryAttention (do_rotary") || count(out) != 2 {
+		t.Fatalf("%d GroupQueryAttention nodes: %s", count(out), js)
+	}
+	// GPT-J's blocks mask with a Where: left, with the reason per block.
+	code, stdout, stderr := runCLI(t, "rewrite", corpusFile("rope_gptj", "model.onnx"), "-o", filepath.Join(dir, "gptj.onnx"), "--attention", "fused")
+	if code != 0 || !strings.Contains(stdout, "layer 1: attention not fused into GroupQueryAttention: the scores go through Where") {
+		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+	}
+}

@@ -1,0 +1,328 @@
+package audit_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/schemes"
+	"github.com/onnxpe/onnxpe/testmodels"
+	"github.com/onnxpe/onnxpe/verify"
+)
+
+// attentionWant is what --attention fused does to each RoPE model: the
+// GroupQueryAttention nodes it writes, whether they rotate (do_rotary:
+// positions the op counts itself) or RotaryEmbedding nodes turn q and k
+// before them (position_ids), or the reason every block is left.
+var attentionWant = map[string]struct {
+	gqa    int
+	rotary bool   // do_rotary
+	why    string // the reason the blocks are left
+}{
+	"rope_llama": {gqa: 2}, "rope_llama_opset14": {gqa: 2}, "rope_llama_fp16": {gqa: 2}, "rope_linear": {gqa: 2},
+	"rope_llama3": {gqa: 2}, "rope_yarn": {gqa: 2}, "rope_qwen2": {gqa: 2},
+	"rope_kvcache":  {gqa: 2, rotary: true},
+	"rope_ntk":      {why: "the cos/sin depend on more than the positions"},
+	"rope_gptj":     {why: "the scores go through Where"},
+	"rope_neox":     {why: "the scores go through Where"},
+	"llama4_nope":   {why: "is normalised after the rotation (l2_after_rope)"},
+	"llama_opset18": {gqa: 2}, "llama_cache_shared": {gqa: 2}, "llama_local_function": {gqa: 2},
+	"llama_kvcache": {gqa: 2}, "llama_no_ids": {gqa: 2, rotary: true},
+}
+
+func attentionCorpus(t *testing.T) []corpusModel {
+	var out []corpusModel
+	for _, cm := range rewriteCorpus(t) {
+		if rewriteWant[cm.name] == "rope" {
+			out = append(out, cm)
+		}
+	}
+	cfg := testmodels.DefaultLlama
+	cfg.KVCache = true
+	out = append(out, corpusModel{"llama_kvcache", testmodels.Llama(cfg)})
+	cfg.KVCache, cfg.NoPositionIDs = false, true
+	out = append(out, corpusModel{"llama_no_ids", testmodels.Llama(cfg)})
+	return out
+}
+
+// TestRewriteFusesAttention rewrites every RoPE model with --attention
+// fused: the blocks the op expresses become GroupQueryAttention nodes
+// (the others keep their blocks, their rotations fused, with the reason
+// per block), and verify's sweep (padded rows, decode steps and chunks
+// after a cache) finds the rewrite equal.
+func TestRewriteFusesAttention(t *testing.T) {
+	opts := passes.Options{Rewrite: passes.RewriteOptions{Attention: passes.AttentionFused}}
+	seen := 0
+	for _, cm := range attentionCorpus(t) {
+		want, ok := attentionWant[cm.name]
+		if !ok {
+			t.Errorf("%s: no expectation (add it to attentionWant)", cm.name)
+			continue
+		}
+		seen++
+		t.Run(cm.name, func(t *testing.T) {
+			rep, actx, err := audit.AuditModel(cm.m, cm.name, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, _, err := audit.RewriteModel(cm.m, opts, schemes.Rewriters()...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var notes string
+			for _, ch := range r.Changes {
+				notes += strings.Join(ch.Notes, "\n") + "\n"
+			}
+			gqa, rotary := 0, 0
+			r.M.Walk(func(n *graph.Node) {
+				if n.OpType == "GroupQueryAttention" {
+					gqa++
+					if n.AttrInt("do_rotary", 0) == 1 {
+						rotary++
+					}
+				}
+			})
+			if gqa != want.gqa || (rotary == gqa) != (want.rotary || gqa == 0) {
+				t.Fatalf("%d GroupQueryAttention nodes (%d do_rotary), want %d (do_rotary %v); notes:\n%s", gqa, rotary, want.gqa, want.rotary, notes)
+			}
+			if want.why != "" && !strings.Contains(notes, "attention not fused into GroupQueryAttention: ") || !strings.Contains(notes, want.why) {
+				t.Fatalf("notes do not say %q:\n%s", want.why, notes)
+			}
+			vo := verify.Options{Seed: 1, Hints: verify.HintsFromAudit(rep, actx)}
+			vr, err := verify.Compare(context.Background(), cm.m, r.M, vo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !vr.Equal {
+				t.Fatalf("not equal: %s", vr.Summary)
+			}
+		})
+	}
+	if seen != len(attentionWant) {
+		t.Errorf("%d models rewritten, %d expected", seen, len(attentionWant))
+	}
+}
+
+// TestRewriteAttentionCheckRefusesOtherGrouping: a Llama whose grouped KV
+// heads are repeated by Tile (query head h reads KV head h mod kv_heads)
+// reads like GroupQueryAttention's grouping (h / (heads/kv_heads)) in
+// structure, layout ops only; the check on numbers tells them apart, and
+// the blocks are left with that reason, their rotations fused.
+func TestRewriteAttentionCheckRefusesOtherGrouping(t *testing.T) {
+	cfg := testmodels.DefaultLlama
+	m := testmodels.Llama(cfg)
+	group := int64(cfg.Heads / cfg.KVHeads)
+	g := m.Graph
+	tiled := 0
+	for _, n := range g.Nodes() {
+		if n.OpType != "Reshape" || n.Input(0).Producer() == nil || n.Input(0).Producer().OpType != "Expand" {
+			continue
+		}
+		x := n.Input(0).Producer().Input(0).Producer().Input(0) // Unsqueeze's input [B, kv, S, hd]
+		reps, err := graph.NewTensor(g.Model().NewName("tile_reps"), graph.Int64, []int64{4}, []int64{1, group, 1, 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		y := g.Op("Tile", []*graph.Value{x, g.AddInitializer(reps)}, 1)[0]
+		n.Output(0).ReplaceAllUsesWith(y)
+		tiled++
+	}
+	if tiled != 2*cfg.Layers {
+		t.Fatalf("%d repeats of KV heads replaced", tiled)
+	}
+	if err := g.TopoSort(); err != nil {
+		t.Fatal(err)
+	}
+	opts := passes.Options{Rewrite: passes.RewriteOptions{Attention: passes.AttentionFused}}
+	r, _, err := audit.RewriteModel(m, opts, schemes.Rewriters()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notes string
+	for _, ch := range r.Changes {
+		notes += strings.Join(ch.Notes, "\n") + "\n"
+	}
+	r.M.Walk(func(n *graph.Node) {
+		if n.OpType == "GroupQueryAttention" {
+			t.Fatalf("a block was fused:\n%s", notes)
+		}
+	})
+	if !strings.Contains(notes, "layer 0: attention not fused into GroupQueryAttention: the op does not compute the block") {
+		t.Fatalf("notes:\n%s", notes)
+	}
+}
+
+// paddedKVCacheLlama is the Llama with a KV cache given an attention_mask
+// input [batch, past + seq] as Hugging Face's exports have it: (1 - mask)
+// · -1e9 as [batch, 1, 1, keys] (one row for every query), added to the
+// scores after the causal mask, and expanded to the keys' count read from
+// the first layer's present key (Shape of the concatenation the op's
+// present replaces).
+func paddedKVCacheLlama(t *testing.T) *graph.Model {
+	t.Helper()
+	cfg := testmodels.DefaultLlama
+	cfg.KVCache = true
+	m := testmodels.Llama(cfg)
+	g := m.Graph
+	init := func(name string, dt graph.DataType, dims []int64, data any) *graph.Value {
+		x, err := graph.NewTensor(g.Model().NewName(name), dt, dims, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.AddInitializer(x)
+	}
+	var present *graph.Value
+	for _, o := range g.Outputs {
+		if o.Name == "present.0.key" {
+			present = o
+		}
+	}
+	if present == nil {
+		t.Fatal("no present.0.key")
+	}
+	mask := g.AddInput("attention_mask", graph.TensorType(graph.Int64, []graph.Dim{{Param: "batch"}, {Param: "total"}}))
+	one := func(v *graph.Value) *graph.Value {
+		return g.Op("Cast", []*graph.Value{v}, 1, graph.IntAttr("to", int64(graph.Float)))[0]
+	}
+	pad := g.Op("Sub", []*graph.Value{init("one", graph.Float, nil, []float32{1}), one(mask)}, 1)[0]
+	pad = g.Op("Mul", []*graph.Value{pad, init("neg_big", graph.Float, nil, []float32{-1e9})}, 1)[0]
+	pad = g.Op("Unsqueeze", []*graph.Value{pad, init("axes", graph.Int64, []int64{2}, []int64{1, 2})}, 1)[0]
+	keys := g.Op("Shape", []*graph.Value{present}, 1, graph.IntAttr("start", 2), graph.IntAttr("end", 3))[0]
+	sizes := g.Op("Concat", []*graph.Value{init("ones", graph.Int64, []int64{3}, []int64{1, 1, 1}), keys}, 1, graph.IntAttr("axis", 0))[0]
+	pad = g.Op("Expand", []*graph.Value{pad, sizes}, 1)[0]
+	added := 0
+	for _, n := range g.Nodes() {
+		if n.OpType == "Softmax" {
+			n.SetInput(0, g.Op("Add", []*graph.Value{n.Input(0), pad}, 1)[0])
+			added++
+		}
+	}
+	if added != cfg.Layers {
+		t.Fatalf("%d softmaxes", added)
+	}
+	if err := g.TopoSort(); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestRewriteAttentionPaddingMask: a padding mask from an input becomes
+// GroupQueryAttention's attention_bias, expanded to [.., queries, keys]
+// as the op takes it (ONNX Runtime does not broadcast a single query's
+// row); the concatenation the mask reads its size from stays for it (the
+// op's present comes after the mask: reading that would be a cycle); a
+// block with padding masks but no causal one is left, its reason that the
+// op is causal (before the one attention_bias it takes). verify's sweep (padded rows, decode after a cache)
+// finds the fused rewrite equal.
+func TestRewriteAttentionPaddingMask(t *testing.T) {
+	opts := passes.Options{Rewrite: passes.RewriteOptions{Attention: passes.AttentionFused}}
+	m := paddedKVCacheLlama(t)
+	rep, actx, err := audit.AuditModel(m, "llama_kvcache_padded", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := audit.RewriteModel(m, opts, schemes.Rewriters()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notes string
+	for _, ch := range r.Changes {
+		notes += strings.Join(ch.Notes, "\n") + "\n"
+	}
+	gqa := 0
+	r.M.Walk(func(n *graph.Node) {
+		if n.OpType != "GroupQueryAttention" {
+			return
+		}
+		gqa++
+		if len(n.Inputs()) < 11 || n.Input(10) == nil || n.Input(10).Producer() == nil || n.Input(10).Producer().OpType != "Expand" {
+			t.Errorf("%s: attention_bias not expanded to the queries", n.Name)
+		}
+	})
+	if gqa != 2 {
+		t.Fatalf("%d GroupQueryAttention nodes; notes:\n%s", gqa, notes)
+	}
+	if err := r.M.Graph.TopoSort(); err != nil {
+		t.Fatalf("the rewrite has a cycle: %v", err)
+	}
+	vr, err := verify.Compare(context.Background(), m, r.M, verify.Options{Seed: 1, Hints: verify.HintsFromAudit(rep, actx)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !vr.Equal || len(vr.Sets) < 3 {
+		t.Fatalf("not equal (%d sets): %s", len(vr.Sets), vr.Summary)
+	}
+
+	// The padding mask in place of the causal one: two masks from inputs,
+	// neither causal; the reason is the first the op has.
+	m = paddedKVCacheLlama(t)
+	for _, n := range m.Graph.Nodes() {
+		if n.OpType == "Softmax" {
+			add := n.Input(0).Producer()     // + padding
+			inner := add.Input(0).Producer() // scores + causal
+			inner.SetInput(1, add.Input(1))
+		}
+	}
+	r, _, err = audit.RewriteModel(m, opts, schemes.Rewriters()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes = ""
+	for _, ch := range r.Changes {
+		notes += strings.Join(ch.Notes, "\n") + "\n"
+	}
+	if !strings.Contains(notes, "layer 0: attention not fused into GroupQueryAttention: no causal mask") {
+		t.Fatalf("notes:\n%s", notes)
+	}
+}
+
+// TestRewriteFusesInterleavedAttention: Cohere's rotation of pairs (2i,
+// 2i+1), written with repeat_interleave (a generality form), becomes the
+// op's do_rotary with rotary_interleaved, its padding mask the op's
+// attention_bias; verify's sweep finds the rewrite equal.
+func TestRewriteFusesInterleavedAttention(t *testing.T) {
+	opts := passes.Options{Rewrite: passes.RewriteOptions{Attention: passes.AttentionFused}}
+	for _, f := range testmodels.GeneralityForms() {
+		if f.Name != "rope_cohere_repeat_interleave" {
+			continue
+		}
+		m, err := f.Build(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, actx, err := audit.AuditModel(m, f.Name, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _, err := audit.RewriteModel(m, opts, schemes.Rewriters()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		interleaved := 0
+		r.M.Walk(func(n *graph.Node) {
+			if n.OpType == "GroupQueryAttention" && n.AttrInt("do_rotary", 0) == 1 && n.AttrInt("rotary_interleaved", 0) == 1 &&
+				len(n.Inputs()) > 10 && n.Input(10) != nil {
+				interleaved++
+			}
+		})
+		if interleaved != 2 {
+			var notes string
+			for _, ch := range r.Changes {
+				notes += strings.Join(ch.Notes, "\n") + "\n"
+			}
+			t.Fatalf("%d interleaved GroupQueryAttention nodes with attention_bias, want 2; notes:\n%s", interleaved, notes)
+		}
+		vr, err := verify.Compare(context.Background(), m, r.M, verify.Options{Seed: 1, Hints: verify.HintsFromAudit(rep, actx)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !vr.Equal {
+			t.Fatalf("not equal: %s", vr.Summary)
+		}
+		return
+	}
+	t.Fatal("no generality form rope_cohere_repeat_interleave")
+}
