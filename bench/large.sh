@@ -15,6 +15,9 @@
 # Figures go to $OUT (default bench/large.md) as a Markdown table, one row
 # per command: wall time, peak RSS, and RSS over the weights' size.
 #
+# COMMANDS="rewrite verify ..." times only those of: audit inspect run ort
+# rewrite verify extend codegen (default all; verify needs rewrite for A B).
+#
 # BEFORE=path/to/onnxpe also times an older onnxpe binary on the same
 # commands right before this one (same model, same run), under an address
 # space limit of $BEFORE_LIMIT_KB (default 17 GB: it holds several copies of
@@ -83,6 +86,9 @@ timed() {
     'BEGIN { printf "| %s | %.2f GB | %s | %s | %s | %.1f | %.2f | %.2f | %s |\n", size, w / 1e9, bin, label, rc, wall, rss * 1024 / 1e9, rss * 1024 / w, extra }' | tee -a "$out"
 }
 
+# want CMD says whether COMMANDS asks for CMD.
+want() { [ -z "${COMMANDS:-}" ] || [[ " $COMMANDS " == *" $1 "* ]]; }
+
 for size in "${sizes[@]}"; do
   dir=$work/$size
   mkdir -p "$dir"
@@ -96,23 +102,23 @@ for size in "${sizes[@]}"; do
     exe=$work/onnxpe
     [ "$bin" = before ] && exe=$BEFORE
     rm -rf "$dir/b.onnx" "$dir/b.onnx.data" "$dir/c.onnx" "$dir/c.onnx.data" "$dir/codegen"
-    timed "audit" "$bin" "" -- "$exe" audit "$a" --json
-    timed "inspect" "$bin" "" -- "$exe" inspect "$a"
-    timed "run, 128 tokens" "$bin" "" -- "$exe" run "$a" --inputs "$a.inputs" --json
-    timed "rewrite A -o B" "$bin" "" -- "$exe" rewrite "$a" -o "$dir/b.onnx"
-    timed "verify A A" "$bin" "" -- "$exe" verify "$a" "$a"
-    if [ -f "$dir/b.onnx" ]; then
+    want audit && timed "audit" "$bin" "" -- "$exe" audit "$a" --json
+    want inspect && timed "inspect" "$bin" "" -- "$exe" inspect "$a"
+    want run && timed "run, 128 tokens" "$bin" "" -- "$exe" run "$a" --inputs "$a.inputs" --json
+    want rewrite && timed "rewrite A -o B" "$bin" "" -- "$exe" rewrite "$a" -o "$dir/b.onnx"
+    want verify && timed "verify A A" "$bin" "" -- "$exe" verify "$a" "$a"
+    if want verify && [ -f "$dir/b.onnx" ]; then
       timed "verify A rewrite(A)" "$bin" "" -- "$exe" verify "$a" "$dir/b.onnx"
     fi
-    timed "extend --to 8192 (yarn from 2048)" "$bin" "" -- "$exe" extend "$a" -o "$dir/c.onnx" --to 8192 --method yarn --original-max-positions 2048
+    want extend && timed "extend --to 8192 (yarn from 2048)" "$bin" "" -- "$exe" extend "$a" -o "$dir/c.onnx" --to 8192 --method yarn --original-max-positions 2048
     rm -f "$dir/c.onnx" "$dir/c.onnx.data"
-    if [ "$size" = 1.64b ]; then
+    if want extend && [ "$size" = 1.64b ]; then
       timed "extend --to 16384 (yarn from 2048)" "$bin" "" -- "$exe" extend "$a" -o "$dir/c.onnx" --to 16384 --method yarn --original-max-positions 2048
       rm -f "$dir/c.onnx" "$dir/c.onnx.data"
     fi
-    timed "codegen --lang go" "$bin" "" -- "$exe" codegen "$a" --lang go --package llama -o "$dir/codegen"
+    want codegen && timed "codegen --lang go" "$bin" "" -- "$exe" codegen "$a" --lang go --package llama -o "$dir/codegen"
   done
-  timed "ONNX Runtime load + run, 128 tokens" "ort" "" -- env ONNXPE_ORT_LIB="$ort_lib" "$work/ortrun" --inputs "$a.inputs" "$a"
+  want ort && timed "ONNX Runtime load + run, 128 tokens" "ort" "" -- env ONNXPE_ORT_LIB="$ort_lib" "$work/ortrun" --inputs "$a.inputs" "$a"
   rm -rf "$dir"
 done
 echo "wrote $out" >&2
