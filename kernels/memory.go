@@ -363,7 +363,7 @@ func (tr *tracker) keep(t *Tensor) bool {
 // that the heap reuses them instead of growing to twice what is live
 // (Go's default goal). A collection of a heap of large pointer-free
 // buffers takes milliseconds: a run of 1024 positions of a 0.32B Llama
-// took the same CPU time (0.97x), and its run of 8192 positions peaks at
+// took the same CPU time (1.00x), and its run of 8192 positions peaks at
 // 3.25 GB instead of 5.2 (BENCHMARKS.md, "Models of billions of
 // parameters").
 func (tr *tracker) garbage(n int64) {
