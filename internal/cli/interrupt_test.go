@@ -19,26 +19,49 @@ import (
 // set, so that the interrupt tests can signal a real process.
 func TestMain(m *testing.M) {
 	if os.Getenv("ONNXPE_TEST_MAIN") == "1" {
+		if ready := os.Getenv("ONNXPE_TEST_READY"); ready != "" {
+			signalsReady = func() { _ = os.WriteFile(ready, nil, 0o600) }
+		}
 		os.Exit(Main())
 	}
 	os.Exit(m.Run())
 }
 
-// startOnnxpe starts onnxpe (this test binary as Main) with args.
+// startOnnxpe starts onnxpe (this test binary as Main) with args; it
+// returns once onnxpe handles SIGINT and SIGTERM.
 func startOnnxpe(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
 	t.Helper()
 	if runtime.GOOS == "windows" {
 		t.Skip("skipped: no SIGINT to send on windows")
 	}
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "ONNXPE_TEST_MAIN=1")
+	ready := filepath.Join(t.TempDir(), "ready")
+	cmd.Env = append(os.Environ(), "ONNXPE_TEST_MAIN=1", "ONNXPE_TEST_READY="+ready)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
+	waitHandled(t, ready)
 	return cmd, &out, &errOut
+}
+
+// waitHandled waits until onnxpe, started by startOnnxpe, has installed
+// its handler of SIGINT and SIGTERM (it writes the file ready names then):
+// before that a signal ends it as Go's default does (exit -1), and a
+// loaded machine (the race detector, other tests) can take longer than
+// any fixed sleep to get there.
+func waitHandled(t *testing.T, ready string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(ready); err == nil {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("onnxpe did not install its signal handler in 60 s")
 }
 
 // exitOf waits for cmd and returns its exit code (-1 when a signal ended

@@ -156,6 +156,10 @@ func execute(ctx context.Context, root *cobra.Command, errOut io.Writer) (err er
 	return root.ExecuteContext(ctx)
 }
 
+// signalsReady is called once Main handles SIGINT and SIGTERM (the
+// interrupt tests wait for it before they signal).
+var signalsReady = func() {}
+
 // Main runs the command line and returns the exit code. SIGINT and
 // SIGTERM stop the command: a write in progress is finished or undone
 // first, and the exit code is ExitInterrupted.
@@ -166,6 +170,7 @@ func Main() int {
 	ios := System()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	signalsReady()
 	go func() {
 		s := <-sigs
 		guard.why = signalName(s)
