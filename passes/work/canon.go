@@ -101,6 +101,9 @@ func (w *Work) renameOps(g0 *graph.Graph) {
 // negative indices; an index out of range, a zero row for OneHot, is an
 // error for Gather, as for a model written with Gather).
 func (w *Work) oneHotLookup(g *graph.Graph, n *graph.Node) {
+	if len(n.Inputs()) != 2 || n.Input(0) == nil || n.Input(1) == nil {
+		return // a malformed product: the executor names what is wrong
+	}
 	for k := 0; k < 2; k++ {
 		if w.oneHotOperand(g, n, k) {
 			return
