@@ -335,7 +335,12 @@ func (tr *tracker) release(t *Tensor) {
 		return
 	}
 	tr.retire(st)
-	if !st.pooled || st.escaped || !tr.keep(st.buf) {
+	switch {
+	case st.escaped:
+		// Seen outside its env (an output the caller gets, a sequence's
+		// element): not garbage, and never pooled.
+	case st.pooled && tr.keep(st.buf):
+	default:
 		tr.garbage(st.capBytes)
 	}
 	// The record stays in tr.all and the slab until the run ends: it
@@ -360,12 +365,12 @@ func (tr *tracker) keep(t *Tensor) bool {
 
 // garbage counts n bytes of storage freed to the collector; once they
 // reach an eighth of the live peak (and 128 MiB), it collects them, so
-// that the heap reuses them instead of growing to twice what is live
-// (Go's default goal). A collection of a heap of large pointer-free
-// buffers takes milliseconds: a run of 1024 positions of a 0.32B Llama
-// took the same CPU time (1.00x), and its run of 8192 positions peaks at
-// 3.25 GB instead of 5.2 (BENCHMARKS.md, "Models of billions of
-// parameters").
+// that the heap reuses them instead of growing to twice what is live (Go's
+// default goal). A collection of a
+// heap of large pointer-free buffers takes milliseconds: a run of 4096
+// positions of a 0.32B Llama peaks at 2.09 GB instead of 2.94, and one of
+// 8192 at 3.25 GB instead of 5.2 (BENCHMARKS.md, "Models of billions of
+// parameters"), in the same CPU time.
 func (tr *tracker) garbage(n int64) {
 	tr.dropped += n
 	if tr.dropped >= max(tr.peak/8, 128<<20) {
