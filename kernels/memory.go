@@ -368,8 +368,8 @@ func (tr *tracker) keep(t *Tensor) bool {
 // that the heap reuses them instead of growing to twice what is live (Go's
 // default goal). A collection of a
 // heap of large pointer-free buffers takes milliseconds: a run of 4096
-// positions of a 0.32B Llama peaks at 2.09 GB instead of 2.94, and one of
-// 8192 at 3.25 GB instead of 5.2 (BENCHMARKS.md, "Models of billions of
+// positions of a 0.32B Llama peaks at 2.14 GB instead of 2.94, and one of
+// 8192 at 2.92 GB instead of 5.2 (BENCHMARKS.md, "Models of billions of
 // parameters"), in the same CPU time.
 func (tr *tracker) garbage(n int64) {
 	tr.dropped += n
