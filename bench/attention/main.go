@@ -39,6 +39,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/onnxpe/onnxpe/bench/internal/benchutil"
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/internal/ortpeer"
 	"github.com/onnxpe/onnxpe/kernels"
@@ -46,7 +47,6 @@ import (
 	"github.com/onnxpe/onnxpe/passes/audit"
 	"github.com/onnxpe/onnxpe/passes/schemes"
 	"github.com/onnxpe/onnxpe/testmodels"
-	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -54,12 +54,7 @@ func main() {
 	prefills := flag.String("prefill", "128,512", "prefill lengths (batch 1, no cache), comma-separated")
 	pasts := flag.String("decode", "512,4096", "cache lengths before one decoded token, comma-separated")
 	threadList := flag.String("threads", "1,2", "ONNX Runtime intra-op thread counts, comma-separated")
-	layers := flag.Int("layers", 4, "decoder layers")
-	hidden := flag.Int("hidden", 2048, "hidden size")
-	heads := flag.Int("heads", 16, "attention heads")
-	kv := flag.Int("kv-heads", 8, "key/value heads")
-	ffn := flag.Int("ffn", 5632, "MLP size")
-	vocab := flag.Int("vocab", 32000, "vocabulary")
+	shape := benchutil.LlamaShapeFlags()
 	flag.Parse()
 	pre, err := ints(*prefills)
 	if err != nil {
@@ -82,8 +77,8 @@ func main() {
 	}
 	defer os.RemoveAll(dir)
 
-	cfg := testmodels.LlamaConfig{Layers: *layers, Hidden: *hidden, Heads: *heads, KVHeads: *kv, FFN: *ffn, Vocab: *vocab,
-		RopeBase: 10000, Opset: 17, Seed: 1, KVCache: true}
+	cfg := shape.Config()
+	cfg.KVCache = true
 	// The rewrites' cos/sin caches cover every position the points reach
 	// (the default, 4096, stops a decode after 4096 cached tokens).
 	maxPos := 4096
@@ -279,14 +274,6 @@ func outputsLike(m *graph.Model, seq, past int) map[string]*kernels.Tensor {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d.Nanoseconds())/1e6) }
 
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
-		fail(err)
-	}
-	return time.Duration(ts.Nano())
-}
-
 // timeORT opens the models in ONNX Runtime (threads intra-op threads,
 // optimisation level all), runs each once on its inputs, compares the
 // first output (the logits) of models 1..same-1 (given the first one's
@@ -339,13 +326,13 @@ func timeORT(paths []string, models []*graph.Model, ins, likes []map[string]*ker
 	for r := 0; r < rounds; r++ {
 		for k := range runs {
 			i := (k + r) % len(runs)
-			t0, c0 := time.Now(), threadCPU()
+			t0, c0 := time.Now(), benchutil.ThreadCPU()
 			if err := runs[i](); err != nil {
 				return nil, nil, err
 			}
 			d := time.Since(t0)
 			if threads == 1 {
-				d = threadCPU() - c0
+				d = benchutil.ThreadCPU() - c0
 			}
 			times[i] = append(times[i], d)
 		}

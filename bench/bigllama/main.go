@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/onnxpe/onnxpe/bench/internal/benchutil"
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/testmodels"
@@ -19,12 +20,7 @@ import (
 
 func main() {
 	out := flag.String("o", "model.onnx", "model file to write (its weights go to <file>.data)")
-	layers := flag.Int("layers", 4, "decoder layers")
-	hidden := flag.Int("hidden", 2048, "hidden size")
-	heads := flag.Int("heads", 16, "attention heads")
-	kv := flag.Int("kv-heads", 8, "key/value heads")
-	ffn := flag.Int("ffn", 5632, "MLP size")
-	vocab := flag.Int("vocab", 32000, "vocabulary")
+	shape := benchutil.LlamaShapeFlags()
 	dtype := flag.String("dtype", "float32", "element type of the weights: float32 or float16")
 	tokens := flag.Int("inputs", 128, "also write inputs of this many tokens (batch 1) to the folder <file>.inputs (input_0.pb: input_ids, input_1.pb: position_ids)")
 	flag.Parse()
@@ -60,8 +56,8 @@ func main() {
 		off += int64(len(raw))
 		return e
 	}
-	cfg := testmodels.LlamaConfig{Layers: *layers, Hidden: *hidden, Heads: *heads, KVHeads: *kv, FFN: *ffn, Vocab: *vocab,
-		RopeBase: 10000, Opset: 17, Seed: 1, DType: dt, Store: store}
+	cfg := shape.Config()
+	cfg.DType, cfg.Store = dt, store
 	m := testmodels.Llama(cfg)
 	if err := w.Flush(); err != nil {
 		fail(err)
@@ -79,7 +75,7 @@ func main() {
 		}
 		ids, pos := make([]int64, *tokens), make([]int64, *tokens)
 		for i := range ids {
-			ids[i], pos[i] = int64((i*7919+13)%*vocab), int64(i)
+			ids[i], pos[i] = int64((i*7919+13)%cfg.Vocab), int64(i)
 		}
 		for i, t := range []*kernels.Tensor{kernels.FromSlice([]int{1, *tokens}, ids), kernels.FromSlice([]int{1, *tokens}, pos)} {
 			name := []string{"input_ids", "position_ids"}[i]

@@ -24,9 +24,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"slices"
 	"time"
 
+	"github.com/onnxpe/onnxpe/bench/internal/benchutil"
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/internal/ortpeer"
 	"github.com/onnxpe/onnxpe/kernels"
@@ -35,7 +35,6 @@ import (
 	"github.com/onnxpe/onnxpe/passes/schemes"
 	"github.com/onnxpe/onnxpe/testmodels"
 	"github.com/onnxpe/onnxpe/verify"
-	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -146,22 +145,9 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d.Nanosecon
 
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
 
-func median(ds []time.Duration) time.Duration {
-	slices.Sort(ds)
-	return ds[len(ds)/2]
-}
-
 // timing is the median CPU time of the runs on their thread and the
 // median wall time.
 type timing struct{ cpu, wall time.Duration }
-
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
-		fail(err)
-	}
-	return time.Duration(ts.Nano())
-}
 
 const block = 10
 
@@ -242,14 +228,14 @@ func alternate(rounds int, f, g func() error) (timing, timing, error) {
 				}
 			}
 			for i := 0; i < block; i++ {
-				t0, c0 := time.Now(), threadCPU()
+				t0, c0 := time.Now(), benchutil.ThreadCPU()
 				if err := side.fn(); err != nil {
 					return timing{}, timing{}, err
 				}
-				*side.cpu = append(*side.cpu, threadCPU()-c0)
+				*side.cpu = append(*side.cpu, benchutil.ThreadCPU()-c0)
 				*side.wall = append(*side.wall, time.Since(t0))
 			}
 		}
 	}
-	return timing{median(ac), median(aw)}, timing{median(bc), median(bw)}, nil
+	return timing{benchutil.Median(ac), benchutil.Median(aw)}, timing{benchutil.Median(bc), benchutil.Median(bw)}, nil
 }

@@ -14,10 +14,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/onnxpe/onnxpe/bench/internal/benchutil"
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/internal/ortpeer"
 	"github.com/onnxpe/onnxpe/kernels"
@@ -168,11 +168,6 @@ func loadJobs() ([]job, func(), error) {
 	return jobs, cleanup, nil
 }
 
-func median(ds []time.Duration) time.Duration {
-	slices.Sort(ds)
-	return ds[len(ds)/2]
-}
-
 // timePair times onnxpe and ONNX Runtime on the same job in alternating
 // rounds, so that both see the same machine (the second vCPU here is shared
 // with other work). In each round, each side runs a warm-up and a block of
@@ -223,7 +218,7 @@ func timePair(j job, threads, runs int) (ours, peer time.Duration, err error) {
 		}
 		b = append(b, d...)
 	}
-	return median(a), median(b), nil
+	return benchutil.Median(a), benchutil.Median(b), nil
 }
 
 // timeBlock runs f three times to warm up, then n timed times.

@@ -73,8 +73,8 @@ func layerOf(pkg string) int {
 }
 
 // benchAllowed is what the bench/ tools may import: the library, the
-// corpus and ONNX Runtime, not the command line.
-var benchAllowed = []string{"graph", "kernels", "passes", "verify", "codegen", "testmodels", "internal/ortpeer"}
+// corpus, ONNX Runtime and the helpers they share, not the command line.
+var benchAllowed = []string{"graph", "kernels", "passes", "verify", "codegen", "testmodels", "internal/ortpeer", "bench/internal/benchutil"}
 
 // external are third-party module paths only some packages may import.
 var external = map[string][]string{
