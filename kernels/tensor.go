@@ -255,65 +255,62 @@ func (t *Tensor) Clone() *Tensor {
 // (exactly, but for int64 and uint64 beyond 2^53).
 func (t *Tensor) Float64s() []float64 {
 	out := make([]float64, t.Len())
+	t.Float64sAt(out, 0)
+	return out
+}
+
+// Float64sAt converts len(dst) elements of t from element off to float64
+// into dst, as Float64s does: a comparison of two large tensors reads
+// them a block at a time instead of holding both whole as float64.
+func (t *Tensor) Float64sAt(dst []float64, off int) {
+	n := len(dst)
 	if smallFloat(t.DType) {
-		decodeSmallFloat(out, t.DType, t.data.([]uint8))
-		return out
+		decodeSmallFloat(dst, t.DType, t.data.([]uint8)[off:off+n])
+		return
 	}
 	switch d := t.data.(type) {
 	case []float32:
-		for i, v := range d {
-			out[i] = float64(v)
-		}
+		toFloat64s(dst, d[off:off+n])
 	case []float64:
-		copy(out, d)
+		copy(dst, d[off:off+n])
 	case []float16.Float16:
-		for i, v := range d {
-			out[i] = float64(v.Float32())
+		for i, v := range d[off : off+n] {
+			dst[i] = float64(v.Float32())
 		}
 	case []graph.BF16:
-		for i, v := range d {
-			out[i] = float64(v.Float32())
+		for i, v := range d[off : off+n] {
+			dst[i] = float64(v.Float32())
 		}
 	case []int64:
-		for i, v := range d {
-			out[i] = float64(v)
-		}
+		toFloat64s(dst, d[off:off+n])
 	case []int32:
-		for i, v := range d {
-			out[i] = float64(v)
-		}
+		toFloat64s(dst, d[off:off+n])
 	case []int16:
-		for i, v := range d {
-			out[i] = float64(v)
-		}
+		toFloat64s(dst, d[off:off+n])
 	case []int8:
-		for i, v := range d {
-			out[i] = float64(v)
-		}
+		toFloat64s(dst, d[off:off+n])
 	case []uint64:
-		for i, v := range d {
-			out[i] = float64(v)
-		}
+		toFloat64s(dst, d[off:off+n])
 	case []uint32:
-		for i, v := range d {
-			out[i] = float64(v)
-		}
+		toFloat64s(dst, d[off:off+n])
 	case []uint16:
-		for i, v := range d {
-			out[i] = float64(v)
-		}
+		toFloat64s(dst, d[off:off+n])
 	case []uint8:
-		for i, v := range d {
-			out[i] = float64(v)
-		}
+		toFloat64s(dst, d[off:off+n])
 	case []bool:
-		for i, v := range d {
+		for i, v := range d[off : off+n] {
+			dst[i] = 0
 			if v {
-				out[i] = 1
+				dst[i] = 1
 			}
 		}
 	}
-	return out
+}
+
+func toFloat64s[T float32 | int64 | int32 | int16 | int8 | uint64 | uint32 | uint16 | uint8](dst []float64, src []T) {
+	for i, v := range src {
+		dst[i] = float64(v)
+	}
 }
 
 // Int64s converts the elements of an integer or bool tensor to int64 (float

@@ -167,6 +167,9 @@ func unflatten(i int, shape, strides []int) []int {
 	return idx
 }
 
+// compareBlock is the elements diffTensors converts to float64 at a time.
+const compareBlock = 1 << 16
+
 // diffTensors compares output b with the reference a (of models A and B).
 func diffTensors(name string, a, b *kernels.Tensor, tol Tolerance, pm *positionMap) OutputDiff {
 	return diffTensorsAs(name, "A", "B", a, b, tol, pm)
@@ -190,71 +193,82 @@ func diffTensorsAs(name, la, lb string, a, b *kernels.Tensor, tol Tolerance, pm 
 		d.Problem = fmt.Sprintf("shape %v in %s, %v in %s", a.Shape, la, b.Shape, lb)
 		return d
 	}
-	av, bv := elemValues(a), elemValues(b)
+	// A block at a time as float64: the logits of a long sequence are
+	// gigabytes, and two float64 copies of them would be four times that.
+	n := a.Len()
+	blk := min(n, compareBlock)
+	av, bv := make([]float64, blk), make([]float64, blk)
 	strides := stridesOf(a.Shape)
 	isFloat := a.DType.IsFloat()
 	worstI, worstScore := -1, -1.0
 	firstI, firstPos := -1, math.MaxInt
-	for i := range av {
-		if pm.padding(i, a.Shape, strides) {
-			continue
-		}
-		d.Compared++
-		x, y := av[i], bv[i]
-		bad := false
-		score := 0.0
-		switch {
-		case x == y: // equal values, equal infinities
-		case math.IsNaN(x) || math.IsNaN(y) || math.IsInf(x, 0) || math.IsInf(y, 0):
-			if !(math.IsNaN(x) && math.IsNaN(y)) {
-				bad, score = true, math.Inf(1)
+	var worstAB, firstAB [2]float64
+	for off := 0; off < n; off += blk {
+		m := min(blk, n-off)
+		a.Float64sAt(av[:m], off)
+		b.Float64sAt(bv[:m], off)
+		for j := range m {
+			i := off + j
+			if pm.padding(i, a.Shape, strides) {
+				continue
 			}
-		default:
-			e := math.Abs(x - y)
-			d.MaxAbsErr = math.Max(d.MaxAbsErr, e)
-			if x != 0 {
-				d.MaxRelErr = math.Max(d.MaxRelErr, e/math.Abs(x))
+			d.Compared++
+			x, y := av[j], bv[j]
+			bad := false
+			score := 0.0
+			switch {
+			case x == y: // equal values, equal infinities
+			case math.IsNaN(x) || math.IsNaN(y) || math.IsInf(x, 0) || math.IsInf(y, 0):
+				if !(math.IsNaN(x) && math.IsNaN(y)) {
+					bad, score = true, math.Inf(1)
+				}
+			default:
+				e := math.Abs(x - y)
+				d.MaxAbsErr = math.Max(d.MaxAbsErr, e)
+				if x != 0 {
+					d.MaxRelErr = math.Max(d.MaxRelErr, e/math.Abs(x))
+				}
+				if isFloat {
+					d.MaxULP = max(d.MaxULP, ulpDistance(a.DType, x, y))
+				}
+				allowed := d.Tolerance.Allowed(x)
+				bad = !(e <= allowed)
+				if bad {
+					score = 1 + e/math.Max(allowed, math.SmallestNonzeroFloat64)
+				} else {
+					// Within tolerance: rank by the absolute difference
+					// below every mismatch.
+					score = e / (1 + e)
+				}
 			}
-			if isFloat {
-				d.MaxULP = max(d.MaxULP, ulpDistance(a.DType, x, y))
+			if score > worstScore {
+				worstI, worstScore, worstAB = i, score, [2]float64{x, y}
 			}
-			allowed := d.Tolerance.Allowed(x)
-			bad = !(e <= allowed)
 			if bad {
-				score = 1 + e/math.Max(allowed, math.SmallestNonzeroFloat64)
-			} else {
-				// Within tolerance: rank by the absolute difference
-				// below every mismatch.
-				score = e / (1 + e)
-			}
-		}
-		if score > worstScore {
-			worstI, worstScore = i, score
-		}
-		if bad {
-			d.Mismatches++
-			p, ok := pm.position(i, a.Shape, strides)
-			if !ok {
-				p = 0
-			}
-			if firstI < 0 || p < firstPos {
-				firstI, firstPos = i, p
+				d.Mismatches++
+				p, ok := pm.position(i, a.Shape, strides)
+				if !ok {
+					p = 0
+				}
+				if firstI < 0 || p < firstPos {
+					firstI, firstPos, firstAB = i, p, [2]float64{x, y}
+				}
 			}
 		}
 	}
 	d.Equal = d.Mismatches == 0
-	elem := func(i int) *Element {
-		e := &Element{Index: unflatten(i, a.Shape, strides), A: Number(av[i]), B: Number(bv[i])}
+	elem := func(i int, ab [2]float64) *Element {
+		e := &Element{Index: unflatten(i, a.Shape, strides), A: Number(ab[0]), B: Number(ab[1])}
 		if p, ok := pm.position(i, a.Shape, strides); ok {
 			e.Position = &p
 		}
 		return e
 	}
 	if worstI >= 0 {
-		d.Worst = elem(worstI)
+		d.Worst = elem(worstI, worstAB)
 	}
 	if firstI >= 0 {
-		d.FirstMismatch = elem(firstI)
+		d.FirstMismatch = elem(firstI, firstAB)
 	}
 	return d
 }

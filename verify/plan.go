@@ -481,7 +481,7 @@ func (p *planner) findMaxLength() error {
 	}
 	try := func(n int) (bool, error) {
 		// The rows as the sweep's long set has them: its run is kept.
-		s := p.rowPositions(SetSpec{Name: fmt.Sprintf("probe (sequence %d)", n), Batch: 2, Seq: n, Purpose: "long"})
+		s := p.rowPositions(SetSpec{Name: fmt.Sprintf("probe (sequence %d)", n), Batch: longRows(n), Seq: n, Purpose: "long"})
 		out, err := p.run(s)
 		if err != nil {
 			if errors.Is(err, kernels.ErrInternal) {
@@ -649,7 +649,7 @@ func (p *planner) specs() []SetSpec {
 		add(SetSpec{Name: "token", Batch: 2, Seq: fix(1), Purpose: "a single token", required: !a.HasCache})
 		add(SetSpec{Name: "short", Batch: 3, Seq: fix(shortSeq), Purpose: "a short sequence, padded rows", required: !a.HasCache})
 		if a.MaxLength > shortSeq {
-			add(SetSpec{Name: "long", Batch: 2, Seq: fix(a.MaxLength), Purpose: "the longest sequence (" + a.MaxLengthFrom + ")", unpadded: true})
+			add(SetSpec{Name: "long", Batch: longRows(fix(a.MaxLength)), Seq: fix(a.MaxLength), Purpose: "the longest sequence (" + a.MaxLengthFrom + ")", unpadded: true})
 		}
 		// Each stored table shorter than the longest sequence, read up
 		// to its last row (a model may switch to another path beyond it).
@@ -661,7 +661,7 @@ func (p *planner) specs() []SetSpec {
 		}
 		slices.Sort(edges)
 		for _, n := range edges {
-			add(SetSpec{Name: fmt.Sprintf("table%d", n), Batch: 2, Seq: fix(n), unpadded: true,
+			add(SetSpec{Name: fmt.Sprintf("table%d", n), Batch: longRows(fix(n)), Seq: fix(n), unpadded: true,
 				Purpose: fmt.Sprintf("a sequence as long as a stored table (%d rows)", n)})
 		}
 		if a.HasCache && a.MaxLength > decodePast+1 {
@@ -674,6 +674,20 @@ func (p *planner) specs() []SetSpec {
 			Purpose: fmt.Sprintf("positions up to %d, the largest the model supports", a.MaxPosition)}))
 	}
 	return dedupeSpecs(out)
+}
+
+// longRows is the rows of the long sets of n positions: two up to
+// DefaultMaxLength (the second row's positions repeat, which a model
+// that counts them from the sequence gets wrong, and a perturbation one
+// row leaves under the tolerance shows in the other); one beyond, the
+// lengths extend checks, where a second row doubles the activations,
+// the [heads, n, n] scores of a model that computes them whole, and the
+// time, for what the shorter sets' rows show already.
+func longRows(n int) int {
+	if n > DefaultMaxLength {
+		return 1
+	}
+	return 2
 }
 
 func dedupeSpecs(in []SetSpec) []SetSpec {

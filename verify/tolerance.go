@@ -9,7 +9,6 @@ import (
 	"github.com/x448/float16"
 
 	"github.com/onnxpe/onnxpe/graph"
-	"github.com/onnxpe/onnxpe/kernels"
 )
 
 // Tolerance is how far an element b may be from the reference a:
@@ -160,8 +159,3 @@ func ordDist(a, b int64) uint64 {
 	}
 	return uint64(b) - uint64(a)
 }
-
-// elemValues returns t's elements as float64 (exact for every type the
-// executor holds but int64 beyond 2^53, which outputs of models do not
-// reach).
-func elemValues(t *kernels.Tensor) []float64 { return t.Float64s() }
