@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"unsafe"
 
@@ -375,9 +376,51 @@ func (tr *tracker) garbage(n int64) {
 	tr.dropped += n
 	if tr.dropped >= max(tr.peak/8, 128<<20) {
 		tr.dropped = 0
+		if tr.peak >= hugeRun {
+			// A run this large takes seconds: the pages the collection
+			// frees go back at once (milliseconds of faults later) rather
+			// than stay in the process beside the next large buffers.
+			debug.FreeOSMemory()
+		} else {
+			runtime.GC()
+		}
+	}
+}
+
+// largeAlloc is the size of a new buffer from which it makes room first
+// (makeRoom).
+const largeAlloc = 64 << 20
+
+// makeRoom, before a new buffer of n bytes (largeAlloc or more) that the
+// pool cannot serve, drops free buffers of as many bytes from the pool
+// and collects when the garbage then covers n, so that the heap reuses
+// them for the new buffer instead of growing by n beside them. A buffer
+// of hugeAlloc or more, which the free spans of smaller buffers cannot
+// hold (the heap grows for it), first returns the heap's free memory to
+// the system (the logits of 8192 positions, 1 GB, came on top of the
+// pool's half of the peak and the garbage not yet returned: extend --to
+// 8192 of a 0.32B Llama peaked at 3.58 GB, 2.5-2.75 GB with this).
+func (tr *tracker) makeRoom(n int64) {
+	before := tr.pool.bytes
+	tr.pool.trim(max(before-n, 0))
+	tr.dropped += before - tr.pool.bytes
+	switch {
+	case n >= hugeAlloc:
+		tr.dropped = 0
+		debug.FreeOSMemory()
+	case tr.dropped >= n:
+		tr.dropped = 0
 		runtime.GC()
 	}
 }
+
+// hugeRun is the live peak from which a run's collections return the
+// memory they free to the system.
+const hugeRun = 1 << 30
+
+// hugeAlloc is the size of a new buffer from which makeRoom returns the
+// heap's free memory to the system.
+const hugeAlloc = 256 << 20
 
 func (tr *tracker) retire(st *storage) {
 	delete(tr.live, st.key)
@@ -481,6 +524,16 @@ func (p *bufPool) get(dt graph.DataType, shape []int) (t *Tensor, reused bool) {
 		d = resliceAny(d, n)
 	}
 	return newTensor(dt, shape, d), true
+}
+
+// fits reports whether get would serve n elements of dt from the pool.
+func (p *bufPool) fits(dt graph.DataType, n int) bool {
+	for _, b := range p.free[dt] {
+		if c := capOf(b); c >= n && c <= n+n/poolSlack {
+			return true
+		}
+	}
+	return false
 }
 
 // trim drops free buffers (the largest first) until the pool holds at most
@@ -615,6 +668,9 @@ func (c *Call) allocDirty(dt graph.DataType, shape []int) (t *Tensor, dirty bool
 		}
 		if err != nil {
 			panic(allocError{fmt.Errorf("a tensor %v of %v: %w", shape, dt, err)})
+		}
+		if need >= largeAlloc && !tr.pool.fits(dt, shapeSize(shape)) {
+			tr.makeRoom(need)
 		}
 		t, dirty = tr.pool.get(dt, shape)
 		if _, cb, _ := storageKey(t); cb > need {

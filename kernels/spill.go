@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"os"
 	"slices"
 	"sync"
 	"unsafe"
@@ -65,6 +66,12 @@ func (s *Spill) Tensor(t *Tensor) *Tensor {
 	s.mu.Lock()
 	s.maps = append(s.maps, b)
 	s.mu.Unlock()
+	spilled.mu.Lock()
+	if spilled.maps == nil {
+		spilled.maps = map[uintptr][]byte{}
+	}
+	spilled.maps[uintptr(unsafe.Pointer(unsafe.SliceData(b)))] = b
+	spilled.mu.Unlock()
 	return &Tensor{DType: t.DType, Shape: slices.Clone(t.Shape), data: d, frozen: true}
 }
 
@@ -93,19 +100,58 @@ func (s *Spill) Outputs(m map[string]*Tensor) map[string]*Tensor {
 }
 
 // Release drops the pages of a spilled tensor that were read back (the
-// file keeps them); it does nothing to other tensors.
+// file keeps them); it does nothing to other tensors. The tensor may come
+// from any Spill of the process (a Prepared's probe compared by a
+// comparison of its own).
 func (s *Spill) Release(t *Tensor) {
-	if s == nil || t == nil || t.data == nil {
+	if t == nil {
 		return
 	}
-	p := uintptr(dataPointer(t.data))
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, b := range s.maps {
-		if base := uintptr(unsafe.Pointer(unsafe.SliceData(b))); p >= base && p < base+uintptr(len(b)) {
-			releaseSpilled(b)
-			return
+	ReleaseSpilled(t, 0, t.Len())
+}
+
+var pageSize = os.Getpagesize()
+
+// spilled is every mapping a Spill of the process holds, so that a range
+// is released only while it is mapped (an address unmapped and mapped
+// again as ordinary memory must never be advised to drop its pages).
+var spilled struct {
+	mu   sync.Mutex
+	maps map[uintptr][]byte
+}
+
+// ReleaseSpilled drops the read-back pages of elements [off, off+n) of
+// t when t is a spilled tensor (whole pages inside the range; the file
+// keeps them, a later read faults them in again). It does nothing to
+// other tensors. A comparison calls it behind its reading of a spilled
+// output of gigabytes, so that the output's pages do not all come back
+// into the process at once.
+func ReleaseSpilled(t *Tensor, off, n int) {
+	if t == nil || t.data == nil || !t.frozen || n <= 0 {
+		return
+	}
+	size := elemBytes(t.DType)
+	if size == 0 {
+		return
+	}
+	p := uintptr(dataPointer(t.data)) + uintptr(off*size)
+	end := p + uintptr(n*size)
+	spilled.mu.Lock()
+	defer spilled.mu.Unlock()
+	for base, b := range spilled.maps {
+		if p < base || end > base+uintptr(len(b)) {
+			continue
 		}
+		page := uintptr(pageSize)
+		lo := (p + page - 1) &^ (page - 1)
+		hi := end &^ (page - 1)
+		if end == base+uintptr(len(b)) {
+			hi = end // the mapping's last page is its own
+		}
+		if hi > lo {
+			releaseSpilled(b[lo-base : hi-base])
+		}
+		return
 	}
 }
 
@@ -130,7 +176,10 @@ func (s *Spill) Close() {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	spilled.mu.Lock()
+	defer spilled.mu.Unlock()
 	for _, b := range s.maps {
+		delete(spilled.maps, uintptr(unsafe.Pointer(unsafe.SliceData(b))))
 		unmapSpilled(b)
 	}
 	s.maps = nil

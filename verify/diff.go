@@ -207,6 +207,9 @@ func diffTensorsAs(name, la, lb string, a, b *kernels.Tensor, tol Tolerance, pm 
 		m := min(blk, n-off)
 		a.Float64sAt(av[:m], off)
 		b.Float64sAt(bv[:m], off)
+		// A spilled side's pages go back as they are read.
+		kernels.ReleaseSpilled(a, off, m)
+		kernels.ReleaseSpilled(b, off, m)
 		for j := range m {
 			i := off + j
 			if pm.padding(i, a.Shape, strides) {
