@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -217,5 +218,26 @@ func TestPrecisionAsBFloat16(t *testing.T) {
 	}
 	if !someIndistinct {
 		t.Error("bfloat16 keeps every position distinct at every frequency up to 2048: the check checks nothing")
+	}
+}
+
+// TestMaskAddedToCausalIsAMask: Hugging Face's Llama (transformers 4.47)
+// adds its attention_mask, as floats, to the causal mask and compares the
+// sum with 0 (padding_mask = causal_mask + attention_mask; == 0): an
+// attention mask, not positions used as numbers (the sweep fed it
+// positions, and a fused rewrite was found unequal on masks of 2 and 3).
+func TestMaskAddedToCausalIsAMask(t *testing.T) {
+	for _, name := range []string{"hf-llama-rope-linear", "hf-falcon-rope-mqa", "hf-gemma-rope-mqa-headdim24"} {
+		m, err := graph.Load(filepath.Join(testmodels.HFModelsDir(), name, "model.onnx"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := verify.Analyze(m, verify.Hints{}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := roles(a)["attention_mask"]; r != verify.RoleAttentionMask {
+			t.Errorf("%s: attention_mask is %s", name, r)
+		}
 	}
 }

@@ -325,6 +325,10 @@ func walkUses(g *graph.Graph, v *graph.Value, isFloat bool) *inputEvents {
 				e.add(&e.mask, n) // 1 - mask
 			case n.OpType == "Mul" && isConstHuge(n.Input(1-u.Index)):
 				e.add(&e.mask, n) // mask * finfo.min
+			case float && (n.OpType == "Add" || n.OpType == "Sub") && comparedWithConstant(n.Output(0), 4):
+				// Added to another mask and the sum compared with 0
+				// (Hugging Face's padding_mask = causal_mask + mask; == 0).
+				e.add(&e.mask, n)
 			case float:
 				e.add(&e.position, n) // arithmetic on the value as a number
 			case isIntArith(n.OpType):
@@ -339,6 +343,34 @@ func walkUses(g *graph.Graph, v *graph.Value, isFloat bool) *inputEvents {
 	}
 	walk(v, false, false, 0)
 	return e
+}
+
+// comparedWithConstant reports whether v reaches, through ops that keep
+// its values (up to depth of them), a comparison with a constant.
+func comparedWithConstant(v *graph.Value, depth int) bool {
+	if v == nil || depth < 0 {
+		return false
+	}
+	for _, u := range v.Uses() {
+		n := u.Node
+		if !isONNX(n.Domain) {
+			continue
+		}
+		switch n.OpType {
+		case "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual":
+			if _, c := graph.ConstantValue(n.Input(1 - u.Index)); c {
+				return true
+			}
+		}
+		if keepsValues(n, u.Index) {
+			for _, o := range n.Outputs() {
+				if comparedWithConstant(o, depth-1) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // fusedPast reports whether input i of n is the past key or value of a
