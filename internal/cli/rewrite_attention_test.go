@@ -59,9 +59,18 @@ func TestRewriteAttentionFlag(t *testing.T) {
 	if !strings.Contains(js, "attention fused into GroupQueryAttention (do_rotary") || count(out) != 2 {
 		t.Fatalf("%d GroupQueryAttention nodes: %s", count(out), js)
 	}
-	// GPT-J's blocks mask with a Where: left, with the reason per block.
-	code, stdout, stderr := runCLI(t, "rewrite", corpusFile("rope_gptj", "model.onnx"), "-o", filepath.Join(dir, "gptj.onnx"), "--attention", "fused")
-	if code != 0 || !strings.Contains(stdout, "layer 1: attention not fused into GroupQueryAttention: the scores go through Where") {
+	// GPT-J's blocks mask with a Where and rotate 8 of 16 dimensions
+	// (cos/sin caches of 4 columns, which ONNX Runtime's op refuses to
+	// rotate by): fused, q and k turned by RotaryEmbedding before the op.
+	gptj := filepath.Join(dir, "gptj.onnx")
+	code, stdout, stderr := runCLI(t, "rewrite", corpusFile("rope_gptj", "model.onnx"), "-o", gptj, "--attention", "fused")
+	if code != 0 || !strings.Contains(stdout, "layers [0 1]: attention fused into GroupQueryAttention (q and k rows turned before it by RotaryEmbedding") || count(gptj) != 2 {
+		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+	}
+	// Dynamic NTK's cos/sin depend on the length: left, with the reason
+	// per block.
+	code, stdout, stderr = runCLI(t, "rewrite", corpusFile("rope_ntk", "model.onnx"), "-o", filepath.Join(dir, "ntk.onnx"), "--attention", "fused")
+	if code != 0 || !strings.Contains(stdout, "layer 1: attention not fused into GroupQueryAttention: the cos/sin depend on more than the positions") {
 		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
 	}
 }

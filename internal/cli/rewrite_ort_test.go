@@ -179,3 +179,41 @@ func TestRewriteRealModelsORT(t *testing.T) {
 		})
 	}
 }
+
+// TestAttentionFusedHFModelsORT: `rewrite --attention fused` of every
+// Hugging Face export (transformers' modeling code, torch.onnx.export):
+// those it fuses (the RoPE decoders: Llama, Falcon, Gemma, GPT-J,
+// GPT-NeoX, Phi, Phi-3) are verified before writing and run equal to the
+// original in ONNX Runtime, prompt and decode; the others are written
+// with their blocks kept or exit 1 with nothing written only when the
+// rewrite itself refuses (never a fused model that is not equal).
+func TestAttentionFusedHFModelsORT(t *testing.T) {
+	paths, _ := filepath.Glob(filepath.Join(testmodels.HFModelsDir(), "hf-*", "model.onnx"))
+	if len(paths) != 40 {
+		t.Fatalf("%d Hugging Face exports, want 40", len(paths))
+	}
+	fused := 0
+	for _, in := range paths {
+		name := filepath.Base(filepath.Dir(in))
+		t.Run(name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "fused.onnx")
+			code, stdout, stderr := runCLI(t, "rewrite", in, "-o", out, "--attention", "fused")
+			if !strings.Contains(stdout, "attention fused into GroupQueryAttention") {
+				if strings.Contains(stdout+stderr, "is not equal") {
+					t.Fatalf("a rewrite that fuses nothing is not equal: %s%s", stdout, stderr)
+				}
+				return
+			}
+			if code != 0 {
+				t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+			}
+			fused++
+			ortEqual(t, in, out)
+		})
+	}
+	// Llama (4), Falcon, Gemma, GPT-J, GPT-NeoX, Phi, Phi-3.
+	if fused < 10 {
+		t.Errorf("%d exports fused, want at least 10", fused)
+	}
+	t.Logf("%d of %d exports fused and equal in ONNX Runtime", fused, len(paths))
+}

@@ -35,6 +35,9 @@ type Attention struct {
 	Bias             *graph.Value // an additive mask beyond the causal one (padding), or nil
 	Type             graph.DataType
 	scores, keysSeen work.Dim // the scores' query and key lengths
+	// whereCausal: a Where of the score path masks the keys after each
+	// query's own (the op's causal mask).
+	whereCausal bool
 }
 
 // Layout is how q, k or v holds its heads.
@@ -136,7 +139,9 @@ func weightsToV(w *work.Work, b *attn.Block) bool {
 }
 
 // readScores reads the score path: constant scalar scales, then
-// additions of masks, nothing else.
+// additions of masks, nothing else; or a Where that keeps the scores of
+// the visible keys and fills the others (GPT-J's and GPT-NeoX's causal
+// mask), before or after the scales.
 func (a *Attention) readScores(w *work.Work, b *attn.Block) error {
 	lastScale, firstAdd := -1, math.MaxInt
 	for _, n := range b.ScorePath {
@@ -146,8 +151,21 @@ func (a *Attention) readScores(w *work.Work, b *attn.Block) error {
 			if err != nil {
 				return err
 			}
+			if c < 0 {
+				return refuse("%s (%s) scales the scores by %g: a mask filled before it would no longer mask", n.OpType, w.OrigName(n), c)
+			}
 			a.Scale *= c
 			lastScale = max(lastScale, w.Pos(n))
+		case "Where":
+			if err := a.readWhere(w, b, n); err != nil {
+				return err
+			}
+		case "Reshape":
+			// GPT-NeoX's product of [batch·heads, seq, head] rows, viewed
+			// back as [batch, heads, queries, keys] before its mask.
+			if sh := w.Shape(n.Output(0)); sh.Rank() != 4 || sh.Dims[2] != a.scores || sh.Dims[3] != a.keysSeen {
+				return refuse("the scores are reshaped to %s (%s)", w.ShapeString(sh), w.OrigName(n))
+			}
 		case "Add":
 			firstAdd = min(firstAdd, w.Pos(n))
 		case "Cast": // softmax in float32 (Hugging Face's half models)

@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"math"
+	"slices"
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes/attn"
@@ -21,8 +22,11 @@ const maskedBelow = -1e4
 // padding of an attention_mask) becomes the op's attention_bias, as the
 // model computes it. At least one must be causal: the op is.
 func (a *Attention) readMasks(w *work.Work, b *attn.Block) error {
-	causal := false
+	causal := a.whereCausal
 	for _, bt := range b.Bias {
+		if bt.Add != nil && bt.Add.OpType == "Where" {
+			continue // the fill of a Where that masks (readWhere)
+		}
 		kind, err := maskKind(w, bt.Value)
 		if err != nil {
 			return err
@@ -33,7 +37,7 @@ func (a *Attention) readMasks(w *work.Work, b *attn.Block) error {
 		return refuse("no causal mask: the op is causal")
 	}
 	for _, bt := range b.Bias {
-		if sizesOnly(w, bt.Value) {
+		if sizesOnly(w, bt.Value) || bt.Add != nil && bt.Add.OpType == "Where" {
 			continue
 		}
 		if a.Bias != nil {
@@ -131,4 +135,64 @@ func sizesOnly(w *work.Work, v *graph.Value) bool {
 		}
 	}
 	return true
+}
+
+// readWhere reads a Where of the score path, Where(visible, scores, fill)
+// or Where(hidden, fill, scores): the condition, evaluated as maskKind
+// evaluates a bias (one row of 5 tokens), must keep exactly the keys up to
+// each query's own (after the past), depend on no input's values (only on
+// the sizes: a padding mask goes into the scores by an addition), and the
+// fill must be at most maskedBelow. It is the op's causal mask then.
+func (a *Attention) readWhere(w *work.Work, b *attn.Block, n *graph.Node) error {
+	var scoresAt int
+	switch {
+	case w.IsAct(n.Input(1)) && slices.Contains(b.ScorePath, producerOf(n.Input(1))) || n.Input(1) == b.QK.Output(0):
+		scoresAt = 1
+	case w.IsAct(n.Input(2)) && slices.Contains(b.ScorePath, producerOf(n.Input(2))) || n.Input(2) == b.QK.Output(0):
+		scoresAt = 2
+	default:
+		return refuse("the Where %s of the scores does not pass them through", w.OrigName(n))
+	}
+	cond, fill := n.Input(0), n.Input(3-scoresAt)
+	if !sizesOnly(w, cond) {
+		return refuse("the Where %s masks by a condition that depends on the inputs' values", w.OrigName(n))
+	}
+	pr := probe.NewProbe(w, 1, 5, 0)
+	f, err := pr.Value(fill)
+	if err != nil {
+		return refuse("the fill of the Where %s cannot be evaluated: %v", w.OrigName(n), err)
+	}
+	for _, x := range f.Float64s() {
+		if !(x <= maskedBelow) {
+			return refuse("the Where %s fills the scores with %g, not a mask", w.OrigName(n), x)
+		}
+	}
+	c, err := pr.Value(cond)
+	if err != nil {
+		return refuse("the condition of the Where %s cannot be evaluated: %v", w.OrigName(n), err)
+	}
+	if len(c.Shape) < 2 {
+		return refuse("the condition of the Where %s is %v, not [.., queries, keys]", w.OrigName(n), c.Shape)
+	}
+	q, k := c.Shape[len(c.Shape)-2], c.Shape[len(c.Shape)-1]
+	if q == 1 && k > 1 {
+		return refuse("the condition of the Where %s has one row for every query", w.OrigName(n))
+	}
+	for i, x := range c.Float64s() {
+		row, col := (i/k)%q, i%k
+		keep := (x != 0) == (scoresAt == 1)
+		if keep != (col <= k-q+row) {
+			return refuse("the Where %s keeps other scores than the keys up to each query's own", w.OrigName(n))
+		}
+	}
+	a.whereCausal = true
+	return nil
+}
+
+// producerOf is v's producer (nil for a graph input or initializer).
+func producerOf(v *graph.Value) *graph.Node {
+	if v == nil {
+		return nil
+	}
+	return v.Producer()
 }

@@ -146,7 +146,10 @@ func gqaRotary(r *rewrite.Rewrite, w *work.Work, ev *Evidence, p *Params, ts []r
 		return nil, err
 	}
 	rot := &rewrite.Rotary{Interleaved: p.Layout == "interleaved", RotaryDim: p.RotaryDim, HeadDim: p.HeadDim, Cos: cs, Sin: sn, CosV: cosV, SinV: sinV}
-	if ownPositions(ev.Positions, p, cached) {
+	// ONNX Runtime's GroupQueryAttention rotates by caches of a multiple
+	// of 8 columns only (rotary_dim/2; it refuses others when it runs):
+	// other rotations turn q and k before it by RotaryEmbedding.
+	if ownPositions(ev.Positions, p, cached) && (p.RotaryDim/2)%8 == 0 {
 		return rot, nil
 	}
 	q := ts[0] // batch and sequence of the block's q or k: the same
