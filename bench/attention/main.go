@@ -10,20 +10,24 @@
 // Runtime GenAI's model builder writes it (testmodels' FormGenAIGQA: its
 // own weights, SkipSimplifiedLayerNormalization, GroupQueryAttention with
 // do_rotary; the reference of what a hand-built deployment reaches), on
-// prefills (batch 1, no cache) and
-// on one decoding step after a cache, with 1 and 2 intra-op threads, and
-// prints a Markdown table of the medians and the speed-ups (original time
-// over the rewrite's, measured in the same run). Run it with `make bench`
-// (needs `make ort`).
+// prefills (batch 1, no cache: 128, 512 and 4096 tokens) and on 16
+// decoding steps of one token after caches of 512 and 4096 (the cache one
+// longer at each step), with 1 and 2 intra-op threads, and prints a
+// Markdown table of the medians and the speed-ups (original time over the
+// rewrite's, measured in the same run). Run it with `make bench` (needs
+// `make ort`).
 //
 // The four models run in rotating order in each round (one warm-up run
-// each first), on values built once. With one thread ONNX Runtime runs on
+// each first); prefills of -alone-from tokens or more (default 2048) run
+// one model at a time instead, its session opened, warmed up, timed and
+// closed before the next (the four sessions' arenas at 4096 tokens do not
+// fit in 24 GB). A point's values are bound before its clock starts (a
+// decode step's for each step). With one thread ONNX Runtime runs on
 // the calling thread, so a run is timed by that thread's CPU time (a busy
 // shared machine inflates it less than the wall time); with more threads
 // by the wall time. The weights are written to side files as they are
-// made, so the models take little of the Go heap (the GenAI-style one is
-// built in memory and saved); each point compares the rewrites' logits
-// with the original's in ONNX Runtime.
+// made, so the models take little of the Go heap; each point compares the
+// rewrites' logits with the original's in ONNX Runtime.
 package main
 
 import (
@@ -51,8 +55,10 @@ import (
 
 func main() {
 	rounds := flag.Int("rounds", 5, "timed runs of each model per point (the median is reported)")
-	prefills := flag.String("prefill", "128,512", "prefill lengths (batch 1, no cache), comma-separated")
-	pasts := flag.String("decode", "512,4096", "cache lengths before one decoded token, comma-separated")
+	prefills := flag.String("prefill", "128,512,4096", "prefill lengths (batch 1, no cache), comma-separated")
+	pasts := flag.String("decode", "512,4096", "cache lengths before the decoded tokens, comma-separated")
+	aloneFrom := flag.Int("alone-from", 2048, "prefills of this many tokens or more time one model at a time (its session alone: the arenas of four do not fit in memory)")
+	steps := flag.Int("steps", 16, "decode steps timed together after each cache length (one token each, the cache growing by one)")
 	threadList := flag.String("threads", "1,2", "ONNX Runtime intra-op thread counts, comma-separated")
 	shape := benchutil.LlamaShapeFlags()
 	flag.Parse()
@@ -67,6 +73,9 @@ func main() {
 	threads, err := ints(*threadList)
 	if err != nil {
 		fail(fmt.Errorf("-threads: %w", err))
+	}
+	if *steps < 1 {
+		fail(fmt.Errorf("-steps %d: at least one", *steps))
 	}
 	if err := ortpeer.Init(""); err != nil {
 		fail(err)
@@ -83,7 +92,7 @@ func main() {
 	// (the default, 4096, stops a decode after 4096 cached tokens).
 	maxPos := 4096
 	for _, n := range slices.Concat(pre, dec) {
-		for maxPos < n+1 {
+		for maxPos < n+*steps {
 			maxPos *= 2
 		}
 	}
@@ -94,7 +103,10 @@ func main() {
 	dcfg := testmodels.DeployConfig{Layers: cfg.Layers, Hidden: cfg.Hidden, Heads: cfg.Heads, KVHeads: cfg.KVHeads, FFN: cfg.FFN,
 		Vocab: cfg.Vocab, RopeBase: cfg.RopeBase, MaxPositions: maxPos, Seed: 21}
 	genai := filepath.Join(dir, "genai.onnx")
-	if err := testmodels.BuildDeploy(testmodels.FormGenAIGQA, dcfg).Save(genai, graph.SaveOptions{}); err != nil {
+	// Its weights in a side file, as the original's: loaded, the four
+	// models map their weights rather than hold them (the sessions'
+	// arenas at a prefill of 4096 tokens take gigabytes).
+	if err := testmodels.BuildDeploy(testmodels.FormGenAIGQA, dcfg).Save(genai, graph.SaveOptions{External: graph.ExternalizeLarge}); err != nil {
 		fail(err)
 	}
 	runtime.GC()
@@ -110,26 +122,35 @@ func main() {
 	fmt.Println("| threads | run | original (ms) | rewrite (ms) | fused (ms) | GenAI-style (ms) | rewrite speed-up | fused speed-up | GenAI-style speed-up | fused / GenAI-style time | max abs diff of logits (rewrite, fused) |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	type point struct {
-		name      string
-		seq, past int
+		name             string
+		seq, past, steps int
 	}
 	var points []point
 	for _, s := range pre {
-		points = append(points, point{fmt.Sprintf("prefill %d", s), s, 0})
+		points = append(points, point{fmt.Sprintf("prefill %d", s), s, 0, 1})
 	}
 	for _, p := range dec {
-		points = append(points, point{fmt.Sprintf("decode 1 token after %d", p), 1, p})
+		name := fmt.Sprintf("decode %d tokens after %d", *steps, p)
+		if *steps == 1 {
+			name = fmt.Sprintf("decode 1 token after %d", p)
+		}
+		points = append(points, point{name, 1, p, *steps})
 	}
 	for _, th := range threads {
 		for _, p := range points {
-			in := testmodels.LlamaInputs(cfg, 1, p.seq, p.past, 7)
-			ins := []map[string]*kernels.Tensor{in, in, in,
-				testmodels.DeployInputs(testmodels.FormGenAIGQA, dcfg, testmodels.DeployStep{Batch: 1, Seq: p.seq, Past: p.past}, 7)}
-			likes := make([]map[string]*kernels.Tensor, len(models))
-			for i, m := range models {
-				likes[i] = outputsLike(m, p.seq, p.past)
+			// Step k of a point: its tokens after past+k cached ones.
+			step := func(k int) ([]map[string]*kernels.Tensor, []map[string]*kernels.Tensor) {
+				in := testmodels.LlamaInputs(cfg, 1, p.seq, p.past+k, 7)
+				ins := []map[string]*kernels.Tensor{in, in, in,
+					testmodels.DeployInputs(testmodels.FormGenAIGQA, dcfg, testmodels.DeployStep{Batch: 1, Seq: p.seq, Past: p.past + k}, 7)}
+				likes := make([]map[string]*kernels.Tensor, len(models))
+				for i, m := range models {
+					likes[i] = outputsLike(m, p.seq, p.past+k)
+				}
+				return ins, likes
 			}
-			ts, diffs, err := timeORT(paths, models, ins, likes, 3, th, *rounds)
+			alone := p.seq >= *aloneFrom
+			ts, diffs, err := timeORT(paths, models, step, p.steps, 3, th, *rounds, alone)
 			if err != nil {
 				fail(fmt.Errorf("%s, %d threads: %w", p.name, th, err))
 			}
@@ -137,7 +158,11 @@ func main() {
 			if th > 1 {
 				clock = "wall"
 			}
-			fmt.Printf("| %d (%s) | %s | %s | %s | %s | %s | %.2fx | %.2fx | %.2fx | %.2f | %.2g, %.2g |\n", th, clock, p.name, ms(ts[0]), ms(ts[1]), ms(ts[2]), ms(ts[3]),
+			name := p.name
+			if alone {
+				name += " (one model at a time)"
+			}
+			fmt.Printf("| %d (%s) | %s | %s | %s | %s | %s | %.2fx | %.2fx | %.2fx | %.2f | %.2g, %.2g |\n", th, clock, name, ms(ts[0]), ms(ts[1]), ms(ts[2]), ms(ts[3]),
 				float64(ts[0])/float64(ts[1]), float64(ts[0])/float64(ts[2]), float64(ts[0])/float64(ts[3]), float64(ts[2])/float64(ts[3]), diffs[1], diffs[2])
 		}
 	}
@@ -275,66 +300,154 @@ func outputsLike(m *graph.Model, seq, past int) map[string]*kernels.Tensor {
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d.Nanoseconds())/1e6) }
 
 // timeORT opens the models in ONNX Runtime (threads intra-op threads,
-// optimisation level all), runs each once on its inputs, compares the
-// first output (the logits) of models 1..same-1 (given the first one's
-// inputs) with the first one's, and times rounds runs of each in rotating order:
+// optimisation level all), runs each once on the inputs of step 0,
+// compares the first output (the logits) of models 1..same-1 (given the
+// first one's inputs) with the first one's, and times rounds runs of each:
 // the medians, CPU time of the calling thread with one thread, wall time
-// otherwise.
-func timeORT(paths []string, models []*graph.Model, ins, likes []map[string]*kernels.Tensor, same, threads, rounds int) ([]time.Duration, []float64, error) {
-	runs := make([]func() error, len(paths))
-	vals := make([]*ortpeer.Values, len(paths))
-	for i, p := range paths {
-		s, err := ortpeer.NewSession(p, models[i], ortpeer.Options{Threads: threads, Level: "all"})
-		if err != nil {
-			return nil, nil, err
-		}
-		defer s.Close()
-		v, err := s.PrepareValues(ins[i], likes[i])
-		if err != nil {
-			return nil, nil, err
-		}
-		defer v.Close()
-		vals[i] = v
-		runs[i] = func() error { return s.RunValues(v) }
-	}
+// otherwise. The models run in rotating order in each round, all four
+// sessions open; alone, one model at a time (its session opened, warmed
+// up, timed and closed before the next: the sessions' arenas at a prefill
+// of 4096 tokens, gigabytes each, do not fit this machine together). A run
+// of several steps is the sum of its steps' runs, each on the inputs of
+// its own step (a decode step after a cache one longer than the last);
+// their values are bound before the step's clock starts and freed after
+// it stops.
+func timeORT(paths []string, models []*graph.Model, step func(k int) (ins, likes []map[string]*kernels.Tensor), steps, same, threads, rounds int, alone bool) ([]time.Duration, []float64, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	for _, r := range runs {
-		if err := r(); err != nil {
-			return nil, nil, err
-		}
+	sessions := make([]*ortpeer.Session, len(paths))
+	open := func(i int) error {
+		s, err := ortpeer.NewSession(paths[i], models[i], ortpeer.Options{Threads: threads, Level: "all"})
+		sessions[i] = s
+		return err
 	}
-	diffs := make([]float64, len(paths))
-	want, err := vals[0].Output(0)
-	if err != nil {
-		return nil, nil, err
-	}
-	for i := 1; i < same; i++ {
-		got, err := vals[i].Output(0)
-		if err != nil {
-			return nil, nil, err
-		}
-		w, g := want.Float64s(), got.Float64s()
-		if len(w) != len(g) {
-			return nil, nil, fmt.Errorf("logits of %d and %d elements", len(w), len(g))
-		}
-		for j := range w {
-			diffs[i] = math.Max(diffs[i], math.Abs(w[j]-g[j]))
-		}
-	}
-	times := make([][]time.Duration, len(paths))
-	for r := 0; r < rounds; r++ {
-		for k := range runs {
-			i := (k + r) % len(runs)
-			t0, c0 := time.Now(), benchutil.ThreadCPU()
-			if err := runs[i](); err != nil {
-				return nil, nil, err
+	closeAll := func() {
+		for i, s := range sessions {
+			if s != nil {
+				s.Close()
+				sessions[i] = nil
 			}
+		}
+	}
+	defer closeAll()
+	bind := func(k, i int) (*ortpeer.Values, error) {
+		ins, likes := step(k)
+		return sessions[i].PrepareValues(ins[i], likes[i])
+	}
+	// first: model i's values of step 0, bound for every round of a run
+	// of one step.
+	first := make([]*ortpeer.Values, len(paths))
+	defer func() {
+		for _, v := range first {
+			if v != nil {
+				v.Close()
+			}
+		}
+	}()
+	// warm runs model i once on step 0 and compares its logits.
+	var want *kernels.Tensor
+	diffs := make([]float64, len(paths))
+	warm := func(i int) error {
+		v, err := bind(0, i)
+		if err != nil {
+			return err
+		}
+		first[i] = v
+		if err := sessions[i].RunValues(v); err != nil {
+			return err
+		}
+		if i >= same {
+			return nil
+		}
+		got, err := v.Output(0)
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			want = got
+			return nil
+		}
+		if got.Len() != want.Len() {
+			return fmt.Errorf("logits of %d and %d elements", want.Len(), got.Len())
+		}
+		w, g := make([]float64, 1<<16), make([]float64, 1<<16)
+		for off := 0; off < got.Len(); off += len(w) {
+			n := min(len(w), got.Len()-off)
+			want.Float64sAt(w[:n], off)
+			got.Float64sAt(g[:n], off)
+			for j := range n {
+				diffs[i] = math.Max(diffs[i], math.Abs(w[j]-g[j]))
+			}
+		}
+		return nil
+	}
+	// timed runs model i's steps once.
+	timed := func(i int) (time.Duration, error) {
+		var total time.Duration
+		for st := 0; st < steps; st++ {
+			v := first[i]
+			if steps > 1 {
+				var err error
+				if v, err = bind(st, i); err != nil {
+					return 0, err
+				}
+			}
+			t0, c0 := time.Now(), benchutil.ThreadCPU()
+			err := sessions[i].RunValues(v)
 			d := time.Since(t0)
 			if threads == 1 {
 				d = benchutil.ThreadCPU() - c0
 			}
-			times[i] = append(times[i], d)
+			if steps > 1 {
+				v.Close()
+			}
+			if err != nil {
+				return 0, err
+			}
+			total += d
+		}
+		return total, nil
+	}
+	times := make([][]time.Duration, len(paths))
+	if alone {
+		for i := range paths {
+			if err := open(i); err != nil {
+				return nil, nil, err
+			}
+			if err := warm(i); err != nil {
+				return nil, nil, err
+			}
+			for r := 0; r < rounds; r++ {
+				d, err := timed(i)
+				if err != nil {
+					return nil, nil, err
+				}
+				times[i] = append(times[i], d)
+			}
+			first[i].Close()
+			first[i] = nil
+			closeAll()
+		}
+	} else {
+		for i := range paths {
+			if err := open(i); err != nil {
+				return nil, nil, err
+			}
+		}
+		for i := range paths {
+			if err := warm(i); err != nil {
+				return nil, nil, err
+			}
+		}
+		for r := 0; r < rounds; r++ {
+			for k := range paths {
+				i := (k + r) % len(paths)
+				d, err := timed(i)
+				if err != nil {
+					return nil, nil, err
+				}
+				times[i] = append(times[i], d)
+			}
 		}
 	}
 	med := make([]time.Duration, len(paths))
