@@ -73,12 +73,12 @@ padding mask (one that depends on an attention_mask input, [batch, 1,
 queries or 1, keys]) its attention_bias, position_ids given (RotaryEmbedding
 before the op) unless the positions are the op's own (0..S-1, or after the
 cache) and the rotation's caches have a multiple of 8 columns (ONNX
-Runtime's op refuses others). The causal mask may be added or a Where that
-keeps the visible keys' scores (GPT-J, GPT-NeoX), found on numbers to hide
-exactly the keys after each query's. Each block is run both ways on
-numbers before it is fused. A block the op cannot express is left as it
-is, its rotation fused into RotaryEmbedding, and the report says why per
-block: scores of rank 3, a norm of q or k
+Runtime's op refuses others). The causal mask may be added, or be
+a Where on the scores that keeps the visible keys' scores (GPT-J,
+GPT-NeoX), found on numbers to hide exactly the keys after each query's.
+Each block is run both ways on numbers before it is fused. A block the op
+cannot express is left as it is, its rotation fused into RotaryEmbedding,
+and the report says why per block: scores of rank 3, a norm of q or k
 after the rotation (Llama 4), cos/sin that depend on more than the
 positions (dynamic NTK), no causal mask, two masks that depend on inputs,
 a check on numbers that fails (KV heads repeated in another order). Only
