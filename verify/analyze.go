@@ -751,7 +751,15 @@ func (a *Analysis) finishRoles() {
 		}
 		tie := len(rest) > 1 && key(rest[1]) == key(tok)
 		tok.tie = tie
+		tokTables := a.tablesOf(tok)
 		for _, in := range rest[1:] {
+			if t := a.sharedTable(in, tokTables); t != nil {
+				// An encoder-decoder's decoder_input_ids read the table
+				// its input_ids read (one token table, shared).
+				in.Role = RoleTokenIDs
+				in.Evidence = fmt.Sprintf("indexes the table %s that %s indexes (a shared token table)", t.Name, tok.Name)
+				continue
+			}
 			in.tie = key(in) == key(tok)
 			if in.Rows > 16 && !looksLike(in.Name, "type") && !looksLike(in.Name, "segment") {
 				in.Role = RolePositionIDs
@@ -808,6 +816,27 @@ func (a *Analysis) outputSizes() map[int]bool {
 
 func looksLike(name, part string) bool { return strings.Contains(strings.ToLower(name), part) }
 
+// tablesOf is the tables index input in gathers from.
+func (a *Analysis) tablesOf(in *InputInfo) []*graph.Value {
+	var out []*graph.Value
+	for _, n := range in.ev.gathers {
+		if r := a.readOf(n); r != nil && r.data != nil && !slices.Contains(out, r.data) {
+			out = append(out, r.data)
+		}
+	}
+	return out
+}
+
+// sharedTable is a table in gathers from that is one of tables, or nil.
+func (a *Analysis) sharedTable(in *InputInfo, tables []*graph.Value) *graph.Value {
+	for _, t := range a.tablesOf(in) {
+		if slices.Contains(tables, t) {
+			return t
+		}
+	}
+	return nil
+}
+
 func (a *Analysis) readOf(n *graph.Node) *boundedRead {
 	for _, r := range a.reads {
 		if r.node == n {
@@ -835,7 +864,7 @@ func (a *Analysis) rotates(in *InputInfo) *graph.Node {
 				switch {
 				case n.OpType == "Mul" && isONNX(n.Domain):
 					o := n.Input(1 - u.Index)
-					if _, c := graph.ConstantValue(o); !c && !a.d.vals[o].has(idx) && a.d.vals[o].any() {
+					if _, c := graph.ConstantValue(o); !c && !a.d.vals[o].has(idx) && a.d.vals[o].any() && !a.masksOnly(a.d.vals[o]) {
 						found = n
 						return
 					}
@@ -852,6 +881,21 @@ func (a *Analysis) rotates(in *InputInfo) *graph.Node {
 		}
 	}
 	return nil
+}
+
+// masksOnly reports whether the inputs of deps are all attention masks:
+// rows multiplied by a mask are zeroed at padding (ESM's embeddings), not
+// turned by a cos/sin read at positions.
+func (a *Analysis) masksOnly(deps bits) bool {
+	for i, f := range a.feeds {
+		if !deps.has(i) {
+			continue
+		}
+		if in := a.input(f.Name); in == nil || in.Role != RoleAttentionMask {
+			return false
+		}
+	}
+	return true
 }
 
 // assignDims gives every input dimension a kind.

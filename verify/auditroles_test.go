@@ -12,8 +12,8 @@ import (
 
 // TestAuditAgreesWithTheAnalysis compares the input roles the audit
 // suggests with verify's own reading of the graph, on every corpus model
-// (and its ONNX Runtime saves), the Go-built models and the vendored real
-// models: where both have a role they must agree, and verify, given the
+// (and its ONNX Runtime saves), the Go-built models, the vendored real
+// models and the Hugging Face exports: where both have a role they must agree, and verify, given the
 // audit's hints, must note no disagreement. The one note it may give is
 // the warning about a model's own shapes that no hint changes: position
 // ids [1, 1024] beside float data [2, 1024, 16] in
@@ -52,6 +52,16 @@ func TestAuditAgreesWithTheAnalysis(t *testing.T) {
 		t.Fatalf("only %d real models", len(real))
 	}
 	for _, p := range real {
+		load(filepath.Base(filepath.Dir(p)), p)
+	}
+	// The Hugging Face exports (transformers' own modeling code): verify
+	// read their attention_mask as positions until 3f26967, and their
+	// decoders' token ids (a table shared with the encoder) too.
+	hf, _ := filepath.Glob(filepath.Join(testmodels.HFModelsDir(), "hf-*", "model.onnx"))
+	if len(hf) != 40 {
+		t.Fatalf("%d Hugging Face exports, want 40", len(hf))
+	}
+	for _, p := range hf {
 		load(filepath.Base(filepath.Dir(p)), p)
 	}
 	rowNotes := map[string]string{
