@@ -26,8 +26,8 @@ var attentionWant = map[string]struct {
 	"rope_llama3": {gqa: 2}, "rope_yarn": {gqa: 2}, "rope_qwen2": {gqa: 2},
 	"rope_kvcache":  {gqa: 2, rotary: true},
 	"rope_ntk":      {why: "the cos/sin depend on more than the positions"},
-	"rope_gptj":     {why: "the scores go through Where"},
-	"rope_neox":     {why: "the scores go through Where"},
+	"rope_gptj":     {gqa: 2}, // a Where mask; rotary_dim 8 of 16: RotaryEmbedding before the op
+	"rope_neox":     {gqa: 2}, // a Where mask after reshaped scores; as GPT-J
 	"llama4_nope":   {why: "is normalised after the rotation (l2_after_rope)"},
 	"llama_opset18": {gqa: 2}, "llama_cache_shared": {gqa: 2}, "llama_local_function": {gqa: 2},
 	"llama_kvcache": {gqa: 2}, "llama_no_ids": {gqa: 2, rotary: true},
