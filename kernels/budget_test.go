@@ -9,8 +9,9 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 )
 
-// chainModel is y = x+x; z = y*x; w = y+z over x of n float32s: when w is
-// made, y, z and w are live (3n floats; x, the caller's, is not counted).
+// chainModel is y = x+x; z = y*x; w = y+z over x of n float32s, all three
+// outputs (so that w is not written over y or z): when w is made, y, z and
+// w are live (3n floats; x, the caller's, is not counted).
 func chainModel(t *testing.T) *graph.Model {
 	m := graph.NewModel(9, "t", graph.Opset{Version: 17})
 	g := m.Graph
@@ -19,6 +20,8 @@ func chainModel(t *testing.T) *graph.Model {
 	z := g.Op("Mul", []*graph.Value{y, x}, 1)[0]
 	w := g.Op("Add", []*graph.Value{y, z}, 1)[0]
 	g.AddOutput(w)
+	g.AddOutput(y)
+	g.AddOutput(z)
 	return m
 }
 

@@ -215,7 +215,7 @@ func binaryT[T Num](c *Call, op binOp, a, b *Tensor) (*Tensor, error) {
 	if err := broadcastInto(shape, a.Shape, b.Shape); err != nil {
 		return nil, err
 	}
-	out := c.alloc(a.DType, shape...)
+	out := c.allocOver(a.DType, shape, a, b)
 	d, x, y := Data[T](out), Data[T](a), Data[T](b)
 	n := len(d)
 	cost := 1

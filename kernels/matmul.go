@@ -170,18 +170,43 @@ func batchedMatMul(c *Call, a, b *Tensor, transA, transB bool, alpha float64) (*
 	if err != nil {
 		return nil, err
 	}
-	out := c.alloc(a.DType, slices.Concat(batch, []int{m, n})...)
 	lda, ldb := a.Shape[ra-1], b.Shape[rb-1]
 	sa, sb := m*k, k*n
 	// b shared by every batch and a not transposed: one tall product.
 	if shapeSize(b.Shape[:rb-2]) == 1 && !transA && shapeSize(a.Shape[:ra-2]) == shapeSize(batch) {
-		nb := shapeSize(batch)
-		if pb := c.packed(b, k, n); pb != nil {
-			c.mm().SgemmPacked(nb*m, n, k, float32(alpha), Data[float32](a), lda, pb, 0, Data[float32](out), n)
-			return out, nil
+		var out *Tensor
+		var sunk bool
+		if a.DType == graph.Float || a.DType == graph.Double {
+			out, sunk = c.allocOutput(a.DType, slices.Concat(batch, []int{m, n})...)
+		} else {
+			out = c.alloc(a.DType, slices.Concat(batch, []int{m, n})...)
 		}
-		return out, gemmAny(c.mm(), a.DType, false, transB, nb*m, n, k, alpha, a.data, lda, b.data, ldb, 0, out.data, n, acc64)
+		rows := shapeSize(batch) * m
+		pb := c.packed(b, k, n)
+		if !sunk {
+			if pb != nil {
+				c.mm().SgemmPacked(rows, n, k, float32(alpha), Data[float32](a), lda, pb, 0, Data[float32](out), n)
+				return out, nil
+			}
+			return out, gemmAny(c.mm(), a.DType, false, transB, rows, n, k, alpha, a.data, lda, b.data, ldb, 0, out.data, n, acc64)
+		}
+		// Written into a file a block of rows at a time, each block's
+		// pages released behind it.
+		step := max(1, sinkBlock/max(n*elemBytes(a.DType), 1))
+		for r0 := 0; r0 < rows; r0 += step {
+			r := min(step, rows-r0)
+			if pb != nil {
+				c.mm().SgemmPacked(r, n, k, float32(alpha), Data[float32](a)[r0*lda:], lda, pb, 0, Data[float32](out)[r0*n:], n)
+			} else if err := gemmAny(c.mm(), a.DType, false, transB, r, n, k, alpha, sub(a.data, r0*lda, r*lda), lda, b.data, ldb, 0, sub(out.data, r0*n, r*n), n, acc64); err != nil {
+				return out, err
+			}
+			// From the start: the page a block ends in is released
+			// with the next one.
+			ReleaseSpilled(out, 0, (r0+r)*n)
+		}
+		return out, nil
 	}
+	out := c.alloc(a.DType, slices.Concat(batch, []int{m, n})...)
 	if a.DType == graph.Float && !acc64 {
 		// One strided batched call: gemm spreads small matrices over the
 		// threads.
@@ -232,6 +257,12 @@ func batchStrides(batch, abatch, bbatch []int, sa, sb int) (strideA, strideB int
 	strideB, ok = stride(bbatch, sb)
 	return strideA, strideB, ok
 }
+
+// sinkBlock is the size of the blocks of rows a matrix product writes into
+// a Spill at a time (Call.allocOutput): a vocabulary's rows of 32000
+// float32 take 512 rows a block, and an unpacked B is packed again per
+// block (16 times for 8192 rows). A variable for the tests.
+var sinkBlock = 64 << 20
 
 // matmulNumpy is MatMul with numpy's rules for 1-D operands.
 func matmulNumpy(c *Call, a, b *Tensor, alpha float64, transA, transB bool) (*Tensor, error) {

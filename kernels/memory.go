@@ -134,6 +134,7 @@ type tracker struct {
 	pool      *bufPool
 	consts    map[uintptr]bool // the session's constants (shared, read-only)
 	inputs    map[uintptr]bool // the run's fed inputs
+	outside   map[uintptr]bool // outputs written into a Spill (Call.allocOutput)
 	live      map[uintptr]*storage
 	all       []*storage
 	orphans   []*storage
@@ -207,12 +208,13 @@ func (tr *tracker) giveAll() {
 }
 
 func newTracker(pool *bufPool, consts map[uintptr]bool) *tracker {
-	return &tracker{pool: pool, consts: consts, inputs: map[uintptr]bool{}, live: map[uintptr]*storage{}}
+	return &tracker{pool: pool, consts: consts, inputs: map[uintptr]bool{}, outside: map[uintptr]bool{}, live: map[uintptr]*storage{}}
 }
 
 // reset readies tr for another run, keeping its maps and records.
 func (tr *tracker) reset() {
 	clear(tr.inputs)
+	clear(tr.outside)
 	clear(tr.live)
 	clear(tr.all)
 	tr.all = tr.all[:0]
@@ -237,7 +239,7 @@ func (tr *tracker) record() *storage {
 	return st
 }
 
-func (tr *tracker) external(k uintptr) bool { return tr.consts[k] || tr.inputs[k] }
+func (tr *tracker) external(k uintptr) bool { return tr.consts[k] || tr.inputs[k] || tr.outside[k] }
 
 // input registers a fed input (not counted, never pooled).
 func (tr *tracker) input(t *Tensor) {
@@ -643,6 +645,80 @@ func resliceAny(d any, n int) any {
 //
 // alloc (and zeros and clone, built on it) is how kernels allocate
 // tensors: its size passes reserve, the bound check of Options.MaxTensorBytes.
+// sinkMin is the size from which RunInto writes an output a matrix product
+// makes into its Spill (a variable for the tests).
+var sinkMin int64 = hugeAlloc
+
+// allocOutput is alloc for output 0 of a kernel that can write it a block
+// of rows at a time (a matrix product), with sunk set when the buffer is
+// the running RunInto's Spill's: the step's output is one the run returns,
+// of sinkMin bytes or more, and not rounded to half precision after the
+// kernel. The kernel then releases each block of rows once written
+// (ReleaseSpilled). The tracker neither counts nor pools that buffer.
+func (c *Call) allocOutput(dt graph.DataType, shape ...int) (t *Tensor, sunk bool) {
+	if c != nil && c.tr != nil && c.sess != nil && c.sess.sink != nil && c.half == 0 && c.Node != nil &&
+		len(c.Node.Outputs()) > 0 && slices.Contains(c.sess.outs, c.Node.Output(0)) {
+		c.reserve(dt, shape)
+		if int64(shapeSize(shape))*int64(elemBytes(dt)) < sinkMin {
+			return c.alloc(dt, shape...), false
+		}
+		if t = c.sess.sink.sink(dt, shape); t != nil {
+			k, _, _ := storageKey(t)
+			c.tr.outside[k] = true
+			return t, true
+		}
+	}
+	return c.alloc(dt, shape...), false
+}
+
+// allocOver is alloc for an elementwise kernel that may write its output
+// over one of its inputs: the first of from that has dt and shape and
+// that nothing reads after this step (a value of the step's own env that
+// the step frees, whose storage no other value holds, handed out by the
+// pool) is returned to be written over (each of its elements read before
+// the output's same element is written). A Mul of two [8192, 5632]
+// activations of a Llama's MLP then takes no third buffer of 184 MB.
+func (c *Call) allocOver(dt graph.DataType, shape []int, from ...*Tensor) *Tensor {
+	if c != nil && c.tr != nil && c.step != nil && c.sess != nil && !c.sess.keepAll && c.env != nil && c.env.plan != nil {
+		for _, t := range from {
+			if t != nil && t.DType == dt && !t.frozen && t.seq == nil && equalShape(t.Shape, shape) && c.dies(t) {
+				return t
+			}
+		}
+	}
+	return c.alloc(dt, shape...)
+}
+
+// dies reports whether t is an input of the running step whose storage
+// nothing holds after it.
+func (c *Call) dies(t *Tensor) bool {
+	st := c.step
+	idx := -1
+	for i, x := range st.ins {
+		switch {
+		case x != t:
+		case idx >= 0:
+			return false // read twice: one of them is written over
+		default:
+			idx = i
+		}
+	}
+	if idx < 0 || idx >= len(st.in) {
+		return false
+	}
+	r := &st.in[idx]
+	if r.k != nil || r.up != 0 || r.slot < 0 || !slices.Contains(st.free, r.slot) {
+		return false
+	}
+	k, _, lb := storageKey(t)
+	rec := c.tr.live[k]
+	if k == 0 || rec == nil || rec.refs != 1 || rec.escaped || !rec.pooled || rec.buf == nil {
+		return false
+	}
+	_, _, blb := storageKey(rec.buf)
+	return blb == lb
+}
+
 func (c *Call) alloc(dt graph.DataType, shape ...int) *Tensor {
 	t, _ := c.allocDirty(dt, shape)
 	return t

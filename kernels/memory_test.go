@@ -166,3 +166,64 @@ func TestRunsAreRepeatable(t *testing.T) {
 		})
 	}
 }
+
+// TestElementwiseWritesOverDyingInputs: in x -> Add -> Mul -> Sub each
+// product is written over its input, which nothing reads afterwards (one
+// buffer live, not two); a value read again later, or twice by one node,
+// is never written over.
+func TestElementwiseWritesOverDyingInputs(t *testing.T) {
+	m := graph.NewModel(9, "inplace", graph.Opset{Version: 17})
+	g := m.Graph
+	x := g.AddInput("x", graph.TensorType(graph.Float, graph.Dims(4, 8)))
+	one, _ := graph.NewTensor("one", graph.Float, []int64{1}, []float32{1})
+	two, _ := graph.NewTensor("two", graph.Float, []int64{8}, []float32{2, 2, 2, 2, 2, 2, 2, 2})
+	a := g.Op("Add", []*graph.Value{x, g.AddInitializer(one)}, 1)[0]
+	b := g.Op("Mul", []*graph.Value{g.AddInitializer(two), a}, 1)[0]
+	c := g.Op("Sub", []*graph.Value{b, g.AddInitializer(one)}, 1)[0]
+	g.AddOutput(c)
+	s, err := kernels.NewSession(m, kernels.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	xs := make([]float32, 32)
+	for i := range xs {
+		xs[i] = float32(i)
+	}
+	in := map[string]*kernels.Tensor{"x": kernels.FromSlice([]int{4, 8}, xs)}
+	for run := range 2 {
+		out, err := s.Run(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range kernels.Data[float32](out[c.Name]) {
+			if want := 2*(xs[i]+1) - 1; v != want {
+				t.Fatalf("run %d: element %d is %v, want %v", run, i, v, want)
+			}
+		}
+		if st := s.LastRunStats(); st.PeakLiveBytes != 32*4 {
+			t.Errorf("run %d: peak %d B, want one buffer of %d", run, st.PeakLiveBytes, 32*4)
+		}
+	}
+
+	// a is read by Mul and again by Add; d reads b twice.
+	m = graph.NewModel(9, "kept", graph.Opset{Version: 17})
+	g = m.Graph
+	x = g.AddInput("x", graph.TensorType(graph.Float, graph.Dims(4, 8)))
+	a = g.Op("Add", []*graph.Value{x, g.AddInitializer(one)}, 1)[0]
+	b = g.Op("Mul", []*graph.Value{a, g.AddInitializer(two)}, 1)[0]
+	c = g.Op("Add", []*graph.Value{a, b}, 1)[0]
+	d := g.Op("Mul", []*graph.Value{c, c}, 1)[0]
+	g.AddOutput(d)
+	if s, err = kernels.NewSession(m, kernels.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Run(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range kernels.Data[float32](out[d.Name]) {
+		if want := 3 * (xs[i] + 1) * 3 * (xs[i] + 1); v != want {
+			t.Fatalf("element %d is %v, want %v", i, v, want)
+		}
+	}
+}

@@ -105,6 +105,8 @@ type Session struct {
 	// packed weights the session holds.
 	packedOf map[packKey]*packedWeight
 	holds    *heldWeights
+	// sink is the Spill of the running RunInto (nil: outputs in memory).
+	sink *Spill
 }
 
 // plan is a graph compiled for execution: its steps in topological order,
@@ -804,6 +806,19 @@ func (s *Session) budget() *Budget {
 // Run computes the model's outputs from inputs keyed by graph input name.
 // Graph inputs that are also initializers may be left out.
 func (s *Session) Run(inputs map[string]*Tensor) (map[string]*Tensor, error) {
+	return s.RunInto(inputs, nil)
+}
+
+// RunInto is Run, with the outputs of 256 MiB or more that a
+// matrix product makes (a language model's logits: 1 GB for 8192
+// positions of a vocabulary of 32000) written into sp as they are made,
+// a block of rows at a time whose pages leave the process behind the
+// writing: such an output never is in memory whole. Those outputs are
+// sp's (valid until sp.Close, like the tensors sp.Tensor returns). A nil
+// sp is Run.
+func (s *Session) RunInto(inputs map[string]*Tensor, sp *Spill) (map[string]*Tensor, error) {
+	s.sink = sp
+	defer func() { s.sink = nil }()
 	g := s.model.Graph
 	p := s.main
 	if p == nil {

@@ -41,11 +41,12 @@ func NewSpill() *Spill {
 	return &Spill{}
 }
 
-// Tensor returns t, or t's elements moved to a mapped temporary file when
+// Tensor returns t (also when t is spilled already: a session wrote it
+// into a Spill as it made it, see Session.RunInto), or t's elements moved to a mapped temporary file when
 // t holds SpillMin bytes or more of a fixed-width numeric type. Any
 // failure to write the file (a full disk) keeps t as it is.
 func (s *Spill) Tensor(t *Tensor) *Tensor {
-	if s == nil || t == nil || t.seq != nil || t.none {
+	if s == nil || t == nil || t.seq != nil || t.none || isSpilled(t) {
 		return t
 	}
 	size := elemBytes(t.DType)
@@ -63,6 +64,12 @@ func (s *Spill) Tensor(t *Tensor) *Tensor {
 		unmapSpilled(b)
 		return t
 	}
+	s.keep(b)
+	return &Tensor{DType: t.DType, Shape: slices.Clone(t.Shape), data: d, frozen: true}
+}
+
+// keep registers the mapping b as the Spill's and the process's.
+func (s *Spill) keep(b []byte) {
 	s.mu.Lock()
 	s.maps = append(s.maps, b)
 	s.mu.Unlock()
@@ -72,7 +79,46 @@ func (s *Spill) Tensor(t *Tensor) *Tensor {
 	}
 	spilled.maps[uintptr(unsafe.Pointer(unsafe.SliceData(b)))] = b
 	spilled.mu.Unlock()
-	return &Tensor{DType: t.DType, Shape: slices.Clone(t.Shape), data: d, frozen: true}
+}
+
+// sink returns a zeroed tensor of dt and shape over a new temporary file
+// mapped read-write, for a kernel to write a graph output into as it makes
+// it (releasing the pages behind its writing with ReleaseSpilled), or nil
+// when s is nil or the file cannot be made. The tensor is the Spill's
+// like those Tensor returns, but writable until it is handed out.
+func (s *Spill) sink(dt graph.DataType, shape []int) *Tensor {
+	size := elemBytes(dt)
+	n := shapeSize(shape)
+	if s == nil || size == 0 || n == 0 {
+		return nil
+	}
+	b, err := spillFile(n * size)
+	if err != nil {
+		return nil
+	}
+	d := typedOver(dt, unsafe.Pointer(unsafe.SliceData(b)), n)
+	if d == nil {
+		unmapSpilled(b)
+		return nil
+	}
+	s.keep(b)
+	return &Tensor{DType: dt, Shape: slices.Clone(shape), data: d}
+}
+
+// isSpilled reports whether t's elements are in a mapping of a Spill.
+func isSpilled(t *Tensor) bool {
+	if t == nil || t.data == nil {
+		return false
+	}
+	p := uintptr(dataPointer(t.data))
+	spilled.mu.Lock()
+	defer spilled.mu.Unlock()
+	for base, b := range spilled.maps {
+		if p >= base && p < base+uintptr(len(b)) {
+			return true
+		}
+	}
+	return false
 }
 
 // Outputs returns m with its large tensors spilled (m itself is not
@@ -127,7 +173,7 @@ var spilled struct {
 // output of gigabytes, so that the output's pages do not all come back
 // into the process at once.
 func ReleaseSpilled(t *Tensor, off, n int) {
-	if t == nil || t.data == nil || !t.frozen || n <= 0 {
+	if t == nil || t.data == nil || n <= 0 {
 		return
 	}
 	size := elemBytes(t.DType)

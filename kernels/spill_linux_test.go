@@ -85,3 +85,73 @@ func TestReleaseSpilledRange(t *testing.T) {
 
 // spillSink keeps the reads of the test from being optimised away.
 var spillSink float32
+
+// TestRunIntoWritesProductsToSpill: an output a matrix product makes, at
+// sinkMin bytes or more, is written into the Spill a block of rows at a
+// time with each block's pages released behind it; its values are the
+// in-memory run's, it is not spilled again, and smaller outputs and
+// values the run does not return stay in memory.
+func TestRunIntoWritesProductsToSpill(t *testing.T) {
+	defer func(m int64, b int) { sinkMin, sinkBlock = m, b }(sinkMin, sinkBlock)
+	sinkMin, sinkBlock = 1<<20, 64<<10
+	const R, K, N = 300, 16, 1500 // 1.8 MB of output, 11 blocks of 27 rows
+	m := graph.NewModel(9, "sink", graph.Opset{Version: 17})
+	g := m.Graph
+	x := g.AddInput("x", graph.TensorType(graph.Float, graph.Dims(1, R, K)))
+	wv := make([]float32, K*N)
+	for i := range wv {
+		wv[i] = float32(i%13) - 6
+	}
+	w, _ := graph.NewTensor("w", graph.Float, []int64{K, N}, wv)
+	y := g.Op("MatMul", []*graph.Value{x, g.AddInitializer(w)}, 1)[0]
+	z := g.Op("MatMul", []*graph.Value{x, g.AddInitializer(w)}, 1)[0]
+	small := g.Op("ReduceSum", []*graph.Value{z}, 1)[0]
+	g.AddOutput(y)
+	g.AddOutput(small)
+	xv := make([]float32, R*K)
+	for i := range xv {
+		xv[i] = float32(i%7) * 0.5
+	}
+	in := map[string]*Tensor{"x": FromSlice([]int{1, R, K}, xv)}
+	s, err := NewSession(m, Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	want, err := s.Run(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if isSpilled(want[y.Name]) {
+		t.Fatal("Run spilled an output")
+	}
+	sp := NewSpill()
+	defer sp.Close()
+	got, err := s.RunInto(in, sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gy := got[y.Name]
+	if !isSpilled(gy) || isSpilled(got[small.Name]) {
+		t.Fatalf("spilled: the product %v, the small output %v; want true, false", isSpilled(gy), isSpilled(got[small.Name]))
+	}
+	if sp.Bytes() != R*N*4 {
+		t.Errorf("the Spill holds %d bytes, want %d", sp.Bytes(), R*N*4)
+	}
+	d := Data[float32](gy)
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(d))), len(d)*4)
+	if r := resident(t, b); r > 2 {
+		t.Errorf("%d pages of the written output are in the process, want them released", r)
+	}
+	if again := sp.Tensor(gy); again != gy || sp.Bytes() != R*N*4 {
+		t.Errorf("an output in the Spill was spilled again")
+	}
+	for i, v := range Data[float32](want[y.Name]) {
+		if d[i] != v {
+			t.Fatalf("element %d: %v, Run's %v", i, d[i], v)
+		}
+	}
+	if g, w := Data[float32](got[small.Name])[0], Data[float32](want[small.Name])[0]; g != w {
+		t.Errorf("the small output: %v, Run's %v", g, w)
+	}
+}

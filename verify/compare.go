@@ -368,7 +368,7 @@ func (c *comparison) buildSets() error {
 			return nil, err
 		}
 		c.progress("A go: " + s.Name)
-		return r.run(set.inputs, nil)
+		return runInto(r, set.inputs, nil, c.spill)
 	}
 	if err := p.analyze(); err != nil {
 		var me *ModelError
@@ -544,7 +544,7 @@ func (c *comparison) runSides(sides []*side) error {
 				out = c.cached[set.spec.key()]
 			} else {
 				c.progress(fmt.Sprintf("%s: %s", s.label(), set.name))
-				out, err = r.run(set.inputs, like)
+				out, err = runInto(r, set.inputs, like, c.spill)
 				// Kept until the other sides have run: the large ones
 				// wait in a file.
 				out = c.spill.Outputs(out)

@@ -36,7 +36,7 @@ func Prepare(m *graph.Model, hints Hints, seed uint64, threads int) (*Prepared, 
 		if err != nil {
 			return nil, err
 		}
-		return r.run(set.inputs, nil)
+		return runInto(r, set.inputs, nil, p.spill)
 	}
 	if err := p.analyze(); err != nil {
 		r.close()
@@ -72,6 +72,12 @@ func (p *Prepared) Synthesize(specs []SetSpec, seed uint64) ([]NamedInputs, erro
 // Run runs the prepared model on inputs with its session.
 func (p *Prepared) Run(inputs map[string]*kernels.Tensor) (map[string]*kernels.Tensor, error) {
 	return p.r.run(inputs, nil)
+}
+
+// RunInto is Run with the large outputs written into sp as they are made
+// (kernels.Session.RunInto): they are sp's, valid until sp.Close.
+func (p *Prepared) RunInto(inputs map[string]*kernels.Tensor, sp *kernels.Spill) (map[string]*kernels.Tensor, error) {
+	return runInto(p.r, inputs, nil, sp)
 }
 
 // Close releases the session.

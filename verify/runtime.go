@@ -53,6 +53,19 @@ func (r *goRunner) run(in, _ map[string]*kernels.Tensor) (map[string]*kernels.Te
 	return r.s.Run(in)
 }
 
+// runInto runs r on in, writing the large outputs of onnxpe's executor
+// into sp as they are made (kernels.Session.RunInto); other runtimes run
+// as run does.
+func runInto(r runner, in, like map[string]*kernels.Tensor, sp *kernels.Spill) (map[string]*kernels.Tensor, error) {
+	if k, ok := r.(kept); ok {
+		r = k.runner
+	}
+	if g, ok := r.(*goRunner); ok {
+		return g.s.RunInto(in, sp)
+	}
+	return r.run(in, like)
+}
+
 func (r *goRunner) close() {
 	if r.s != nil {
 		r.s.Close()

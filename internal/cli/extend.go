@@ -715,13 +715,15 @@ func (c *extendChecker) runsAtN() (*extendCheck, error) {
 	// ONNX Runtime's run compares with onnxpe's outputs: without it they
 	// are not kept (the logits of N positions alone are N x vocabulary).
 	withORT := !c.opts.noORT && verify.ORTAvailable() && os.Getenv("ONNXPE_ORT_LIB") != ""
-	// Kept for ONNX Runtime's run, they wait in a file.
+	// Kept for ONNX Runtime's run, they wait in a file; the logits are
+	// written there as they are made (a run at N holds them whole
+	// otherwise: 1 GB for 8192 positions of 32000 tokens).
 	spill := kernels.NewSpill()
 	defer spill.Close()
 	var names []string
 	for i := range sets {
 		c.prog.update(verify.Progress{Done: i, Total: len(sets), Step: "onnxpe's executor: " + sets[i].Name})
-		out, err := px.Run(sets[i].Inputs)
+		out, err := px.RunInto(sets[i].Inputs, spill)
 		if err != nil {
 			if errors.Is(err, kernels.ErrInternal) {
 				return nil, err
