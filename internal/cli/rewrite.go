@@ -73,7 +73,12 @@ padding mask (one that depends on an attention_mask input, [batch, 1,
 queries or 1, keys]) its attention_bias, position_ids given (RotaryEmbedding
 before the op) unless the positions are the op's own (0..S-1, or after the
 cache) and the rotation's caches have a multiple of 8 columns (ONNX
-Runtime's op refuses others). The causal mask may be added, or be
+Runtime's op refuses others). With --rope-op onnx the block becomes the
+standard ops of opset 23 instead: RotaryEmbedding on the q and k rows at
+the model's position_ids, then Attention (q_num_heads, kv_num_heads,
+is_causal, the padding mask as attn_mask, past_key/past_value and
+present_key/present_value in the same layout); the model's opset is
+raised to 23. The causal mask may be added, or be
 a Where on the scores that keeps the visible keys' scores (GPT-J,
 GPT-NeoX), found on numbers to hide exactly the keys after each query's.
 Each block is run both ways on numbers before it is fused. A block the op
@@ -83,8 +88,8 @@ after the rotation (Llama 4), cos/sin that depend on more than the
 positions (dynamic NTK), no causal mask, two masks that depend on inputs,
 a check on numbers that fails (KV heads repeated in another order). Only
 RoPE blocks are fused: ALiBi, T5 and the other schemes keep their blocks
-(no MultiHeadAttention with a bias, no opset-23 Attention op is written,
-so not with --rope-op onnx), and a model without a KV cache gets none. A
+(no MultiHeadAttention or Attention with a bias is written), and a model
+without a KV cache gets none. A
 rewritten model with a cache runs several new tokens after it for one
 sequence only (the op's contract; verify's sweep does so). The default is
 keep.
@@ -188,8 +193,8 @@ func rewriteRun(opts *rewriteOptions) error {
 		return badInput("rewrite: --t5-op must be table or com.microsoft, not %q", opts.T5Op)
 	case opts.Attention != passes.AttentionKeep && opts.Attention != passes.AttentionFused:
 		return badInput("rewrite: --attention must be keep or fused, not %q", opts.Attention)
-	case opts.Attention == passes.AttentionFused && (opts.Unfuse || opts.RoPEOp == passes.RoPEOpONNX):
-		return badInput("rewrite: --attention fused writes com.microsoft GroupQueryAttention; it takes no --unfuse or --rope-op onnx (the opset-23 Attention fusion is not written)")
+	case opts.Attention == passes.AttentionFused && opts.Unfuse:
+		return badInput("rewrite: --attention fused writes fused attention ops; it takes no --unfuse")
 	}
 	var ps []*passes.Pass[*rewrite.Change]
 	if opts.Unfuse {

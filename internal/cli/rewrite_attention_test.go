@@ -10,18 +10,20 @@ import (
 )
 
 // TestRewriteAttentionFlag: --attention takes keep or fused, not with
-// --rope-op onnx or --unfuse; --help says what it fuses and what it
-// leaves; a fused rewrite reports the option and its per-block lines,
-// and writes GroupQueryAttention nodes (the default writes none).
+// --unfuse; --help says what it fuses and what it leaves; a fused rewrite
+// reports the option and its per-block lines, and writes
+// GroupQueryAttention nodes (the default writes none), or with --rope-op
+// onnx the opset-23 Attention.
 func TestRewriteAttentionFlag(t *testing.T) {
 	in := corpusFile("rope_kvcache", "model.onnx")
-	for _, bad := range [][]string{{"--attention", "all"}, {"--attention", "fused", "--rope-op", "onnx"}} {
+	for _, bad := range [][]string{{"--attention", "all"}, {"--attention", "fused", "--unfuse"}} {
 		if code, _, stderr := runCLI(t, append([]string{"rewrite", in, "--dry-run"}, bad...)...); code != 2 || !strings.Contains(stderr, "--attention") {
 			t.Errorf("%v: exit %d: %s", bad, code, stderr)
 		}
 	}
 	_, help, _ := runCLI(t, "rewrite", "--help")
-	for _, s := range []string{"--attention fused", "GroupQueryAttention", "left as it is", "a Where on the scores", "attention_bias"} {
+	for _, s := range []string{"--attention fused", "GroupQueryAttention", "left as it is", "a Where on the scores", "attention_bias",
+		"With --rope-op onnx the block becomes the", "then Attention (q_num_heads, kv_num_heads,"} {
 		if !strings.Contains(help, s) {
 			t.Errorf("--help does not say %q", s)
 		}
@@ -34,7 +36,7 @@ func TestRewriteAttentionFlag(t *testing.T) {
 		}
 		n := 0
 		m.Walk(func(x *graph.Node) {
-			if x.OpType == "GroupQueryAttention" {
+			if x.OpType == "GroupQueryAttention" || x.OpType == "Attention" && x.Domain == "" {
 				n++
 			}
 		})
@@ -66,6 +68,12 @@ func TestRewriteAttentionFlag(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "rewrite", corpusFile("rope_gptj", "model.onnx"), "-o", gptj, "--attention", "fused")
 	if code != 0 || !strings.Contains(stdout, "layers [0 1]: attention fused into GroupQueryAttention (q and k rows turned before it by RotaryEmbedding") || count(gptj) != 2 {
 		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+	}
+	// The standard ops of opset 23.
+	onnx := filepath.Join(dir, "onnx23.onnx")
+	code, stdout, stderr = runCLI(t, "rewrite", in, "-o", onnx, "--attention", "fused", "--rope-op", "onnx")
+	if code != 0 || !strings.Contains(stdout, "layers [0 1]: attention fused into Attention (opset 23)") || count(onnx) != 2 {
+		t.Fatalf("--rope-op onnx: exit %d: %s%s", code, stdout, stderr)
 	}
 	// Dynamic NTK's cos/sin depend on the length: left, with the reason
 	// per block.

@@ -102,15 +102,18 @@ func TestRewriteORT(t *testing.T) {
 		})
 	}
 	// --attention fused: the blocks GroupQueryAttention expresses become
-	// the op (the others are left, their rotations fused).
+	// the op (the others are left, their rotations fused); with --rope-op
+	// onnx, RotaryEmbedding and Attention of opset 23.
 	for _, in := range ropes {
-		t.Run("attention fused "+filepath.Base(filepath.Dir(in))+filepath.Base(in), func(t *testing.T) {
-			out := filepath.Join(t.TempDir(), "gqa.onnx")
-			if code, stdout, stderr := runCLI(t, "rewrite", in, "-o", out, "--attention", "fused"); code != 0 {
-				t.Fatalf("exit %d: %s%s", code, stdout, stderr)
-			}
-			ortEqual(t, in, out)
-		})
+		for _, form := range [][]string{nil, {"--rope-op", "onnx"}} {
+			t.Run("attention fused "+strings.Join(form, " ")+" "+filepath.Base(filepath.Dir(in))+filepath.Base(in), func(t *testing.T) {
+				out := filepath.Join(t.TempDir(), "fused.onnx")
+				if code, stdout, stderr := runCLI(t, append([]string{"rewrite", in, "-o", out, "--attention", "fused"}, form...)...); code != 0 {
+					t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+				}
+				ortEqual(t, in, out)
+			})
+		}
 	}
 	for _, in := range fusedInputs(t) {
 		if strings.Contains(in, "alibi") {
@@ -184,9 +187,11 @@ func TestRewriteRealModelsORT(t *testing.T) {
 // Hugging Face export (transformers' modeling code, torch.onnx.export):
 // those it fuses (the RoPE decoders: Llama, Falcon, Gemma, GPT-J,
 // GPT-NeoX, Phi, Phi-3) are verified before writing and run equal to the
-// original in ONNX Runtime, prompt and decode; the others are written
-// with their blocks kept or exit 1 with nothing written only when the
-// rewrite itself refuses (never a fused model that is not equal).
+// original in ONNX Runtime, prompt and decode, in both forms
+// (GroupQueryAttention, and opset 23's Attention with --rope-op onnx);
+// the others are written with their blocks kept or exit 1 with nothing
+// written only when the rewrite itself refuses (never a fused model that
+// is not equal).
 func TestAttentionFusedHFModelsORT(t *testing.T) {
 	paths, _ := filepath.Glob(filepath.Join(testmodels.HFModelsDir(), "hf-*", "model.onnx"))
 	if len(paths) != 40 {
@@ -209,6 +214,12 @@ func TestAttentionFusedHFModelsORT(t *testing.T) {
 			}
 			fused++
 			ortEqual(t, in, out)
+			onnx := filepath.Join(t.TempDir(), "onnx23.onnx")
+			code, stdout, stderr = runCLI(t, "rewrite", in, "-o", onnx, "--attention", "fused", "--rope-op", "onnx")
+			if code != 0 || !strings.Contains(stdout, "attention fused into Attention (opset 23)") {
+				t.Fatalf("--rope-op onnx: exit %d: %s%s", code, stdout, stderr)
+			}
+			ortEqual(t, in, onnx)
 		})
 	}
 	// Llama (4), Falcon, Gemma, GPT-J, GPT-NeoX, Phi, Phi-3.

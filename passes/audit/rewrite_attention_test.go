@@ -2,12 +2,14 @@ package audit_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/scheme/rope"
 	"github.com/onnxpe/onnxpe/passes/schemes"
 	"github.com/onnxpe/onnxpe/testmodels"
 	"github.com/onnxpe/onnxpe/verify"
@@ -104,6 +106,93 @@ func TestRewriteFusesAttention(t *testing.T) {
 	if seen != len(attentionWant) {
 		t.Errorf("%d models rewritten, %d expected", seen, len(attentionWant))
 	}
+}
+
+// TestRewriteFusesAttentionONNX: with --rope-op onnx the blocks
+// GroupQueryAttention expresses become the standard ops of opset 23
+// instead (RotaryEmbedding on q and k, then Attention with is_causal),
+// the same blocks; the rewrite is equal, and its audit reads the same
+// RoPE, fused, with the same parameters.
+func TestRewriteFusesAttentionONNX(t *testing.T) {
+	opts := passes.Options{Rewrite: passes.RewriteOptions{Attention: passes.AttentionFused, RoPEOp: passes.RoPEOpONNX}}
+	for _, cm := range attentionCorpus(t) {
+		want, ok := attentionWant[cm.name]
+		if !ok {
+			continue // TestRewriteFusesAttention says so
+		}
+		t.Run(cm.name, func(t *testing.T) {
+			rep, actx, err := audit.AuditModel(cm.m, cm.name, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, _, err := audit.RewriteModel(cm.m, opts, schemes.Rewriters()...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var notes string
+			for _, ch := range r.Changes {
+				notes += strings.Join(ch.Notes, "\n") + "\n"
+			}
+			att, gqa := 0, 0
+			r.M.Walk(func(n *graph.Node) {
+				switch {
+				case n.OpType == "Attention" && (n.Domain == "" || n.Domain == "ai.onnx"):
+					att++
+				case n.OpType == "GroupQueryAttention":
+					gqa++
+				}
+			})
+			if att != want.gqa || gqa != 0 {
+				t.Fatalf("%d Attention and %d GroupQueryAttention nodes, want %d and 0; notes:\n%s", att, gqa, want.gqa, notes)
+			}
+			if att > 0 && (r.M.OpsetVersion("") < 23 || !strings.Contains(notes, "attention fused into Attention (opset 23) (q and k rows turned before it by RotaryEmbedding")) {
+				t.Fatalf("opset %d; notes:\n%s", r.M.OpsetVersion(""), notes)
+			}
+			if want.why != "" && (!strings.Contains(notes, "attention not fused into Attention (opset 23): ") || !strings.Contains(notes, want.why)) {
+				t.Fatalf("notes do not give the reason %q:\n%s", want.why, notes)
+			}
+			vo := verify.Options{Seed: 1, Hints: verify.HintsFromAudit(rep, actx)}
+			vr, err := verify.Compare(context.Background(), cm.m, r.M, vo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !vr.Equal {
+				t.Fatalf("not equal: %s", vr.Summary)
+			}
+			if att == 0 {
+				return
+			}
+			after, _, err := audit.AuditModel(r.M, cm.name, passes.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ropes := func(rep *passes.Report) (out []*passes.Finding) {
+				for _, f := range rep.Findings {
+					if f.Scheme == "rope" {
+						out = append(out, f)
+					}
+				}
+				return out
+			}
+			before, now := ropes(rep), ropes(after)
+			if len(before) != 1 || len(now) != 1 {
+				t.Fatalf("%d RoPE findings before, %d after", len(before), len(now))
+			}
+			b, a := before[0], now[0]
+			bp, ap := b.Params.(*rope.Params), a.Params.(*rope.Params)
+			if !a.Fused || fmt.Sprint(a.Layers) != fmt.Sprint(b.Layers) || ap.Layout != bp.Layout || ap.RotaryDim != bp.RotaryDim ||
+				ap.HeadDim != bp.HeadDim || fmt.Sprint(deref(ap.Base)) != fmt.Sprint(deref(bp.Base)) || fmt.Sprint(deref(ap.Scaling)) != fmt.Sprint(deref(bp.Scaling)) {
+				t.Errorf("the rewrite's audit: fused %v layers %v %+v; the original's: layers %v %+v", a.Fused, a.Layers, *ap, b.Layers, *bp)
+			}
+		})
+	}
+}
+
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
 
 // TestRewriteAttentionCheckRefusesOtherGrouping: a Llama whose grouped KV

@@ -38,6 +38,9 @@ type Attention struct {
 	// whereCausal: a Where of the score path masks the keys after each
 	// query's own (the op's causal mask).
 	whereCausal bool
+	// ONNX asks for the standard ops of opset 23 instead (--rope-op onnx):
+	// RotaryEmbedding on q and k rows, then Attention with is_causal.
+	ONNX bool
 }
 
 // Layout is how q, k or v holds its heads.

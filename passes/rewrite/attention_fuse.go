@@ -35,8 +35,12 @@ type Rotary struct {
 	PositionIDs func() (*graph.Value, error)
 }
 
-// gqaAttrs are the op's attributes for a.
-func (a *Attention) gqaAttrs(rot *Rotary) []*graph.Attr {
+// opAttrs are the op's attributes for a.
+func (a *Attention) opAttrs(rot *Rotary) []*graph.Attr {
+	if a.ONNX {
+		return []*graph.Attr{graph.IntAttr("q_num_heads", int64(a.Heads)), graph.IntAttr("kv_num_heads", int64(a.KVHeads)),
+			graph.FloatAttr("scale", float32(a.Scale)), graph.IntAttr("is_causal", 1)}
+	}
 	attrs := []*graph.Attr{graph.IntAttr("num_heads", int64(a.Heads)), graph.IntAttr("kv_num_heads", int64(a.KVHeads)),
 		graph.FloatAttr("scale", float32(a.Scale))}
 	if rot != nil && rot.Positions == nil {
@@ -140,10 +144,10 @@ func (a *Attention) checkInputs(pr *probe.Probe, cuts map[*graph.Value]*kernels.
 	if a.PastK != nil {
 		ins[3], ins[4] = cuts[a.PastK], cuts[a.PastV]
 	}
-	if rot != nil && rot.Positions == nil {
+	if rot != nil && rot.Positions == nil && !a.ONNX {
 		ins[7], ins[8] = rot.Cos, rot.Sin
 	}
-	if rot != nil && rot.Positions != nil {
+	if rot != nil && (rot.Positions != nil || a.ONNX) {
 		ps, err := rot.Positions(pr)
 		if err != nil {
 			return nil, err
@@ -157,7 +161,11 @@ func (a *Attention) checkInputs(pr *probe.Probe, cuts map[*graph.Value]*kernels.
 		}
 		pos := kernels.FromSlice([]int{c.batch, c.seq}, ids)
 		for i, heads := range []int{a.Heads, a.KVHeads} {
-			outs, err := evalNode(rotaryNode, []*kernels.Tensor{ins[i], pos, rot.Cos, rot.Sin}, rot.rotaryAttrs(heads))
+			rin, domain := []*kernels.Tensor{ins[i], pos, rot.Cos, rot.Sin}, DomainMicrosoft
+			if a.ONNX {
+				rin, domain = []*kernels.Tensor{ins[i], rot.Cos, rot.Sin, pos}, ""
+			}
+			outs, err := evalNode(domain, rotaryNode, rin, rot.rotaryAttrs(heads), 1)
 			if err != nil {
 				return nil, err
 			}
@@ -174,38 +182,47 @@ func (a *Attention) checkInputs(pr *probe.Probe, cuts map[*graph.Value]*kernels.
 		}
 		ins[10] = expandRows(b, c.seq, T)
 	}
+	if a.ONNX {
+		// Attention (opset 23): q, k, v, attn_mask, past_key, past_value.
+		ins = []*kernels.Tensor{ins[0], ins[1], ins[2], ins[10], ins[3], ins[4]}
+	}
 	return ins, nil
 }
 
-// evalOp runs GroupQueryAttention alone on ins with a's attributes.
+// evalOp runs the op alone on ins with a's attributes.
 func (a *Attention) evalOp(ins []*kernels.Tensor, rot *Rotary) ([]*kernels.Tensor, error) {
-	return evalNode(gqaNode, ins, a.gqaAttrs(rot))
+	if a.ONNX {
+		return evalNode("", onnxAttentionNode, ins, a.opAttrs(rot), 3)
+	}
+	return evalNode(DomainMicrosoft, gqaNode, ins, a.opAttrs(rot), 3)
 }
 
 const (
-	gqaNode    = "GroupQueryAttention"
-	rotaryNode = "RotaryEmbedding"
+	gqaNode           = "GroupQueryAttention"
+	rotaryNode        = "RotaryEmbedding"
+	onnxAttentionNode = "Attention"
 )
 
-// evalNode runs one com.microsoft node of op alone on ins.
-func evalNode(op string, ins []*kernels.Tensor, attrs []*graph.Attr) ([]*kernels.Tensor, error) {
-	m := graph.NewModel(10, "onnxpe-check", graph.Opset{Domain: "", Version: 21}, graph.Opset{Domain: DomainMicrosoft, Version: 1})
+// evalNode runs one node of op (com.microsoft, or the ONNX domain of
+// opset 23) alone on ins.
+func evalNode(domain, op string, ins []*kernels.Tensor, attrs []*graph.Attr, nOut int) ([]*kernels.Tensor, error) {
+	m := graph.NewModel(10, "onnxpe-check", graph.Opset{Domain: "", Version: 23}, graph.Opset{Domain: DomainMicrosoft, Version: 1})
 	vals := make([]*graph.Value, len(ins))
 	for i, t := range ins {
 		if t != nil {
 			vals[i] = m.Graph.AddInput(fmt.Sprintf("in%d", i), nil)
 		}
 	}
-	nOut := 1
-	if op == gqaNode {
-		nOut = 3
+	n := m.Graph.NewNode(op, domain, vals, nOut, attrs...)
+	opset := int64(23)
+	if domain == DomainMicrosoft {
+		opset = 1
 	}
-	n := m.Graph.NewNode(op, DomainMicrosoft, vals, nOut, attrs...)
-	return kernels.EvalNode(n, 1, ins, kernels.Options{Threads: 1})
+	return kernels.EvalNode(n, opset, ins, kernels.Options{Threads: 1})
 }
 
-// rotaryAttrs are the attributes of a RotaryEmbedding turning rows of
-// heads heads.
+// rotaryAttrs are the attributes of a RotaryEmbedding (either domain's)
+// turning rows of heads heads.
 func (rot *Rotary) rotaryAttrs(heads int) []*graph.Attr {
 	attrs := []*graph.Attr{graph.IntAttr("num_heads", int64(heads))}
 	if rot.Interleaved {
@@ -286,17 +303,21 @@ func near(want, got *kernels.Tensor, dt graph.DataType, what string) error {
 // model's own when it reshapes them from such rows), the caches, the
 // lengths from the sizes (every key valid: padding is the mask's), the
 // rotary's caches and positions, the mask as attention_bias. Its output
-// replaces the block's, its present caches the concatenations.
+// replaces the block's, its present caches the concatenations. With
+// a.ONNX the op is Attention of opset 23 (q_num_heads, kv_num_heads,
+// is_causal, the mask as attn_mask, the caches as past_key and
+// past_value), q and k rows turned before it by RotaryEmbedding of opset
+// 23 at the model's position_ids.
 func (r *Rewrite) Fuse(w *work.Work, a *Attention, rot *Rotary) error {
-	q, err := r.rowsOf(w, a.Q, a.QL)
+	q, err := r.rowsOf(w, a.Q, a.QL, a.Heads*a.HeadDim)
 	if err != nil {
 		return err
 	}
-	k, err := r.rowsOf(w, a.K, a.KL)
+	k, err := r.rowsOf(w, a.K, a.KL, a.KVHeads*a.HeadDim)
 	if err != nil {
 		return err
 	}
-	v, err := r.rowsOf(w, a.V, a.VL)
+	v, err := r.rowsOf(w, a.V, a.VL, a.KVHeads*a.HeadDim)
 	if err != nil {
 		return err
 	}
@@ -309,17 +330,24 @@ func (r *Rewrite) Fuse(w *work.Work, a *Attention, rot *Rotary) error {
 			return err
 		}
 	}
-	ins[5], ins[6] = r.gqaLengths(q, ins[3])
-	if rot != nil && rot.Positions == nil {
+	if !a.ONNX {
+		ins[5], ins[6] = r.gqaLengths(q, ins[3])
+	}
+	if rot != nil && rot.Positions == nil && !a.ONNX {
 		ins[7], ins[8] = rot.CosV, rot.SinV
 	}
-	if rot != nil && rot.Positions != nil {
+	if rot != nil && (rot.Positions != nil || a.ONNX) {
 		pos, err := rot.PositionIDs()
 		if err != nil {
 			return err
 		}
 		for i, heads := range []int{a.Heads, a.KVHeads} {
-			y := r.Op(rotaryNode, DomainMicrosoft, []*graph.Value{ins[i], pos, rot.CosV, rot.SinV}, 1, rot.rotaryAttrs(heads)...)[0]
+			var y *graph.Value
+			if a.ONNX {
+				y = r.Op(rotaryNode, "", []*graph.Value{ins[i], rot.CosV, rot.SinV, pos}, 1, rot.rotaryAttrs(heads)...)[0]
+			} else {
+				y = r.Op(rotaryNode, DomainMicrosoft, []*graph.Value{ins[i], pos, rot.CosV, rot.SinV}, 1, rot.rotaryAttrs(heads)...)[0]
+			}
 			ins[i] = Typed(y, a.Type, 3)
 		}
 	}
@@ -336,7 +364,12 @@ func (r *Rewrite) Fuse(w *work.Work, a *Attention, rot *Rotary) error {
 		}
 		ins[10] = Typed(r.Op1("Expand", []*graph.Value{ins[10], sizes}), a.Type, 4)
 	}
-	outs := r.Op(gqaNode, DomainMicrosoft, ins, 3, a.gqaAttrs(rot)...)
+	var outs []*graph.Value
+	if a.ONNX {
+		outs = r.Op(onnxAttentionNode, "", []*graph.Value{ins[0], ins[1], ins[2], ins[10], ins[3], ins[4]}, 3, a.opAttrs(rot)...)
+	} else {
+		outs = r.Op(gqaNode, DomainMicrosoft, ins, 3, a.opAttrs(rot)...)
+	}
 	return r.replaceByOp(w, a, outs)
 }
 
@@ -406,9 +439,12 @@ func ancestors(n *graph.Node) map[*graph.Node]bool {
 }
 
 // rowsOf is the [batch, seq, heads·head] rows of x (a value of the
-// working copy, BNSH or BSNH): the rank-3 value the model reshaped and
-// transposed it from when there is one, else x transposed and reshaped.
-func (r *Rewrite) rowsOf(w *work.Work, x *graph.Value, l Layout) (*graph.Value, error) {
+// working copy, BNSH or BSNH; heads·head = width): the rank-3 value the
+// model reshaped and transposed it from when there is one, else x
+// transposed and reshaped to the width given as a number (ONNX Runtime's
+// shape inference of the opset-23 Attention reads v's width, and makes
+// its output 0 wide when it cannot tell).
+func (r *Rewrite) rowsOf(w *work.Work, x *graph.Value, l Layout, width int) (*graph.Value, error) {
 	if l != Rows {
 		if y := rowsBefore(w, x, l == BNSH); y != nil && MainName(w, y) != "" {
 			x, l = y, Rows
@@ -422,7 +458,7 @@ func (r *Rewrite) rowsOf(w *work.Work, x *graph.Value, l Layout) (*graph.Value, 
 	if l == BNSH {
 		v = Typed(r.Op1("Transpose", []*graph.Value{v}, graph.IntsAttr("perm", 0, 2, 1, 3)), dt, 4)
 	}
-	return Typed(r.Op1("Reshape", []*graph.Value{v, r.VecInt(0, 0, -1)}), dt, 3), nil
+	return Typed(r.Op1("Reshape", []*graph.Value{v, r.VecInt(0, 0, int64(width))}), dt, 3), nil
 }
 
 // rowsBefore is the rank-3 [batch, seq, heads·head] value x was made from

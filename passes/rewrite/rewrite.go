@@ -401,7 +401,7 @@ func (r *Rewrite) Finish() error {
 		case DomainMicrosoft, DomainOnnxpe:
 			need[n.Domain] = 1
 		case "", "ai.onnx":
-			if n.OpType == "RotaryEmbedding" {
+			if n.OpType == "RotaryEmbedding" || n.OpType == "Attention" {
 				need[""] = max(need[""], 23)
 			}
 		}

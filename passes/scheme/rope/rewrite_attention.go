@@ -35,8 +35,8 @@ func attentionOf(c *passes.Context, r *rewrite.Rewrite) *attentionBlocks {
 	return ab
 }
 
-// fuse makes every block of f whose attention GroupQueryAttention
-// expresses one such node (do_rotary with the caches cosV, sinV; q and k
+// fuse makes every block of f whose attention GroupQueryAttention (or,
+// with --rope-op onnx, Attention of opset 23) expresses one such node (do_rotary with the caches cosV, sinV; q and k
 // read before the rotation): each block is read (attention.go), checked
 // on numbers against the model, and only then fused. It returns the
 // layers fused; the others keep their blocks and have their rotations
@@ -48,6 +48,10 @@ func (ab *attentionBlocks) fuse(r *rewrite.Rewrite, w *work.Work, f *passes.Find
 	done := map[int]bool{}
 	var fused []int
 	how := map[string]bool{}
+	op := "GroupQueryAttention"
+	if r.Opts.RoPEOp == passes.RoPEOpONNX {
+		op = "Attention (opset 23)"
+	}
 	for _, layer := range layersOf(targets) {
 		rot, err := ab.fuseBlock(r, w, ev, p, layer, targetsOf(targets, layer), cosV, sinV, computed)
 		switch {
@@ -60,14 +64,14 @@ func (ab *attentionBlocks) fuse(r *rewrite.Rewrite, w *work.Work, f *passes.Find
 				how["q and k rows turned before it by RotaryEmbedding at the model's position_ids"] = true
 			}
 		case errors.Is(err, rewrite.ErrRewrite):
-			ch.Note("layer %d: attention not fused into GroupQueryAttention: %s; its rotations are fused into RotaryEmbedding", layer, rewrite.Reason(err))
+			ch.Note("layer %d: attention not fused into %s: %s; its rotations are fused into RotaryEmbedding", layer, op, rewrite.Reason(err))
 		default:
 			return nil, err
 		}
 	}
 	if len(fused) > 0 {
 		hows := slices.Sorted(maps.Keys(how))
-		ch.Note("layers %v: attention fused into GroupQueryAttention (%s, %s)", fused, strings.Join(hows, "; "), layoutNote(p))
+		ch.Note("layers %v: attention fused into %s (%s, %s)", fused, op, strings.Join(hows, "; "), layoutNote(p))
 	}
 	return done, nil
 }
@@ -119,10 +123,11 @@ func (ab *attentionBlocks) fuseBlock(r *rewrite.Rewrite, w *work.Work, ev *Evide
 	if err != nil {
 		return nil, err
 	}
+	a.ONNX = r.Opts.RoPEOp == passes.RoPEOpONNX
 	if a.Q != ts[0].work.In && a.Q != ts[1].work.In || a.K != ts[0].work.In && a.K != ts[1].work.In {
 		return nil, fmt.Errorf("%w: the rotations are not those of the block's q and k", rewrite.ErrRewrite)
 	}
-	rot, err := gqaRotary(r, w, ev, p, ts, cosV, sinV, a.PastK != nil)
+	rot, err := gqaRotary(r, w, ev, p, ts, cosV, sinV, a.PastK != nil, a.ONNX)
 	if err != nil {
 		return nil, err
 	}
@@ -132,8 +137,10 @@ func (ab *attentionBlocks) fuseBlock(r *rewrite.Rewrite, w *work.Work, ev *Evide
 	return rot, r.Fuse(w, a, rot)
 }
 
-// gqaRotary is the op's rotary: the finding's caches, layout and positions.
-func gqaRotary(r *rewrite.Rewrite, w *work.Work, ev *Evidence, p *Params, ts []ropeTarget, cosV, sinV *graph.Value, cached bool) (*rewrite.Rotary, error) {
+// gqaRotary is the op's rotary: the finding's caches, layout and positions
+// (always position_ids for the opset-23 Attention, onnx, which does not
+// rotate).
+func gqaRotary(r *rewrite.Rewrite, w *work.Work, ev *Evidence, p *Params, ts []ropeTarget, cosV, sinV *graph.Value, cached, onnx bool) (*rewrite.Rotary, error) {
 	if p.RotaryDim%2 != 0 || p.RotaryDim > p.HeadDim {
 		return nil, fmt.Errorf("%w: rotary_dim %d of head %d", rewrite.ErrRewrite, p.RotaryDim, p.HeadDim)
 	}
@@ -149,7 +156,7 @@ func gqaRotary(r *rewrite.Rewrite, w *work.Work, ev *Evidence, p *Params, ts []r
 	// ONNX Runtime's GroupQueryAttention rotates by caches of a multiple
 	// of 8 columns only (rotary_dim/2; it refuses others when it runs):
 	// other rotations turn q and k before it by RotaryEmbedding.
-	if ownPositions(ev.Positions, p, cached) && (p.RotaryDim/2)%8 == 0 {
+	if !onnx && ownPositions(ev.Positions, p, cached) && (p.RotaryDim/2)%8 == 0 {
 		return rot, nil
 	}
 	q := ts[0] // batch and sequence of the block's q or k: the same
