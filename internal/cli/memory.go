@@ -68,7 +68,20 @@ func applyMemoryLimit(cmd *cobra.Command) error {
 // to twice the budget and 256 MiB (tensors, and what else the command
 // holds), at most 3/4 of the memory the process may use. GOMEMLIMIT, when
 // set, is left as it is.
+//
+// The collector's goal is also lowered from twice the live heap to 1.5x
+// (GOGC 50, unless GOGC is set): the memory the heap keeps beyond what is
+// live, freed and not yet returned, follows that goal. A run's tensors are
+// pointer-free, so the collections this adds are short: extend --to 8192
+// of a 0.32B Llama peaked at 2.48-2.52 GB with the default and at
+// 2.33-2.44 GB with 50, in no more time.
+// gcPercent is the collector's goal the commands set (see setGoMemoryLimit).
+const gcPercent = 50
+
 func setGoMemoryLimit(budget int64) {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}

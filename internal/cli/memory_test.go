@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -91,4 +92,24 @@ func TestMemoryLimitValues(t *testing.T) {
 	t.Setenv(memoryLimitEnv, "lots")
 	code, _, e := runCLI(t, "inspect", g)
 	oneLineExit2(t, []string{"inspect", g}, code, e, memoryLimitEnv, "lots")
+}
+
+// TestCommandsLowerTheGCGoal: a command sets the collector's goal to
+// gcPercent, unless GOGC is set.
+func TestCommandsLowerTheGCGoal(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	t.Setenv("GOGC", "")
+	if code, _, stderr := runCLI(t, "audit", corpusFile("rope_llama", "model.onnx")); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if got := debug.SetGCPercent(100); got != gcPercent {
+		t.Errorf("GOGC unset: the goal is %d after a command, want %d", got, gcPercent)
+	}
+	t.Setenv("GOGC", "100")
+	if code, _, stderr := runCLI(t, "audit", corpusFile("rope_llama", "model.onnx")); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("GOGC=100: the goal is %d after a command, want it left at 100", got)
+	}
 }
