@@ -86,10 +86,15 @@ cannot express is left as it is, its rotation fused into RotaryEmbedding,
 and the report says why per block: scores of rank 3, a norm of q or k
 after the rotation (Llama 4), cos/sin that depend on more than the
 positions (dynamic NTK), no causal mask, two masks that depend on inputs,
-a check on numbers that fails (KV heads repeated in another order). Only
-RoPE blocks are fused: ALiBi, T5 and the other schemes keep their blocks
-(no MultiHeadAttention or Attention with a bias is written), and a model
-without a KV cache gets none. A
+a check on numbers that fails (KV heads repeated in another order). With
+--rope-op onnx the blocks whose scores an ALiBi or T5 bias reaches (MPT,
+T5, mT5, UMT5) are fused too: Attention of opset 23 whose attn_mask is
+the bias with the model's masks (a Where that masks by an
+attention_mask's values becomes an additive mask), is_causal only when
+the block masks causally apart from the bias (a T5 encoder does not);
+GroupQueryAttention takes no such block. BLOOM's blocks (scores of
+[batch*heads, queries, keys]) and the other schemes' keep their blocks,
+and a model without a KV cache gets none. A
 rewritten model with a cache runs several new tokens after it for one
 sequence only (the op's contract; verify's sweep does so). The default is
 keep.

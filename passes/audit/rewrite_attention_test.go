@@ -3,12 +3,14 @@ package audit_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/audit"
+	"github.com/onnxpe/onnxpe/passes/rewrite"
 	"github.com/onnxpe/onnxpe/passes/scheme/rope"
 	"github.com/onnxpe/onnxpe/passes/schemes"
 	"github.com/onnxpe/onnxpe/testmodels"
@@ -414,4 +416,84 @@ func TestRewriteFusesInterleavedAttention(t *testing.T) {
 		return
 	}
 	t.Fatal("no generality form rope_cohere_repeat_interleave")
+}
+
+// TestRewriteFusesBiasedAttention: with --attention fused --rope-op onnx
+// the blocks whose scores an ALiBi or T5 bias reaches become Attention of
+// opset 23 whose attn_mask is that bias with the model's masks (MPT's
+// padding Where, T5's decoder causal mask inside its bias; T5's encoder
+// not causal); the rewrite is equal and audits as the same scheme. BLOOM's
+// blocks (scores of [batch·heads, queries, keys]) are left with the
+// reason; without --rope-op onnx none is fused, and the note says why.
+func TestRewriteFusesBiasedAttention(t *testing.T) {
+	want := map[string]struct {
+		scheme string
+		att    int
+		why    string
+	}{
+		"alibi_mpt":   {scheme: "alibi", att: 2},
+		"t5_encoder":  {scheme: "t5_relative_bias", att: 2},
+		"t5_decoder":  {scheme: "t5_relative_bias", att: 2},
+		"alibi_bloom": {scheme: "alibi", why: "the attention weights are read beyond the product with v"},
+	}
+	seen := 0
+	for _, cm := range rewriteCorpus(t) {
+		w, ok := want[cm.name]
+		if !ok {
+			continue
+		}
+		seen++
+		t.Run(cm.name, func(t *testing.T) {
+			notesOf := func(r *rewrite.Rewrite) string {
+				var notes string
+				for _, ch := range r.Changes {
+					notes += strings.Join(ch.Notes, "\n") + "\n"
+				}
+				return notes
+			}
+			gqa := passes.Options{Rewrite: passes.RewriteOptions{Attention: passes.AttentionFused}}
+			r, _, err := audit.RewriteModel(cm.m, gqa, schemes.Rewriters()...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := notesOf(r); !strings.Contains(n, "is fused with --rope-op onnx only, into Attention of opset 23") {
+				t.Errorf("GroupQueryAttention form: notes do not say why nothing is fused:\n%s", n)
+			}
+			opts := passes.Options{Rewrite: passes.RewriteOptions{Attention: passes.AttentionFused, RoPEOp: passes.RoPEOpONNX}}
+			rep, actx, err := audit.AuditModel(cm.m, cm.name, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r, _, err = audit.RewriteModel(cm.m, opts, schemes.Rewriters()...); err != nil {
+				t.Fatal(err)
+			}
+			notes := notesOf(r)
+			att := 0
+			r.M.Walk(func(n *graph.Node) {
+				if n.OpType == "Attention" && n.Domain == "" {
+					att++
+				}
+			})
+			if att != w.att || w.why != "" && !strings.Contains(notes, w.why) {
+				t.Fatalf("%d Attention nodes, want %d; notes:\n%s", att, w.att, notes)
+			}
+			vr, err := verify.Compare(context.Background(), cm.m, r.M, verify.Options{Seed: 1, Hints: verify.HintsFromAudit(rep, actx)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !vr.Equal {
+				t.Fatalf("not equal: %s", vr.Summary)
+			}
+			after, _, err := audit.AuditModel(r.M, cm.name, passes.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(after.Schemes) != fmt.Sprint(rep.Schemes) || !slices.Contains(after.Schemes, w.scheme) {
+				t.Errorf("the rewrite audits as %v, the original as %v", after.Schemes, rep.Schemes)
+			}
+		})
+	}
+	if seen != len(want) {
+		t.Errorf("%d of %d models found", seen, len(want))
+	}
 }

@@ -32,7 +32,13 @@ type Attention struct {
 	Heads, KVHeads   int
 	HeadDim          int
 	Scale            float64
-	Bias             *graph.Value // an additive mask beyond the causal one (padding), or nil
+	// Masks are the additive terms of the scores the op's mask input
+	// sums (a padding mask, the scheme's position bias); Causal says the
+	// block hides the keys after each query's own by a term that depends
+	// on the sizes only, or a Where: the op's own causal mask, which
+	// GroupQueryAttention always applies.
+	Masks            []*graph.Value
+	Causal           bool
 	Type             graph.DataType
 	scores, keysSeen work.Dim // the scores' query and key lengths
 	// whereCausal: a Where of the score path masks the keys after each
@@ -41,6 +47,17 @@ type Attention struct {
 	// ONNX asks for the standard ops of opset 23 instead (--rope-op onnx):
 	// RotaryEmbedding on q and k rows, then Attention with is_causal.
 	ONNX bool
+	bias []*graph.Value // the scheme's terms (ReadAttention)
+	// wheres are the Wheres of the score path whose condition depends on
+	// the inputs' values (a padding mask, with or without the causal
+	// one): each is the additive mask Where(cond, 0, fill) (keep: the
+	// condition says which scores stay) or Where(cond, fill, 0).
+	wheres []whereMask
+}
+
+type whereMask struct {
+	cond, fill *graph.Value
+	keep       bool
 }
 
 // Layout is how q, k or v holds its heads.
@@ -54,13 +71,16 @@ const (
 
 // ReadAttention reads block b (its sides s) as one fused attention op, or
 // says why it cannot be one (an ErrRewrite): the op takes q, k and v
-// projected, a scale, a causal mask and an additive one, KV caches of
+// projected, a scale, a causal mask and additive ones, KV caches of
 // [batch, kv_heads, past, head], and nothing else between the projections
 // and the product with v. rotated says the sides' regions are the
 // scheme's (a rotation the op applies itself): q and k are read before
-// them; otherwise a side must have no region.
-func ReadAttention(w *work.Work, b *attn.Block, s *attn.BlockSides, rotated bool) (*Attention, error) {
-	a := &Attention{Block: b, Scale: 1}
+// them; otherwise a side must have no region. onnx asks for the opset-23
+// Attention (which need not be causal); bias are the values the scheme
+// adds to the scores as its encoding (ALiBi's, T5's), which the op's mask
+// input takes with the masks.
+func ReadAttention(w *work.Work, b *attn.Block, s *attn.BlockSides, rotated, onnx bool, bias ...*graph.Value) (*Attention, error) {
+	a := &Attention{Block: b, Scale: 1, ONNX: onnx, bias: bias}
 	if err := a.readShape(w, b, s); err != nil {
 		return nil, err
 	}
@@ -76,6 +96,14 @@ func ReadAttention(w *work.Work, b *attn.Block, s *attn.BlockSides, rotated bool
 		return nil, err
 	}
 	if err := a.readHeads(w, s); err != nil {
+		return nil, err
+	}
+	if !a.ONNX && a.HeadDim%8 != 0 {
+		// ONNX Runtime 1.30 refuses to run it (and crashed loading an MPT
+		// block of head 12 rewritten so).
+		return nil, refuse("heads of %d: ONNX Runtime's GroupQueryAttention takes a multiple of 8", a.HeadDim)
+	}
+	if err := a.readMasks(w, b); err != nil {
 		return nil, err
 	}
 	if err := a.readCache(w, s); err != nil {
@@ -160,8 +188,12 @@ func (a *Attention) readScores(w *work.Work, b *attn.Block) error {
 			a.Scale *= c
 			lastScale = max(lastScale, w.Pos(n))
 		case "Where":
-			if err := a.readWhere(w, b, n); err != nil {
+			input, err := a.readWhere(w, b, n)
+			if err != nil {
 				return err
+			}
+			if input {
+				firstAdd = min(firstAdd, w.Pos(n))
 			}
 		case "Reshape":
 			// GPT-NeoX's product of [batch·heads, seq, head] rows, viewed
@@ -182,7 +214,7 @@ func (a *Attention) readScores(w *work.Work, b *attn.Block) error {
 	if lastScale > firstAdd {
 		return refuse("the scores are scaled after a mask is added")
 	}
-	return a.readMasks(w, b)
+	return nil
 }
 
 // scalarOf is the constant a Mul multiplies by (a Div divides by) when it

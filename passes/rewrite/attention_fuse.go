@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"fmt"
+	"slices"
 	"math"
 	"math/rand/v2"
 
@@ -39,7 +40,7 @@ type Rotary struct {
 func (a *Attention) opAttrs(rot *Rotary) []*graph.Attr {
 	if a.ONNX {
 		return []*graph.Attr{graph.IntAttr("q_num_heads", int64(a.Heads)), graph.IntAttr("kv_num_heads", int64(a.KVHeads)),
-			graph.FloatAttr("scale", float32(a.Scale)), graph.IntAttr("is_causal", 1)}
+			graph.FloatAttr("scale", float32(a.Scale)), graph.IntAttr("is_causal", boolInt(a.Causal))}
 	}
 	attrs := []*graph.Attr{graph.IntAttr("num_heads", int64(a.Heads)), graph.IntAttr("kv_num_heads", int64(a.KVHeads)),
 		graph.FloatAttr("scale", float32(a.Scale))}
@@ -172,15 +173,31 @@ func (a *Attention) checkInputs(pr *probe.Probe, cuts map[*graph.Value]*kernels.
 			ins[i] = outs[0]
 		}
 	}
-	if a.Bias != nil {
-		b, err := pr.Value(a.Bias)
+	for _, m := range a.Masks {
+		b, err := pr.Value(m)
 		if err != nil {
 			return nil, err
 		}
-		if len(b.Shape) == 2 {
-			b = b.Reshaped(1, 1, b.Shape[0], b.Shape[1])
+		ins[10] = addMasks(ins[10], expandRows(rank4(b), c.seq, T))
+	}
+	for _, wm := range a.wheres {
+		cond, err := pr.Value(wm.cond)
+		if err != nil {
+			return nil, err
 		}
-		ins[10] = expandRows(b, c.seq, T)
+		fill, err := pr.Value(wm.fill)
+		if err != nil {
+			return nil, err
+		}
+		f := fill.Float64s()[0]
+		x := cond.Float64s()
+		m := make([]float64, len(x))
+		for i, v := range x {
+			if (v != 0) != wm.keep {
+				m[i] = f
+			}
+		}
+		ins[10] = addMasks(ins[10], expandRows(rank4(probe.FromFloat64Any(a.Type, cond.Shape, m)), c.seq, T))
 	}
 	if a.ONNX {
 		// Attention (opset 23): q, k, v, attn_mask, past_key, past_value.
@@ -248,6 +265,45 @@ func expandRows(t *kernels.Tensor, seq, keys int) *kernels.Tensor {
 		out[i] = x[(bh*Q+q%Q)*K+k%K]
 	}
 	return probe.FromFloat64Any(t.DType, []int{B, H, seq, keys}, out)
+}
+
+// addMasks is x + y for masks [b, h, queries, keys] whose batch and heads
+// may be 1 (x nil: y).
+func addMasks(x, y *kernels.Tensor) *kernels.Tensor {
+	if x == nil {
+		return y
+	}
+	B, H := max(x.Shape[0], y.Shape[0]), max(x.Shape[1], y.Shape[1])
+	Q, K := y.Shape[2], y.Shape[3]
+	xs, ys := x.Float64s(), y.Float64s()
+	at := func(t *kernels.Tensor, v []float64, b, h, i int) float64 {
+		return v[((b%t.Shape[0])*t.Shape[1]+h%t.Shape[1])*Q*K+i]
+	}
+	out := make([]float64, B*H*Q*K)
+	for b := range B {
+		for h := range H {
+			for i := range Q * K {
+				out[(b*H+h)*Q*K+i] = at(x, xs, b, h, i) + at(y, ys, b, h, i)
+			}
+		}
+	}
+	return probe.FromFloat64Any(y.DType, []int{B, H, Q, K}, out)
+}
+
+// rank4 is t with 1s before its shape up to rank 4 (numpy's broadcast).
+func rank4(t *kernels.Tensor) *kernels.Tensor {
+	sh := slices.Clone(t.Shape)
+	for len(sh) < 4 {
+		sh = append([]int{1}, sh...)
+	}
+	return t.Reshaped(sh...)
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // randomOf is a tensor of dt with values N(0, 1).
@@ -321,6 +377,11 @@ func (r *Rewrite) Fuse(w *work.Work, a *Attention, rot *Rotary) error {
 	if err != nil {
 		return err
 	}
+	if p := v.Producer(); a.ONNX && (p == nil || p.OpType != "Reshape" || !r.added[p]) {
+		// The op's shape inference reads v's width (see rowsOf): the
+		// model's own rows may not tell it.
+		v = Typed(r.Op1("Reshape", []*graph.Value{v, r.VecInt(0, 0, int64(a.KVHeads*a.HeadDim))}), a.Type, 3)
+	}
 	ins := []*graph.Value{q, k, v, nil, nil, nil, nil, nil, nil, nil, nil}
 	if a.PastK != nil {
 		if ins[3], err = r.Lookup(MainName(w, a.PastK)); err != nil {
@@ -351,17 +412,62 @@ func (r *Rewrite) Fuse(w *work.Work, a *Attention, rot *Rotary) error {
 			ins[i] = Typed(y, a.Type, 3)
 		}
 	}
-	if a.Bias != nil {
-		if ins[10], err = r.Lookup(MainName(w, a.Bias)); err != nil {
+	for _, m := range a.Masks {
+		v, err := r.Lookup(MainName(w, m))
+		if err != nil {
 			return err
 		}
+		switch w.Shape(m).Rank() {
+		case 2:
+			v = Typed(r.Unsqueeze(v, 0, 1), a.Type, 4)
+		case 3:
+			v = Typed(r.Unsqueeze(v, 0), a.Type, 4)
+		}
+		if ins[10] == nil {
+			ins[10] = v
+		} else {
+			ins[10] = Typed(r.Op1("Add", []*graph.Value{ins[10], v}), a.Type, 4)
+		}
+	}
+	for _, wm := range a.wheres {
+		cond, err := r.Lookup(MainName(w, wm.cond))
+		if err != nil {
+			return err
+		}
+		f, err := probe.NewProbe(w, 1, 1, 0).Value(wm.fill)
+		if err != nil {
+			return refuse("the fill of a Where: %v", err)
+		}
+		fill, err := r.Table("onnxpe_mask_fill", a.Type, nil, f.Float64s()[:1])
+		if err != nil {
+			return err
+		}
+		zero, err := r.Table("onnxpe_zero", a.Type, nil, []float64{0})
+		if err != nil {
+			return err
+		}
+		if w.ElemType(wm.cond) != graph.Bool {
+			cond = Typed(r.Op1("Cast", []*graph.Value{cond}, graph.IntAttr("to", int64(graph.Bool))), graph.Bool, w.Shape(wm.cond).Rank())
+		}
+		sel := []*graph.Value{cond, fill, zero}
+		if wm.keep {
+			sel = []*graph.Value{cond, zero, fill}
+		}
+		v := Typed(r.Op1("Where", sel), a.Type, w.Shape(wm.cond).Rank())
+		if w.Shape(wm.cond).Rank() == 2 {
+			v = Typed(r.Unsqueeze(v, 0, 1), a.Type, 4)
+		}
+		if ins[10] == nil {
+			ins[10] = v
+		} else {
+			ins[10] = Typed(r.Op1("Add", []*graph.Value{ins[10], v}), a.Type, 4)
+		}
+	}
+	if ins[10] != nil {
 		// [.., queries, keys] as the op takes it: a mask may broadcast
 		// along them (a single query's row, say) where the scores do not.
 		sizes := Typed(r.Op1("Concat", []*graph.Value{r.VecInt(1, 1), r.DimOf(q, 1), r.gqaTotal(q, ins[3])},
 			graph.IntAttr("axis", 0)), graph.Int64, 1)
-		if w.Shape(a.Bias).Rank() == 2 {
-			ins[10] = Typed(r.Unsqueeze(ins[10], 0, 1), a.Type, 4)
-		}
 		ins[10] = Typed(r.Op1("Expand", []*graph.Value{ins[10], sizes}), a.Type, 4)
 	}
 	var outs []*graph.Value

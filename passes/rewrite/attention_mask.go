@@ -14,55 +14,63 @@ import (
 // it underflows to 0 in float32 next to any score of a trained model.
 const maskedBelow = -1e4
 
-// readMasks reads the block's additive biases as the op's masks. Each is
-// evaluated with every token valid (the probe's masks are ones): a causal
-// mask (0 for the keys up to the query's own, at most maskedBelow after
-// them) or zeros (a padding mask). One that depends only on the sizes is
-// the op's own causal mask and goes; one that depends on inputs (the
-// padding of an attention_mask) becomes the op's attention_bias, as the
-// model computes it. At least one must be causal: the op is.
+// readMasks reads the block's additive terms as the op's masks. Each
+// mask is evaluated with every token valid (the probe's masks are ones):
+// a causal mask (0 for the keys up to the query's own, at most maskedBelow
+// after them) or zeros (a padding mask). One that depends only on the
+// sizes is the op's own causal mask and goes; one that depends on inputs
+// (the padding of an attention_mask) goes into the op's mask input, as the
+// model computes it, and so does the scheme's own bias (a.bias), whatever
+// its values. GroupQueryAttention is causal: one term must be. Several
+// terms are summed.
 func (a *Attention) readMasks(w *work.Work, b *attn.Block) error {
-	causal := a.whereCausal
 	for _, bt := range b.Bias {
 		if bt.Add != nil && bt.Add.OpType == "Where" {
 			continue // the fill of a Where that masks (readWhere)
+		}
+		if slices.Contains(a.bias, bt.Value) {
+			if err := a.biasShape(w, bt.Value); err != nil {
+				return err
+			}
+			a.Masks = append(a.Masks, bt.Value)
+			continue
 		}
 		kind, err := maskKind(w, bt.Value)
 		if err != nil {
 			return err
 		}
-		causal = causal || kind == "causal"
-	}
-	if !causal {
-		return refuse("no causal mask: the op is causal")
-	}
-	for _, bt := range b.Bias {
-		if sizesOnly(w, bt.Value) || bt.Add != nil && bt.Add.OpType == "Where" {
+		a.Causal = a.Causal || kind == "causal"
+		if sizesOnly(w, bt.Value) && kind == "causal" {
 			continue
 		}
-		if a.Bias != nil {
-			return refuse("two masks depend on inputs (%s, %s): the op takes one attention_bias", w.Name(a.Bias), w.Name(bt.Value))
+		if sizesOnly(w, bt.Value) && kind == "zero" {
+			continue // adds nothing
 		}
 		if err := a.biasShape(w, bt.Value); err != nil {
 			return err
 		}
-		a.Bias = bt.Value
+		a.Masks = append(a.Masks, bt.Value)
+	}
+	a.Causal = a.Causal || a.whereCausal
+	if !a.Causal && !a.ONNX {
+		return refuse("no causal mask: the op is causal")
 	}
 	return nil
 }
 
-// biasShape checks that v can be the op's attention_bias: [batch or 1,
-// heads or 1, queries, keys], or [queries, keys], where queries and keys
+// biasShape checks that v can be a term of the op's mask: [batch or 1,
+// heads or 1, queries, keys], [heads or 1, queries, keys] (ALiBi's per
+// head) or [queries, keys], where queries and keys
 // may be 1 (one row for every query, as a padding mask has it: Fuse
 // expands it, as the op wants all of them).
 func (a *Attention) biasShape(w *work.Work, v *graph.Value) error {
 	sh := w.Shape(v)
 	fits := func(d, want work.Dim) bool { return d == want || d == work.Dim(1) }
-	if sh.Rank() != 4 && sh.Rank() != 2 || !fits(sh.Dims[sh.Rank()-2], a.scores) || !fits(sh.Dims[sh.Rank()-1], a.keysSeen) {
+	if sh.Rank() < 2 || sh.Rank() > 4 || !fits(sh.Dims[sh.Rank()-2], a.scores) || !fits(sh.Dims[sh.Rank()-1], a.keysSeen) {
 		return refuse("the mask %s is %s, not [batch, 1, queries, keys]", w.Name(v), w.ShapeString(sh))
 	}
-	if sh.Rank() == 4 && sh.Dims[1] != 1 && sh.Dims[1] != work.Dim(a.Heads) {
-		return refuse("the mask %s is %s: its second axis is not the heads", w.Name(v), w.ShapeString(sh))
+	if sh.Rank() >= 3 && sh.Dims[sh.Rank()-3] != 1 && sh.Dims[sh.Rank()-3] != work.Dim(a.Heads) {
+		return refuse("the mask %s is %s: its axis before the queries is not the heads", w.Name(v), w.ShapeString(sh))
 	}
 	if w.ElemType(v) != a.Type {
 		return refuse("the mask %s is %v, the scores %v", w.Name(v), w.ElemType(v), a.Type)
@@ -138,12 +146,16 @@ func sizesOnly(w *work.Work, v *graph.Value) bool {
 }
 
 // readWhere reads a Where of the score path, Where(visible, scores, fill)
-// or Where(hidden, fill, scores): the condition, evaluated as maskKind
-// evaluates a bias (one row of 5 tokens), must keep exactly the keys up to
-// each query's own (after the past), depend on no input's values (only on
-// the sizes: a padding mask goes into the scores by an addition), and the
-// fill must be at most maskedBelow. It is the op's causal mask then.
-func (a *Attention) readWhere(w *work.Work, b *attn.Block, n *graph.Node) error {
+// or Where(hidden, fill, scores), whose fill must be at most maskedBelow.
+// Its condition is evaluated as maskKind evaluates a bias (one row of 5
+// tokens, every token valid). One that depends only on the sizes must keep
+// exactly the keys up to each query's own (after the past): it is the op's
+// causal mask. One that depends on the inputs' values (an attention_mask's
+// padding, with or without the causal mask: MPT) must keep those keys or
+// all of them: it becomes an additive mask, Where(cond, 0, fill), which
+// gives every score it hides the fill plus a score far smaller than it
+// (softmax does not tell them apart), and input reports it.
+func (a *Attention) readWhere(w *work.Work, b *attn.Block, n *graph.Node) (input bool, err error) {
 	var scoresAt int
 	switch {
 	case w.IsAct(n.Input(1)) && slices.Contains(b.ScorePath, producerOf(n.Input(1))) || n.Input(1) == b.QK.Output(0):
@@ -151,42 +163,54 @@ func (a *Attention) readWhere(w *work.Work, b *attn.Block, n *graph.Node) error 
 	case w.IsAct(n.Input(2)) && slices.Contains(b.ScorePath, producerOf(n.Input(2))) || n.Input(2) == b.QK.Output(0):
 		scoresAt = 2
 	default:
-		return refuse("the Where %s of the scores does not pass them through", w.OrigName(n))
+		return false, refuse("the Where %s of the scores does not pass them through", w.OrigName(n))
 	}
 	cond, fill := n.Input(0), n.Input(3-scoresAt)
-	if !sizesOnly(w, cond) {
-		return refuse("the Where %s masks by a condition that depends on the inputs' values", w.OrigName(n))
-	}
+	input = !sizesOnly(w, cond)
 	pr := probe.NewProbe(w, 1, 5, 0)
 	f, err := pr.Value(fill)
 	if err != nil {
-		return refuse("the fill of the Where %s cannot be evaluated: %v", w.OrigName(n), err)
+		return false, refuse("the fill of the Where %s cannot be evaluated: %v", w.OrigName(n), err)
 	}
 	for _, x := range f.Float64s() {
 		if !(x <= maskedBelow) {
-			return refuse("the Where %s fills the scores with %g, not a mask", w.OrigName(n), x)
+			return false, refuse("the Where %s fills the scores with %g, not a mask", w.OrigName(n), x)
 		}
+	}
+	if input && f.Len() != 1 {
+		return false, refuse("the Where %s fills the scores with %v values, not one", w.OrigName(n), f.Shape)
 	}
 	c, err := pr.Value(cond)
 	if err != nil {
-		return refuse("the condition of the Where %s cannot be evaluated: %v", w.OrigName(n), err)
+		return false, refuse("the condition of the Where %s cannot be evaluated: %v", w.OrigName(n), err)
 	}
 	if len(c.Shape) < 2 {
-		return refuse("the condition of the Where %s is %v, not [.., queries, keys]", w.OrigName(n), c.Shape)
+		return false, refuse("the condition of the Where %s is %v, not [.., queries, keys]", w.OrigName(n), c.Shape)
 	}
 	q, k := c.Shape[len(c.Shape)-2], c.Shape[len(c.Shape)-1]
-	if q == 1 && k > 1 {
-		return refuse("the condition of the Where %s has one row for every query", w.OrigName(n))
+	if q == 1 && k > 1 && !input {
+		return false, refuse("the condition of the Where %s has one row for every query", w.OrigName(n))
 	}
+	causal, all := true, true
 	for i, x := range c.Float64s() {
 		row, col := (i/k)%q, i%k
 		keep := (x != 0) == (scoresAt == 1)
-		if keep != (col <= k-q+row) {
-			return refuse("the Where %s keeps other scores than the keys up to each query's own", w.OrigName(n))
-		}
+		causal = causal && keep == (col <= k-q+row)
+		all = all && keep
 	}
-	a.whereCausal = true
-	return nil
+	switch {
+	case causal && (q > 1 || k == 1):
+		a.whereCausal = true
+	case !input || !all:
+		return false, refuse("the Where %s keeps other scores than the keys up to each query's own", w.OrigName(n))
+	}
+	if input {
+		if len(c.Shape) != 4 && len(c.Shape) != 2 {
+			return false, refuse("the condition of the Where %s is %v, not [batch, 1, queries, keys]", w.OrigName(n), c.Shape)
+		}
+		a.wheres = append(a.wheres, whereMask{cond: cond, fill: fill, keep: scoresAt == 1})
+	}
+	return input, nil
 }
 
 // producerOf is v's producer (nil for a graph input or initializer).

@@ -35,7 +35,7 @@ for symmetric biases), which differs from the model's by a constant per
 query row where the model counts positions otherwise: softmax does not
 see it. ONNX Runtime has no ALiBiBias: the fused model is for onnxpe's
 executor and generated code.`,
-	Requires: []passes.Analyzer{work.Normalize, attn.Blocks, Detect, rewrite.Edit},
+	Requires: []passes.Analyzer{work.Normalize, attn.Blocks, attn.Sides, Detect, rewrite.Edit},
 	Run:      runRewriteALiBi,
 }
 
@@ -43,7 +43,7 @@ func runRewriteALiBi(c *passes.Context) (*rewrite.Change, error) {
 	r := rewrite.Of(c)
 	blocks := passes.Result(c, attn.Blocks)
 	return r.Findings(c, rewrite.Findings{Pass: "rewrite_alibi", Scheme: Name, Detect: Detect,
-		Do: func(w *work.Work, f *passes.Finding, _ *rewrite.Change) error {
+		Do: func(w *work.Work, f *passes.Finding, ch *rewrite.Change) error {
 			terms := biasTerms(w, f, blocks)
 			if len(terms) == 0 {
 				return fmt.Errorf("%w: the bias added to the scores is not found", rewrite.ErrRewrite)
@@ -53,10 +53,23 @@ func runRewriteALiBi(c *passes.Context) (*rewrite.Change, error) {
 				rewriteBias = alibiFuse
 			}
 			done, err := rewriteBias(r, w, f, terms)
-			if err == nil && !done {
+			if err != nil {
+				return err
+			}
+			// --attention fused: the blocks, the bias (as folded) their
+			// op's mask.
+			bias := map[int]*graph.Value{}
+			for _, t := range terms {
+				bias[t.layer] = t.term.Value
+			}
+			fused, err := r.FuseBiased(w, ch, blocks, passes.Result(c, attn.Sides), f.Layers, bias, "the ALiBi bias")
+			if err != nil {
+				return err
+			}
+			if !done && len(fused) == 0 {
 				return rewrite.Unchanged("the bias is already constants and the positions' own subgraph: nothing to fold")
 			}
-			return err
+			return nil
 		}})
 }
 

@@ -119,11 +119,10 @@ func (ab *attentionBlocks) fuseBlock(r *rewrite.Rewrite, w *work.Work, ev *Evide
 	case ev.Positions == nil:
 		return nil, fmt.Errorf("%w: where the positions are read is not known", rewrite.ErrRewrite)
 	}
-	a, err := rewrite.ReadAttention(w, b, ab.sides[b], true)
+	a, err := rewrite.ReadAttention(w, b, ab.sides[b], true, r.Opts.RoPEOp == passes.RoPEOpONNX)
 	if err != nil {
 		return nil, err
 	}
-	a.ONNX = r.Opts.RoPEOp == passes.RoPEOpONNX
 	if a.Q != ts[0].work.In && a.Q != ts[1].work.In || a.K != ts[0].work.In && a.K != ts[1].work.In {
 		return nil, fmt.Errorf("%w: the rotations are not those of the block's q and k", rewrite.ErrRewrite)
 	}

@@ -1,8 +1,11 @@
 package t5
 
 import (
+	"errors"
 	"fmt"
+	"github.com/onnxpe/onnxpe/passes/attn"
 	"math"
+	"slices"
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
@@ -34,14 +37,61 @@ it. A decoder with a KV cache is rewritten the same way: its key - query
 is [S, past + S] (queries after the cache). --t5-op com.microsoft emits
 com.microsoft RelativePositionBias instead (ONNX Runtime has it on CUDA
 only; after a cache it covers past + S queries, the last S kept).`,
-	Requires: []passes.Analyzer{work.Normalize, Detect, rewrite.Edit},
+	Requires: []passes.Analyzer{work.Normalize, attn.Blocks, attn.Sides, Detect, rewrite.Edit},
 	Run:      runRewriteT5,
 }
 
 func runRewriteT5(c *passes.Context) (*rewrite.Change, error) {
 	r := rewrite.Of(c)
 	return r.Findings(c, rewrite.Findings{Pass: "rewrite_t5", Scheme: Name, Detect: Detect,
-		Do: func(w *work.Work, f *passes.Finding, _ *rewrite.Change) error { return t5(r, w, f) }})
+		Do: func(w *work.Work, f *passes.Finding, ch *rewrite.Change) error {
+			err := t5(r, w, f)
+			if err != nil && !errors.Is(err, rewrite.ErrUnchanged) {
+				return err
+			}
+			// --attention fused: each block, its bias (the table's, with
+			// the masks the model adds to it) the op's mask.
+			// A block's bias reads a table of the finding (UMT5: a table
+			// per layer).
+			table := func(n *graph.Node) bool {
+				return n.OpType == "Gather" && w.IsConst(n.Input(0)) && slices.Contains(f.Nodes, w.OrigName(n))
+			}
+			bias := map[int]*graph.Value{}
+			for _, b := range passes.Result(c, attn.Blocks) {
+				if !slices.Contains(f.Layers, b.Index) {
+					continue
+				}
+				for _, bt := range b.Bias {
+					if bt.Add != nil && bt.Add.OpType != "Where" && slices.ContainsFunc(w.Cone(bt.Value), table) {
+						bias[b.Index] = bt.Value
+					}
+				}
+			}
+			fused, ferr := r.FuseBiased(w, ch, passes.Result(c, attn.Blocks), passes.Result(c, attn.Sides), f.Layers, bias, "the T5 bias")
+			if ferr != nil {
+				return ferr
+			}
+			if err != nil && len(fused) > 0 {
+				return nil
+			}
+			return err
+		}})
+}
+
+// tableGather is the Gather reading the bias table at the buckets (nil
+// when there is none).
+func tableGather(w *work.Work, ev *Evidence) *graph.Node {
+	buckets := rewrite.WorkValue(w, ev.Buckets)
+	if buckets == nil {
+		return nil
+	}
+	var gather *graph.Node
+	for _, u := range buckets.Uses() {
+		if u.Node.OpType == "Gather" && u.Index == 1 && w.IsConst(u.Node.Input(0)) {
+			gather = u.Node
+		}
+	}
+	return gather
 }
 
 func t5(r *rewrite.Rewrite, w *work.Work, f *passes.Finding) error {
@@ -57,12 +107,7 @@ func t5(r *rewrite.Rewrite, w *work.Work, f *passes.Finding) error {
 	if buckets == nil || buckets.NumUses() == 0 {
 		return fmt.Errorf("%w: the bucket index %q is not a value of the model", rewrite.ErrRewrite, ev.Buckets)
 	}
-	var gather *graph.Node
-	for _, u := range buckets.Uses() {
-		if u.Node.OpType == "Gather" && u.Index == 1 && w.IsConst(u.Node.Input(0)) {
-			gather = u.Node
-		}
-	}
+	gather := tableGather(w, ev)
 	if gather == nil {
 		return fmt.Errorf("%w: no Gather reads the bias table at the buckets", rewrite.ErrRewrite)
 	}
