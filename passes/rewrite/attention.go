@@ -22,16 +22,16 @@ type Attention struct {
 	// Q, K and V are the projected q, k and v as the block reads them
 	// before any position-dependent change (a scheme's rotation): [batch,
 	// heads, seq, head] (BNSH), or [batch, seq, heads, head].
-	Q, K, V          *graph.Value
-	QL, KL, VL       Layout
-	PastK, PastV     *graph.Value // KV caches given as inputs (nil: none)
-	PresentK         *graph.Value // past ++ new keys, [batch, kv_heads, total, head]
-	PresentV         *graph.Value
-	Out              *graph.Value // the block's output the op's replaces
-	OutBNSH          bool         // Out is [batch, heads, seq, head] (else [batch, seq, heads·head])
-	Heads, KVHeads   int
-	HeadDim          int
-	Scale            float64
+	Q, K, V        *graph.Value
+	QL, KL, VL     Layout
+	PastK, PastV   *graph.Value // KV caches given as inputs (nil: none)
+	PresentK       *graph.Value // past ++ new keys, [batch, kv_heads, total, head]
+	PresentV       *graph.Value
+	Out            *graph.Value // the block's output the op's replaces
+	OutBNSH        bool         // Out is [batch, heads, seq, head] (else [batch, seq, heads·head])
+	Heads, KVHeads int
+	HeadDim        int
+	Scale          float64
 	// Masks are the additive terms of the scores the op's mask input
 	// sums (a padding mask, the scheme's position bias); Causal says the
 	// block hides the keys after each query's own by a term that depends

@@ -2,9 +2,9 @@ package rewrite
 
 import (
 	"fmt"
-	"slices"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
