@@ -52,6 +52,37 @@ func attentionCorpus(t *testing.T) []corpusModel {
 	return out
 }
 
+// fusedRewrite audits and rewrites m with opts: the audit (and its
+// context, for verify's hints), the rewrite and its changes' notes.
+func fusedRewrite(t *testing.T, m *graph.Model, name string, opts passes.Options) (*passes.Report, *passes.Context, *rewrite.Rewrite, string) {
+	t.Helper()
+	rep, actx, err := audit.AuditModel(m, name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := audit.RewriteModel(m, opts, schemes.Rewriters()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notes string
+	for _, ch := range r.Changes {
+		notes += strings.Join(ch.Notes, "\n") + "\n"
+	}
+	return rep, actx, r, notes
+}
+
+// mustEqual fails unless verify's sweep finds b equal to a.
+func mustEqual(t *testing.T, a, b *graph.Model, rep *passes.Report, actx *passes.Context) {
+	t.Helper()
+	vr, err := verify.Compare(context.Background(), a, b, verify.Options{Seed: 1, Hints: verify.HintsFromAudit(rep, actx)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !vr.Equal {
+		t.Fatalf("not equal: %s", vr.Summary)
+	}
+}
+
 // TestRewriteFusesAttention rewrites every RoPE model with --attention
 // fused: the blocks the op expresses become GroupQueryAttention nodes
 // (the others keep their blocks, their rotations fused, with the reason
@@ -68,18 +99,7 @@ func TestRewriteFusesAttention(t *testing.T) {
 		}
 		seen++
 		t.Run(cm.name, func(t *testing.T) {
-			rep, actx, err := audit.AuditModel(cm.m, cm.name, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, _, err := audit.RewriteModel(cm.m, opts, schemes.Rewriters()...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var notes string
-			for _, ch := range r.Changes {
-				notes += strings.Join(ch.Notes, "\n") + "\n"
-			}
+			rep, actx, r, notes := fusedRewrite(t, cm.m, cm.name, opts)
 			gqa, rotary := 0, 0
 			r.M.Walk(func(n *graph.Node) {
 				if n.OpType == "GroupQueryAttention" {
@@ -95,14 +115,7 @@ func TestRewriteFusesAttention(t *testing.T) {
 			if want.why != "" && !strings.Contains(notes, "attention not fused into GroupQueryAttention: ") || !strings.Contains(notes, want.why) {
 				t.Fatalf("notes do not say %q:\n%s", want.why, notes)
 			}
-			vo := verify.Options{Seed: 1, Hints: verify.HintsFromAudit(rep, actx)}
-			vr, err := verify.Compare(context.Background(), cm.m, r.M, vo)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !vr.Equal {
-				t.Fatalf("not equal: %s", vr.Summary)
-			}
+			mustEqual(t, cm.m, r.M, rep, actx)
 		})
 	}
 	if seen != len(attentionWant) {
@@ -123,18 +136,7 @@ func TestRewriteFusesAttentionONNX(t *testing.T) {
 			continue // TestRewriteFusesAttention says so
 		}
 		t.Run(cm.name, func(t *testing.T) {
-			rep, actx, err := audit.AuditModel(cm.m, cm.name, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, _, err := audit.RewriteModel(cm.m, opts, schemes.Rewriters()...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var notes string
-			for _, ch := range r.Changes {
-				notes += strings.Join(ch.Notes, "\n") + "\n"
-			}
+			rep, actx, r, notes := fusedRewrite(t, cm.m, cm.name, opts)
 			att, gqa := 0, 0
 			r.M.Walk(func(n *graph.Node) {
 				switch {
@@ -153,14 +155,7 @@ func TestRewriteFusesAttentionONNX(t *testing.T) {
 			if want.why != "" && (!strings.Contains(notes, "attention not fused into Attention (opset 23): ") || !strings.Contains(notes, want.why)) {
 				t.Fatalf("notes do not give the reason %q:\n%s", want.why, notes)
 			}
-			vo := verify.Options{Seed: 1, Hints: verify.HintsFromAudit(rep, actx)}
-			vr, err := verify.Compare(context.Background(), cm.m, r.M, vo)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !vr.Equal {
-				t.Fatalf("not equal: %s", vr.Summary)
-			}
+			mustEqual(t, cm.m, r.M, rep, actx)
 			if att == 0 {
 				return
 			}
@@ -444,30 +439,12 @@ func TestRewriteFusesBiasedAttention(t *testing.T) {
 		}
 		seen++
 		t.Run(cm.name, func(t *testing.T) {
-			notesOf := func(r *rewrite.Rewrite) string {
-				var notes string
-				for _, ch := range r.Changes {
-					notes += strings.Join(ch.Notes, "\n") + "\n"
-				}
-				return notes
-			}
 			gqa := passes.Options{Rewrite: passes.RewriteOptions{Attention: passes.AttentionFused}}
-			r, _, err := audit.RewriteModel(cm.m, gqa, schemes.Rewriters()...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n := notesOf(r); !strings.Contains(n, "is fused with --rope-op onnx only, into Attention of opset 23") {
+			if _, _, _, n := fusedRewrite(t, cm.m, cm.name, gqa); !strings.Contains(n, "is fused with --rope-op onnx only, into Attention of opset 23") {
 				t.Errorf("GroupQueryAttention form: notes do not say why nothing is fused:\n%s", n)
 			}
 			opts := passes.Options{Rewrite: passes.RewriteOptions{Attention: passes.AttentionFused, RoPEOp: passes.RoPEOpONNX}}
-			rep, actx, err := audit.AuditModel(cm.m, cm.name, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r, _, err = audit.RewriteModel(cm.m, opts, schemes.Rewriters()...); err != nil {
-				t.Fatal(err)
-			}
-			notes := notesOf(r)
+			rep, actx, r, notes := fusedRewrite(t, cm.m, cm.name, opts)
 			att := 0
 			r.M.Walk(func(n *graph.Node) {
 				if n.OpType == "Attention" && n.Domain == "" {
@@ -477,13 +454,7 @@ func TestRewriteFusesBiasedAttention(t *testing.T) {
 			if att != w.att || w.why != "" && !strings.Contains(notes, w.why) {
 				t.Fatalf("%d Attention nodes, want %d; notes:\n%s", att, w.att, notes)
 			}
-			vr, err := verify.Compare(context.Background(), cm.m, r.M, verify.Options{Seed: 1, Hints: verify.HintsFromAudit(rep, actx)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !vr.Equal {
-				t.Fatalf("not equal: %s", vr.Summary)
-			}
+			mustEqual(t, cm.m, r.M, rep, actx)
 			after, _, err := audit.AuditModel(r.M, cm.name, passes.Options{})
 			if err != nil {
 				t.Fatal(err)
