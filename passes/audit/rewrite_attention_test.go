@@ -306,18 +306,7 @@ func paddedKVCacheLlama(t *testing.T) *graph.Model {
 func TestRewriteAttentionPaddingMask(t *testing.T) {
 	opts := passes.Options{Rewrite: passes.RewriteOptions{Attention: passes.AttentionFused}}
 	m := paddedKVCacheLlama(t)
-	rep, actx, err := audit.AuditModel(m, "llama_kvcache_padded", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, _, err := audit.RewriteModel(m, opts, schemes.Rewriters()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var notes string
-	for _, ch := range r.Changes {
-		notes += strings.Join(ch.Notes, "\n") + "\n"
-	}
+	rep, actx, r, notes := fusedRewrite(t, m, "llama_kvcache_padded", opts)
 	gqa := 0
 	r.M.Walk(func(n *graph.Node) {
 		if n.OpType != "GroupQueryAttention" {
