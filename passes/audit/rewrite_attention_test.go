@@ -223,14 +223,7 @@ func TestRewriteAttentionCheckRefusesOtherGrouping(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := passes.Options{Rewrite: passes.RewriteOptions{Attention: passes.AttentionFused}}
-	r, _, err := audit.RewriteModel(m, opts, schemes.Rewriters()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var notes string
-	for _, ch := range r.Changes {
-		notes += strings.Join(ch.Notes, "\n") + "\n"
-	}
+	_, _, r, notes := fusedRewrite(t, m, "llama_tiled_kv", opts)
 	r.M.Walk(func(n *graph.Node) {
 		if n.OpType == "GroupQueryAttention" {
 			t.Fatalf("a block was fused:\n%s", notes)
