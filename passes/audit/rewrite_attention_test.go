@@ -450,3 +450,48 @@ func TestRewriteFusesBiasedAttention(t *testing.T) {
 		t.Errorf("%d of %d models found", seen, len(want))
 	}
 }
+
+// TestRewriteRefusesASmallFillByInputs: MPT's Where that masks by the
+// attention_mask fills with float32's lowest, which swamps any score when
+// added; with a fill of -1e4 an addition would leave the scores in (a row
+// whose keys are all hidden would not stay uniform), and the block is left.
+func TestRewriteRefusesASmallFillByInputs(t *testing.T) {
+	var m *graph.Model
+	for _, cm := range rewriteCorpus(t) {
+		if cm.name == "alibi_mpt" {
+			m = cm.m.Clone()
+		}
+	}
+	if m == nil {
+		t.Fatal("no alibi_mpt in the corpus")
+	}
+	small, err := graph.NewTensor("small_fill", graph.Float, nil, []float32{-1e4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill := m.Graph.AddInitializer(small)
+	changed := 0
+	for _, n := range m.Graph.Nodes() {
+		if n.OpType != "Where" {
+			continue
+		}
+		// masked_fill(mask, lowest): Where(mask, Constant, scores).
+		if p := n.Input(1).Producer(); p != nil && p.OpType == "Constant" {
+			n.SetInput(1, fill)
+			changed++
+		}
+	}
+	if changed == 0 {
+		t.Fatal("no Where fills with a Constant")
+	}
+	opts := passes.Options{Rewrite: passes.RewriteOptions{Attention: passes.AttentionFused, RoPEOp: passes.RoPEOpONNX}}
+	_, _, r, notes := fusedRewrite(t, m, "alibi_mpt_small_fill", opts)
+	r.M.Walk(func(n *graph.Node) {
+		if n.OpType == "Attention" && n.Domain == "" {
+			t.Fatalf("a block was fused:\n%s", notes)
+		}
+	})
+	if !strings.Contains(notes, "with a fill of -10000: as an addition it would leave the scores in") {
+		t.Fatalf("notes:\n%s", notes)
+	}
+}

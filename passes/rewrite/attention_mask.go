@@ -14,6 +14,11 @@ import (
 // it underflows to 0 in float32 next to any score of a trained model.
 const maskedBelow = -1e4
 
+// swampedBelow is the largest fill a Where that masks by the inputs'
+// values may have to become an additive mask: fill + score rounds to the
+// fill in float32 for any score below 1e20 in magnitude.
+const swampedBelow = -1e28
+
 // readMasks reads the block's additive terms as the op's masks. Each
 // mask is evaluated with every token valid (the probe's masks are ones):
 // a causal mask (0 for the keys up to the query's own, at most maskedBelow
@@ -152,9 +157,9 @@ func sizesOnly(w *work.Work, v *graph.Value) bool {
 // exactly the keys up to each query's own (after the past): it is the op's
 // causal mask. One that depends on the inputs' values (an attention_mask's
 // padding, with or without the causal mask: MPT) must keep those keys or
-// all of them: it becomes an additive mask, Where(cond, 0, fill), which
-// gives every score it hides the fill plus a score far smaller than it
-// (softmax does not tell them apart), and input reports it.
+// all of them, and its fill must be at most swampedBelow: it becomes an
+// additive mask, Where(cond, 0, fill), which gives every score it hides
+// the fill plus a score that rounds away, and input reports it.
 func (a *Attention) readWhere(w *work.Work, b *attn.Block, n *graph.Node) (input bool, err error) {
 	var scoresAt int
 	switch {
@@ -179,6 +184,12 @@ func (a *Attention) readWhere(w *work.Work, b *attn.Block, n *graph.Node) (input
 	}
 	if input && f.Len() != 1 {
 		return false, refuse("the Where %s fills the scores with %v values, not one", w.OrigName(n), f.Shape)
+	}
+	if input && !(f.Float64s()[0] <= swampedBelow) {
+		// Added instead of put in place, a fill this small is the fill
+		// whatever the score (a row whose keys are all hidden stays
+		// uniform); -1e4 would not be.
+		return false, refuse("the Where %s masks by the inputs' values with a fill of %g: as an addition it would leave the scores in", w.OrigName(n), f.Float64s()[0])
 	}
 	c, err := pr.Value(cond)
 	if err != nil {
