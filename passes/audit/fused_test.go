@@ -282,7 +282,8 @@ func fusedCases() []fusedCase {
 		},
 		{
 			// MultiHeadAttention with an attention-bias input computed upstream
-			// by unfused ALiBi (slopes · (j - i) plus a causal mask).
+			// by unfused ALiBi (slopes · (j - i) plus a causal mask): fused,
+			// the op applies the bias.
 			name: "mha_alibi_bias",
 			build: func() *graph.Model {
 				b := schemetest.NewNet(schemetest.ONNX(17), schemetest.MS())
@@ -303,7 +304,7 @@ func fusedCases() []fusedCase {
 				return b.M
 			},
 			layers: []string{"alibi", "alibi"},
-			want: []wantFinding{{scheme: "alibi", layers: []int{0, 1}, fused: false, params: map[string]any{
+			want: []wantFinding{{scheme: "alibi", layers: []int{0, 1}, fused: true, params: map[string]any{
 				"num_heads": schemetest.Heads, "slopes": []float64{0.25, 0.0625, 0.015625, 0.00390625}, "symmetric": false, "alibi_bias_max": 8}}},
 		},
 		{

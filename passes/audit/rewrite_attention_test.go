@@ -444,6 +444,26 @@ func TestRewriteFusesBiasedAttention(t *testing.T) {
 			if fmt.Sprint(after.Schemes) != fmt.Sprint(rep.Schemes) || !slices.Contains(after.Schemes, w.scheme) {
 				t.Errorf("the rewrite audits as %v, the original as %v", after.Schemes, rep.Schemes)
 			}
+			// Fused blocks: the same scheme, layers and parameters, now
+			// fused (the bias is the op's attn_mask).
+			var before, now []*passes.Finding
+			for _, f := range rep.Findings {
+				if f.Scheme == w.scheme {
+					before = append(before, f)
+				}
+			}
+			for _, f := range after.Findings {
+				if f.Scheme == w.scheme {
+					now = append(now, f)
+				}
+			}
+			if len(before) != 1 || len(now) != 1 {
+				t.Fatalf("%d findings of %s in the original, %d in the rewrite", len(before), w.scheme, len(now))
+			}
+			b, a := before[0], now[0]
+			if a.Fused != (w.att > 0) || b.Fused || fmt.Sprint(a.Layers) != fmt.Sprint(b.Layers) || !passes.SameParams(a.Params, b.Params) {
+				t.Errorf("the rewrite's audit: fused %v layers %v %+v; the original's: fused %v layers %v %+v", a.Fused, a.Layers, a.Params, b.Fused, b.Layers, b.Params)
+			}
 		})
 	}
 	if seen != len(want) {

@@ -123,8 +123,25 @@ func runScoreBias(c *passes.Context) ([]*Bias, error) {
 	return append(out, fusedBiases(w, c, blocks)...), nil
 }
 
+// Sharers are the blocks whose bias reads v in its cone: the layers that
+// share a bias table, also where each adds its own masks to the bias
+// before its scores (a rewrite fused into attention ops does).
+func Sharers(c *passes.Context, v *graph.Value) []int {
+	var out []int
+	for _, b := range passes.Result(c, ScoreBias) {
+		for _, n := range b.Cone {
+			if slices.Contains(n.Inputs(), v) {
+				out = append(out, b.Block.Index)
+				break
+			}
+		}
+	}
+	return passes.SortedUnique(out)
+}
+
 // claimBiases turns the biases claim accepts into findings: those added to
-// the scores first (merged when their params are the same), then those of
+// the scores or given to a fused op first (merged when their params and
+// fused are the same), then those of
 // score_mod graphs and gates (merged when their notes are the same too),
 // then the findings of fused ops (fused, in their order).
 func ClaimBiases(c *passes.Context, claim func(b *Bias) *passes.Finding, fused []*passes.Finding) []*passes.Finding {
@@ -145,7 +162,11 @@ func ClaimBiases(c *passes.Context, claim func(b *Bias) *passes.Finding, fused [
 			f.Nodes = w.SortOrig(append(f.Nodes, w.OrigNames([]*graph.Node{b.Gate})...))
 			gated = append(gated, f)
 		default:
-			out = w.MergeFinding(out, f, nil)
+			// A bias given to a fused attention op as its bias or mask
+			// input is applied by the op: fused, though the graph still
+			// computes it (a rewrite with --attention fused writes it so).
+			f.Fused = b.Term.Add == nil && b.Block.Fused != nil
+			out = w.MergeFinding(out, f, func(g, f *passes.Finding) bool { return g.Fused == f.Fused })
 		}
 	}
 	// The findings of fused ops in the order the fused detector found

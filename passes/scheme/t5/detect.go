@@ -32,9 +32,12 @@ bias fused, its parameters read from the attributes and the table's shape.`,
 			if b.Slopes != nil || !b.Toeplitz {
 				return nil
 			}
-			f, why := t5Finding(w, b.Block, b.Term, b.Cone, b.Readers)
+			sharers := func(v *graph.Value) []int {
+				return passes.SortedUnique(append(slices.Clone(b.Readers[b.Term.Value]), scorebias.Sharers(c, v)...))
+			}
+			f, why := t5Finding(w, b.Block, b.Term, b.Cone, sharers)
 			if f == nil && why == noTable {
-				f, why = storedFinding(w, b)
+				f, why = storedFinding(w, b, sharers)
 			}
 			if f == nil {
 				c.Miss("t5", b.At, why, 3)
@@ -79,7 +82,7 @@ const noTable = "the relative bias does not gather a [buckets, heads] table by a
 
 // t5Finding reads a T5 bucket bias: the [buckets, heads] table gathered by
 // a bucket index computed from positions.
-func t5Finding(w *work.Work, b *attn.Block, bt attn.BiasTerm, cone []*graph.Node, readers map[*graph.Value][]int) (*passes.Finding, string) {
+func t5Finding(w *work.Work, b *attn.Block, bt attn.BiasTerm, cone []*graph.Node, sharers func(*graph.Value) []int) (*passes.Finding, string) {
 	var gather *graph.Node
 	for _, n := range cone {
 		if n.OpType == "Gather" && w.IsConst(n.Input(0)) && len(n.Input(0).Const.Dims()) == 2 && !w.IsConst(n.Input(1)) && work.IsIntType(w.ElemType(n.Input(1))) {
@@ -161,7 +164,7 @@ func t5Finding(w *work.Work, b *attn.Block, bt attn.BiasTerm, cone []*graph.Node
 		params.MaxDistance = passes.Ptr(md)
 		notes = append(notes, fmt.Sprintf("max_distance: %d to %d give the same buckets for distances below %d; reported %d", mds[0], mds[len(mds)-1], S, md))
 	}
-	users := readers[bt.Value]
+	users := sharers(table)
 	params.SharedAcrossLayers = len(users) > 1
 	ev := &Evidence{Bias: w.OrigValue(bt.Value), Table: w.Name(table), Buckets: w.Name(gather.Input(1)), BucketMap: bm, MaxRel: S - 1, MaxDistances: mds, Weights: probe.TableValues(w, table)}
 	if d := attn.DistanceIn(w, cone); d != nil {

@@ -28,14 +28,14 @@ const maxSearchDistance = 1 << 14
 // max_distance are those of Hugging Face's _relative_position_bucket that
 // partition the held distances the same way, null with the candidates in
 // a note when several do.
-func storedFinding(w *work.Work, b *scorebias.Bias) (*passes.Finding, string) {
+func storedFinding(w *work.Work, b *scorebias.Bias, sharers func(*graph.Value) []int) (*passes.Finding, string) {
 	r, why := readStored(w, b)
 	if r == nil {
 		return nil, why
 	}
 	params := &Params{NumHeads: r.heads, ScaledScores: b.Block.Scaled}
 	notes := settle(r.fits, params, r.maxRel)
-	users := b.Readers[b.Term.Value]
+	users := sharers(r.v)
 	params.SharedAcrossLayers = len(users) > 1
 	ev := &Evidence{Bias: w.OrigValue(b.Term.Value), Stored: w.Name(r.v), MaxRel: r.maxRel, Groups: r.groups}
 	if params.NumBuckets != nil && params.MaxDistance != nil {
