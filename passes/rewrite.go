@@ -22,6 +22,13 @@ type RewriteOptions struct {
 	// attention op where the op expresses it: RoPE decoders
 	// com.microsoft GroupQueryAttention with do_rotary).
 	Attention string
+	// AddKVCache gives a model exported without a KV cache one (with
+	// AttentionFused): every attention block's op takes past key/value
+	// inputs and returns the present ones, the padding mask is read over
+	// past and new tokens, and the model decodes token by token. The
+	// rewrite refuses it (KVCacheRefused) when some block is not fused or
+	// something outside the blocks counts positions.
+	AddKVCache bool
 }
 
 // Values of RewriteOptions.

@@ -95,7 +95,11 @@ type Report struct {
 	Skipped  []Skipped   `json:"skipped,omitempty"`
 	Warnings []string    `json:"warnings,omitempty"`
 	Bisect   *Divergence `json:"bisect,omitempty"`
-	Seconds  float64     `json:"seconds"`
+	// PromptThenDecode says how B ran when it is A with a KV cache
+	// (onnxpe rewrite --add-kv-cache): each set as a prompt, then decode
+	// steps; "" otherwise.
+	PromptThenDecode string  `json:"prompt_then_decode,omitempty"`
+	Seconds          float64 `json:"seconds"`
 }
 
 // SetResult compares the outputs of one input set in one pairing of
@@ -151,15 +155,38 @@ func (s *side) label() string { return s.model + " " + string(s.rt) }
 // be loaded or run (*ModelError), a cancelled ctx.
 func Compare(ctx context.Context, a, b *graph.Model, opts Options) (*Report, error) {
 	start := time.Now()
-	if err := compatible(a, b, label(opts.PathA, "model A"), label(opts.PathB, "model B")); err != nil {
-		return nil, err
-	}
-	pairs, warn, err := matchOutputs(a, b, label(opts.PathA, "model A"), label(opts.PathB, "model B"))
+	na, nb := label(opts.PathA, "model A"), label(opts.PathB, "model B")
+	link, err := linkCache(a, b)
 	if err != nil {
 		return nil, err
 	}
+	feedsB := kernels.FeedInputs(b)
+	if link != nil {
+		feedsB = slices.DeleteFunc(feedsB, func(v *graph.Value) bool { return slices.Contains(link.past, v.Name) })
+	}
+	if err := compatible(kernels.FeedInputs(a), feedsB, na, nb); err != nil {
+		return nil, err
+	}
+	var pairs [][2]string
+	var warn []string
+	if link == nil {
+		if pairs, warn, err = matchOutputs(a, b, na, nb); err != nil {
+			return nil, err
+		}
+	} else {
+		for _, v := range a.Graph.Outputs {
+			pairs = append(pairs, [2]string{v.Name, v.Name})
+		}
+		if opts.Bisect {
+			warn = append(warn, "bisect: not done for a model B that decodes with a KV cache (its steps compute other values than A's run)")
+			opts.Bisect = false
+		}
+	}
 	rep := &Report{A: label(opts.PathA, "A"), B: label(opts.PathB, "B"), Runtime: runtimeOf(opts), Warnings: warn}
-	c := &comparison{ctx: ctx, opts: &opts, rep: rep, a: a, b: b, spill: kernels.NewSpill()}
+	if link != nil {
+		rep.PromptThenDecode = link.describe()
+	}
+	c := &comparison{ctx: ctx, opts: &opts, rep: rep, a: a, b: b, spill: kernels.NewSpill(), link: link}
 	defer c.spill.Close()
 	if err := c.buildSets(); err != nil {
 		return nil, err
@@ -240,8 +267,7 @@ func runtimeOf(o Options) Runtime {
 }
 
 // compatible checks that a and b (named na and nb) take the same inputs.
-func compatible(a, b *graph.Model, na, nb string) error {
-	fa, fb := kernels.FeedInputs(a), kernels.FeedInputs(b)
+func compatible(fa, fb []*graph.Value, na, nb string) error {
 	byName := map[string]*graph.Value{}
 	for _, v := range fb {
 		byName[v.Name] = v
@@ -329,6 +355,8 @@ type comparison struct {
 	// spill holds the large outputs of the sides (and the planner's) out
 	// of memory until they are compared; closed when the comparison ends.
 	spill *kernels.Spill
+	// link: B is A with a KV cache, run as a prompt then decode steps.
+	link *cacheLink
 }
 
 // buildSets makes the input sets: the given ones, or the sweep planned
@@ -600,7 +628,7 @@ func (c *comparison) open(s *side) (runner, error) {
 		if err != nil {
 			return nil, &ModelError{Model: s.model, Path: s.path, Runtime: s.rt, Err: err}
 		}
-		return r, nil
+		return c.decoding(s, r), nil
 	}
 	path := s.path
 	if path == "" {
@@ -621,7 +649,19 @@ func (c *comparison) open(s *side) (runner, error) {
 		}
 		return nil, &ModelError{Model: s.model, Path: s.path, Runtime: s.rt, Err: err}
 	}
-	return r, nil
+	return c.decoding(s, r), nil
+}
+
+// decoding wraps B's runner when B is A with a KV cache.
+func (c *comparison) decoding(s *side, r runner) runner {
+	if s.model != "B" || c.link == nil {
+		return r
+	}
+	var outs []string
+	for _, v := range c.a.Graph.Outputs {
+		outs = append(outs, v.Name)
+	}
+	return &decodeRunner{inner: r, link: c.link, an: c.an, b: c.b, outs: outs, halfORT: s.rt == RuntimeORT && hasHalfOutputs(c.b)}
 }
 
 // like returns outputs of set i from sides already run (for ONNX

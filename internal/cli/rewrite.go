@@ -13,6 +13,7 @@ import (
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
 	"github.com/onnxpe/onnxpe/passes"
+	"github.com/onnxpe/onnxpe/passes/attn"
 	"github.com/onnxpe/onnxpe/passes/audit"
 	"github.com/onnxpe/onnxpe/passes/rewrite"
 	"github.com/onnxpe/onnxpe/passes/schemes"
@@ -34,6 +35,7 @@ type rewriteOptions struct {
 	ALiBi        string
 	T5Op         string
 	Attention    string
+	AddKVCache   bool
 	Unfuse       bool
 	Seed         uint64
 	Threads      int
@@ -93,11 +95,26 @@ the bias with the model's masks (a Where that masks by an
 attention_mask's values becomes an additive mask), is_causal only when
 the block masks causally apart from the bias (a T5 encoder does not);
 GroupQueryAttention takes no such block. BLOOM's blocks (scores of
-[batch*heads, queries, keys]) and the other schemes' keep their blocks,
-and a model without a KV cache gets none. A
+[batch*heads, queries, keys]) and the other schemes' keep their blocks. A
 rewritten model with a cache runs several new tokens after it for one
 sequence only (the op's contract; verify's sweep does so). The default is
 keep.
+
+--add-kv-cache (with --attention fused) gives a model exported without a
+KV cache one, so that it decodes token by token as ONNX Runtime GenAI's
+models do: every fused op takes past_key_values.L.key/value [batch,
+kv_heads, past_sequence_length, head] and returns present.L.key/value
+(past and new tokens); attention_mask then covers past and new tokens
+([batch, total_sequence_length]): the block's padding mask is read from it
+again, after checking on numbers that the model's masks hide exactly the
+keys it marks 0; position_ids, when the model takes them, are the new
+tokens' (past + i); positions the graph counts from 0 count from the
+cache's length instead (do_rotary does so itself).
+It is refused, and nothing written (exit 1), when a block is not fused
+(the notes say why), when the attention mask is read outside the blocks,
+or when the model has a cache. The check before writing runs each of
+verify's sets through the rewrite as a prompt and then one token at a
+time with its caches fed back, against IN on the whole prompt.
 
 Every node outside the encodings is kept as it was; nodes the rewrite
 leaves unused are removed. Before writing, both models run onnxpe verify's
@@ -113,8 +130,8 @@ files, the output's tensors (new tables too) go to OUT.data.
 Exit codes:
   0  rewritten and proven equal, or nothing rewritten (IN written
      unchanged; findings a pass leaves are listed with the reason)
-  1  the rewritten model is not equal to IN, or the rewrite cannot be
-     verified (onnxpe's kernels cannot run IN, e.g. an op they lack: the
+  1  the rewritten model is not equal to IN, --add-kv-cache cannot give
+     it a cache, or the rewrite cannot be verified (onnxpe's kernels cannot run IN, e.g. an op they lack: the
      line names it; --no-verify writes it unchecked): nothing was written
   2  usage error, unreadable input
   3  internal error (a bug: please report it)
@@ -123,6 +140,7 @@ Exit codes:
   onnxpe rewrite model.onnx -o model_pe.onnx --rope-op onnx --max-positions 8192
   onnxpe rewrite model.onnx -o model_pe.onnx --passes rope,alibi --json
   onnxpe rewrite model.onnx -o model_gqa.onnx --attention fused
+  onnxpe rewrite model.onnx -o model_kv.onnx --attention fused --add-kv-cache
   onnxpe rewrite fused.onnx -o plain.onnx --unfuse
   onnxpe rewrite fused_ms.onnx -o fused_onnx.onnx --rope-op onnx
   onnxpe rewrite big.onnx -o big_pe.onnx --no-verify
@@ -146,6 +164,7 @@ Exit codes:
 	f.StringVar(&opts.ALiBi, "alibi", passes.ALiBiFold, "ALiBi: fold (constants) or fuse (ai.onnxpe ALiBiBias)")
 	f.StringVar(&opts.T5Op, "t5-op", passes.T5Table, "T5 bias: table (gathered, runs on ONNX Runtime's CPU) or com.microsoft (RelativePositionBias: ONNX Runtime has it on CUDA only)")
 	f.StringVar(&opts.Attention, "attention", passes.AttentionKeep, "attention blocks: keep (as they are) or fused (RoPE decoder blocks -> com.microsoft GroupQueryAttention where it expresses them)")
+	f.BoolVar(&opts.AddKVCache, "add-kv-cache", false, "with --attention fused: give a model exported without a KV cache one (past/present inputs and outputs per layer), checked prompt-then-decode against the full prompt")
 	f.BoolVar(&opts.Unfuse, "unfuse", false, "lower fused RotaryEmbedding, GroupQueryAttention's rotary and ALiBiBias to primitive ops")
 	f.Uint64Var(&opts.Seed, "seed", 1, "seed of the values verify synthesises")
 	f.IntVar(&opts.Threads, "threads", 0, "goroutines of onnxpe's kernels when verifying (0: all cores)")
@@ -176,7 +195,7 @@ func rewriteRun(opts *rewriteOptions) error {
 	if opts.Attention == "" {
 		opts.Attention = passes.AttentionKeep
 	}
-	ro := passes.RewriteOptions{MaxPositions: opts.MaxPositions, RoPEOp: opts.RoPEOp, ALiBi: opts.ALiBi, T5Op: opts.T5Op, Attention: opts.Attention}
+	ro := passes.RewriteOptions{MaxPositions: opts.MaxPositions, RoPEOp: opts.RoPEOp, ALiBi: opts.ALiBi, T5Op: opts.T5Op, Attention: opts.Attention, AddKVCache: opts.AddKVCache}
 	if opts.ALiBi == "" {
 		opts.ALiBi = passes.ALiBiFold
 	}
@@ -200,6 +219,8 @@ func rewriteRun(opts *rewriteOptions) error {
 		return badInput("rewrite: --attention must be keep or fused, not %q", opts.Attention)
 	case opts.Attention == passes.AttentionFused && opts.Unfuse:
 		return badInput("rewrite: --attention fused writes fused attention ops; it takes no --unfuse")
+	case opts.AddKVCache && opts.Attention != passes.AttentionFused:
+		return badInput("rewrite: --add-kv-cache gives the fused attention ops a cache: it needs --attention fused")
 	}
 	var ps []*passes.Pass[*rewrite.Change]
 	if opts.Unfuse {
@@ -247,7 +268,19 @@ func rewriteRun(opts *rewriteOptions) error {
 		return err
 	}
 	rep := &rewriteReport{Model: opts.In, Output: opts.Out, Changed: rw.Changed(), Changes: rw.Changes,
-		Options: map[string]string{"rope_op": cmp.Or(opts.RoPEOp, passes.RoPEOpMicrosoft), "alibi": opts.ALiBi, "t5_op": opts.T5Op, "max_positions": fmt.Sprint(opts.MaxPositions), "attention": opts.Attention}}
+		Options: map[string]string{"rope_op": cmp.Or(opts.RoPEOp, passes.RoPEOpMicrosoft), "alibi": opts.ALiBi, "t5_op": opts.T5Op, "max_positions": fmt.Sprint(opts.MaxPositions), "attention": opts.Attention,
+			"add_kv_cache": fmt.Sprint(opts.AddKVCache)}}
+	if opts.AddKVCache {
+		// Every block must have taken a cache, and nothing outside them
+		// read the prompt's length: else the model cannot decode.
+		if why := rw.FinishKVCache(len(passes.Result(actx, attn.Blocks))); why != "" {
+			rep.Summary = "--add-kv-cache: " + why + "; nothing written"
+			if err := printRewrite(opts, rep); err != nil {
+				return err
+			}
+			return &checkFailed{msg: rep.Summary}
+		}
+	}
 	if opts.tamper != nil {
 		opts.tamper(rw.M)
 	}

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/onnxpe/onnxpe/graph"
+	"github.com/onnxpe/onnxpe/verify"
 )
 
 // TestRewriteAttentionFlag: --attention takes keep or fused, not with
@@ -80,5 +82,59 @@ func TestRewriteAttentionFlag(t *testing.T) {
 	code, stdout, stderr = runCLI(t, "rewrite", corpusFile("rope_ntk", "model.onnx"), "-o", filepath.Join(dir, "ntk.onnx"), "--attention", "fused")
 	if code != 0 || !strings.Contains(stdout, "layer 1: attention not fused into GroupQueryAttention: the cos/sin depend on more than the positions") {
 		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+	}
+}
+
+// TestRewriteAddKVCacheFlag: --add-kv-cache needs --attention fused (exit
+// 2); a model it cannot give a cache is refused with the reason and
+// nothing written (exit 1); a RoPE decoder without one gets its past and
+// present per layer, proven equal as a prompt then decode steps, and
+// `verify IN OUT` compares the pair the same way.
+func TestRewriteAddKVCacheFlag(t *testing.T) {
+	dir := t.TempDir()
+	in := corpusFile("rope_llama", "model.onnx")
+	if code, _, stderr := runCLI(t, "rewrite", in, "--dry-run", "--add-kv-cache"); code != 2 || !strings.Contains(stderr, "--add-kv-cache") || !strings.Contains(stderr, "--attention fused") {
+		t.Errorf("without --attention fused: exit %d: %s", code, stderr)
+	}
+	_, help, _ := runCLI(t, "rewrite", "--help")
+	for _, s := range []string{"--add-kv-cache (with --attention fused)", "past_key_values.L.key/value", "as a prompt and then one token at a"} {
+		if !strings.Contains(help, s) {
+			t.Errorf("--help does not say %q", s)
+		}
+	}
+	for _, refused := range []string{"rope_kvcache", "learned_gpt2"} {
+		out := filepath.Join(dir, refused+".onnx")
+		code, stdout, stderr := runCLI(t, "rewrite", corpusFile(refused, "model.onnx"), "-o", out, "--attention", "fused", "--add-kv-cache")
+		if _, err := os.Stat(out); code != 1 || !strings.Contains(stdout+stderr, "--add-kv-cache: ") || err == nil {
+			t.Errorf("%s: exit %d, written %v: %s%s", refused, code, err == nil, stdout, stderr)
+		}
+	}
+	out := filepath.Join(dir, "kv.onnx")
+	code, js, stderr := runCLI(t, "rewrite", in, "-o", out, "--attention", "fused", "--add-kv-cache", "--json")
+	var rep rewriteReport
+	if err := json.Unmarshal([]byte(js), &rep); err != nil || code != 0 {
+		t.Fatalf("exit %d: %s%s", code, js, stderr)
+	}
+	if !rep.Written || rep.Verify == nil || !rep.Verify.Equal || rep.Verify.PromptThenDecode == "" || rep.Options["add_kv_cache"] != "true" {
+		t.Fatalf("written %v, verify %+v", rep.Written, rep.Verify)
+	}
+	m, err := graph.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"past_key_values.0.key", "past_key_values.1.value"} {
+		if v := m.Graph.Lookup(name); v == nil || !v.IsGraphInput() {
+			t.Errorf("no input %s", name)
+		}
+	}
+	for _, name := range []string{"present.0.key", "present.1.value"} {
+		if v := m.Graph.Lookup(name); v == nil || !v.IsGraphOutput() {
+			t.Errorf("no output %s", name)
+		}
+	}
+	code, js, stderr = runCLI(t, "verify", in, out, "--json")
+	var vr verify.Report
+	if err := json.Unmarshal([]byte(js), &vr); err != nil || code != 0 || !vr.Equal || vr.PromptThenDecode == "" {
+		t.Fatalf("verify IN OUT: exit %d: %s%s", code, js, stderr)
 	}
 }

@@ -237,3 +237,51 @@ func TestAttentionFusedHFModelsORT(t *testing.T) {
 		t.Logf("%d of %d exports fused into %s and equal in ONNX Runtime: %v", len(fused[op]), len(paths), op, fused[op])
 	}
 }
+
+// TestAddKVCacheORT: the Hugging Face exports' and the corpus's RoPE
+// decoders rewritten with --attention fused --add-kv-cache (both forms)
+// run in ONNX Runtime as a prompt then decode steps, their caches fed
+// back, equal to the originals on the whole prompt: Falcon, Gemma, GPT-J,
+// GPT-NeoX, Llama (3), Phi, Phi-3 and the corpus's Llama, Qwen2, GPT-J
+// and NeoX; the others are refused with the reason (no block fused, a
+// cache already).
+func TestAddKVCacheORT(t *testing.T) {
+	paths, _ := filepath.Glob(filepath.Join(testmodels.HFModelsDir(), "hf-*", "model.onnx"))
+	for _, name := range []string{"rope_llama", "rope_qwen2", "rope_gptj", "rope_neox"} {
+		paths = append(paths, filepath.Join(testmodels.Dir(), "models", name, "model.onnx"))
+	}
+	given := map[string][]string{}
+	refused := 0
+	for _, in := range paths {
+		name := filepath.Base(filepath.Dir(in))
+		for _, form := range []struct{ op, flags string }{{"GroupQueryAttention", ""}, {"Attention (opset 23)", "--rope-op onnx"}} {
+			t.Run(name+" "+form.op, func(t *testing.T) {
+				out := filepath.Join(t.TempDir(), "kv.onnx")
+				code, stdout, stderr := runCLI(t, append([]string{"rewrite", in, "-o", out, "--attention", "fused", "--add-kv-cache"}, strings.Fields(form.flags)...)...)
+				switch {
+				case code == 1 && strings.Contains(stdout, "--add-kv-cache: "):
+					refused++
+					return
+				case code != 0:
+					t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+				}
+				given[form.op] = append(given[form.op], name)
+				code, js, errOut := runCLI(t, "verify", in, out, "--runtime", "ort", "--json", "--threads", "1")
+				var r verify.Report
+				if err := json.Unmarshal([]byte(js), &r); err != nil {
+					t.Fatalf("exit %d: %s", code, errOut)
+				}
+				if code != 0 || !r.Equal || r.PromptThenDecode == "" || r.Runtime != verify.RuntimeORT {
+					t.Fatalf("in ONNX Runtime (%q): %s %s", r.PromptThenDecode, r.Summary, errOut)
+				}
+			})
+		}
+	}
+	t.Logf("%d rewrites refused --add-kv-cache (the notes say why)", refused)
+	for op, want := range map[string]int{"GroupQueryAttention": 13, "Attention (opset 23)": 13} {
+		if len(given[op]) < want {
+			t.Errorf("%d models given a cache in the %s form, want at least %d: %v", len(given[op]), op, want, given[op])
+		}
+		t.Logf("%d models given a cache in the %s form, equal in ONNX Runtime: %v", len(given[op]), op, given[op])
+	}
+}

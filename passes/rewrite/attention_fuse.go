@@ -34,6 +34,10 @@ type Rotary struct {
 	// past+S-1 after a cache: GenAI's models give none).
 	Positions   func(pr *probe.Probe) ([]float64, error)
 	PositionIDs func() (*graph.Value, error)
+	// FromCache: the model counts its positions from 0 in every call and
+	// --add-kv-cache gives it a cache: position_ids are the cache's length
+	// onwards (past .. past+S-1), not PositionIDs.
+	FromCache bool
 }
 
 // opAttrs are the op's attributes for a.
@@ -383,7 +387,28 @@ func (r *Rewrite) Fuse(w *work.Work, a *Attention, rot *Rotary) error {
 		v = Typed(r.Op1("Reshape", []*graph.Value{v, r.VecInt(0, 0, int64(a.KVHeads*a.HeadDim))}), a.Type, 3)
 	}
 	ins := []*graph.Value{q, k, v, nil, nil, nil, nil, nil, nil, nil, nil}
+	// adding: --add-kv-cache gives the block a cache (attention_cache.go);
+	// its padding mask is then read over past and new tokens.
+	adding := r.Opts.AddKVCache && a.PastK == nil
+	var pad *graph.Value
+	if adding {
+		if !a.Causal {
+			return refuse("a KV cache is added to causal blocks only")
+		}
+		if pad, err = r.cachePadding(w, a); err != nil {
+			return err
+		}
+		if ins[3], ins[4], err = r.addCache(a); err != nil {
+			return err
+		}
+	}
 	if a.PastK != nil {
+		if r.Opts.AddKVCache {
+			if r.KV == nil {
+				r.KV = &KVCache{}
+			}
+			r.KV.Had = append(r.KV.Had, a.Block.Index)
+		}
 		if ins[3], err = r.Lookup(MainName(w, a.PastK)); err != nil {
 			return err
 		}
@@ -398,8 +423,10 @@ func (r *Rewrite) Fuse(w *work.Work, a *Attention, rot *Rotary) error {
 		ins[7], ins[8] = rot.CosV, rot.SinV
 	}
 	if rot != nil && (rot.Positions != nil || a.ONNX) {
-		pos, err := rot.PositionIDs()
-		if err != nil {
+		var pos *graph.Value
+		if rot.FromCache && adding {
+			pos = r.cachePositions(q, ins[3])
+		} else if pos, err = rot.PositionIDs(); err != nil {
 			return err
 		}
 		for i, heads := range []int{a.Heads, a.KVHeads} {
@@ -412,7 +439,11 @@ func (r *Rewrite) Fuse(w *work.Work, a *Attention, rot *Rotary) error {
 			ins[i] = Typed(y, a.Type, 3)
 		}
 	}
-	for _, m := range a.Masks {
+	masks, wheres := a.Masks, a.wheres
+	if adding {
+		masks, wheres, ins[10] = nil, nil, pad
+	}
+	for _, m := range masks {
 		v, err := r.Lookup(MainName(w, m))
 		if err != nil {
 			return err
@@ -429,7 +460,7 @@ func (r *Rewrite) Fuse(w *work.Work, a *Attention, rot *Rotary) error {
 			ins[10] = Typed(r.Op1("Add", []*graph.Value{ins[10], v}), a.Type, 4)
 		}
 	}
-	for _, wm := range a.wheres {
+	for _, wm := range wheres {
 		cond, err := r.Lookup(MainName(w, wm.cond))
 		if err != nil {
 			return err
@@ -476,7 +507,13 @@ func (r *Rewrite) Fuse(w *work.Work, a *Attention, rot *Rotary) error {
 	} else {
 		outs = r.Op(gqaNode, DomainMicrosoft, ins, 3, a.opAttrs(rot)...)
 	}
-	return r.replaceByOp(w, a, outs)
+	if err := r.replaceByOp(w, a, outs); err != nil {
+		return err
+	}
+	if adding {
+		return r.addPresents(a, outs)
+	}
+	return nil
 }
 
 // replaceByOp puts the op's outputs in place of the block's.

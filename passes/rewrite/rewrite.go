@@ -73,6 +73,8 @@ type Rewrite struct {
 	Memo    map[string]*graph.Value // values built once (position ids, shapes)
 	Cur     *Change
 	Work    *work.Work // the working copy of the original, for shapes
+	// KV is what --add-kv-cache added (nil: nothing).
+	KV *KVCache
 }
 
 // rank is the rank of a value of the rewritten model, from its declared

@@ -130,6 +130,15 @@ func (ab *attentionBlocks) fuseBlock(r *rewrite.Rewrite, w *work.Work, ev *Evide
 	if err != nil {
 		return nil, err
 	}
+	if r.Opts.AddKVCache && a.PastK == nil && rot.Positions != nil && (ev.Positions.Value == "" || ev.Positions.Ranged) {
+		// With a cache the new tokens sit after the past: positions the
+		// graph counts from 0 become the cache's length onwards; others
+		// it computes (from a constant start) are refused.
+		if !ownPositions(ev.Positions, p, false) {
+			return nil, fmt.Errorf("%w: a KV cache cannot be added: the positions are computed in the graph from another start than 0; they must be given (position_ids) or counted from 0", rewrite.ErrRewrite)
+		}
+		rot.FromCache = true
+	}
 	if err := a.Check(w, rot); err != nil {
 		return nil, err
 	}
