@@ -112,7 +112,8 @@ tokens' (past + i); positions the graph counts from 0 count from the
 cache's length instead (do_rotary does so itself).
 It is refused, and nothing written (exit 1), when a block is not fused
 (the notes say why), when the attention mask is read outside the blocks,
-or when the model has a cache. The check before writing runs each of
+when the audit finds another encoding than RoPE (a learned table read at
+0..S-1 in every call), or when the model has a cache. The check before writing runs each of
 verify's sets through the rewrite as a prompt and then one token at a
 time with its caches fed back, against IN on the whole prompt.
 
@@ -273,7 +274,7 @@ func rewriteRun(opts *rewriteOptions) error {
 	if opts.AddKVCache {
 		// Every block must have taken a cache, and nothing outside them
 		// read the prompt's length: else the model cannot decode.
-		if why := rw.FinishKVCache(len(passes.Result(actx, attn.Blocks))); why != "" {
+		if why := rw.FinishKVCache(len(passes.Result(actx, attn.Blocks)), arep.Findings); why != "" {
 			rep.Summary = "--add-kv-cache: " + why + "; nothing written"
 			if err := printRewrite(opts, rep); err != nil {
 				return err

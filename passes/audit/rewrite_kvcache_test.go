@@ -25,10 +25,10 @@ var kvCacheWant = map[string]map[string]string{
 	// does not take its caches of 4 columns).
 	"rope_neox":    {"gqa": "", "onnx": ""},
 	"rope_kvcache": {"gqa": "the model has a KV cache already"},
-	// Learned absolute positions: no block is fused.
-	"learned_gpt2": {"gqa": "no attention block was fused"},
+	// Learned absolute positions, read at 0..S-1 in every call.
+	"learned_gpt2": {"gqa": "the model's learned_absolute encoding counts the positions"},
 	// ALiBi's bias is computed for the prompt's positions.
-	"alibi_mpt": {"onnx": "no attention block was fused"},
+	"alibi_mpt": {"onnx": "the model's alibi encoding counts the positions"},
 }
 
 // TestRewriteAddsKVCache: rewrite --attention fused --add-kv-cache gives
@@ -54,7 +54,7 @@ func TestRewriteAddsKVCache(t *testing.T) {
 				}
 				opts := passes.Options{Rewrite: ro}
 				rep, actx, r, notes := fusedRewrite(t, cm.m, cm.name, opts)
-				got := r.FinishKVCache(len(passes.Result(actx, attn.Blocks)))
+				got := r.FinishKVCache(len(passes.Result(actx, attn.Blocks)), rep.Findings)
 				if why != "" {
 					if !strings.Contains(got+"\n"+notes, why) {
 						t.Fatalf("want a refusal saying %q; got %q, notes:\n%s", why, got, notes)
@@ -157,8 +157,8 @@ func TestAddKVCacheRefusesAnotherPadding(t *testing.T) {
 		u.Node.SetInput(u.Index, rev.Output(0))
 	}
 	opts := passes.Options{Rewrite: passes.RewriteOptions{Attention: passes.AttentionFused, AddKVCache: true}}
-	_, actx, r, notes := fusedRewrite(t, m, "rope_llama reversed mask", opts)
-	got := r.FinishKVCache(len(passes.Result(actx, attn.Blocks)))
+	rep, actx, r, notes := fusedRewrite(t, m, "rope_llama reversed mask", opts)
+	got := r.FinishKVCache(len(passes.Result(actx, attn.Blocks)), rep.Findings)
 	if got == "" || !strings.Contains(notes, "a KV cache cannot be added: with attention mask row") {
 		t.Fatalf("not refused for the mask: %q; notes:\n%s", got, notes)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/onnxpe/onnxpe/graph"
 	"github.com/onnxpe/onnxpe/kernels"
+	"github.com/onnxpe/onnxpe/passes"
 	"github.com/onnxpe/onnxpe/passes/probe"
 	"github.com/onnxpe/onnxpe/passes/work"
 )
@@ -260,11 +261,20 @@ func (a *Attention) checkPadding(w *work.Work, mask *graph.Value) error {
 }
 
 // FinishKVCache says why the model cannot decode with the cache
-// --add-kv-cache added ("" when it can): blocks is the number of the
-// model's attention blocks, each of which must have one; the mask inputs
+// --add-kv-cache added ("" when it can): findings are the audit's (RoPE
+// and NoPE only), blocks is the number of the model's attention blocks,
+// each of which must have one; the mask inputs
 // must be read by the added masks only; their width is declared
 // past + seq (total_sequence_length).
-func (r *Rewrite) FinishKVCache(blocks int) string {
+func (r *Rewrite) FinishKVCache(blocks int, findings []*passes.Finding) string {
+	for _, f := range findings {
+		// Another encoding counts the positions of the call's tokens
+		// (a learned or sinusoidal table read at 0..S-1, a bias):
+		// decoding after a cache would read the prompt's first.
+		if f.Scheme != "rope" && f.Scheme != "nope" {
+			return fmt.Sprintf("the model's %s encoding counts the positions of each call's tokens from the prompt's first", f.Scheme)
+		}
+	}
 	switch {
 	case r.KV != nil && len(r.KV.Had) > 0:
 		return "the model has a KV cache already"
