@@ -476,15 +476,7 @@ func TestRewriteFusesBiasedAttention(t *testing.T) {
 // added; with a fill of -1e4 an addition would leave the scores in (a row
 // whose keys are all hidden would not stay uniform), and the block is left.
 func TestRewriteRefusesASmallFillByInputs(t *testing.T) {
-	var m *graph.Model
-	for _, cm := range rewriteCorpus(t) {
-		if cm.name == "alibi_mpt" {
-			m = cm.m.Clone()
-		}
-	}
-	if m == nil {
-		t.Fatal("no alibi_mpt in the corpus")
-	}
+	m := corpusClone(t, "alibi_mpt")
 	small, err := graph.NewTensor("small_fill", graph.Float, nil, []float32{-1e4})
 	if err != nil {
 		t.Fatal(err)

@@ -132,15 +132,7 @@ func TestRewriteAddsKVCache(t *testing.T) {
 // mask marks 0; with every token valid it reads as any padding mask, so
 // only the check on padded rows tells, and the cache is refused.
 func TestAddKVCacheRefusesAnotherPadding(t *testing.T) {
-	var m *graph.Model
-	for _, cm := range rewriteCorpus(t) {
-		if cm.name == "rope_llama" {
-			m = cm.m.Clone()
-		}
-	}
-	if m == nil {
-		t.Fatal("no rope_llama in the corpus")
-	}
+	m := corpusClone(t, "rope_llama")
 	g := m.Graph
 	mask := g.Lookup("attention_mask")
 	uses := mask.Uses()

@@ -84,6 +84,18 @@ func rewriteCorpus(t *testing.T) []corpusModel {
 	return out
 }
 
+// corpusClone is a copy of the corpus model name (to change it).
+func corpusClone(t *testing.T, name string) *graph.Model {
+	t.Helper()
+	for _, cm := range rewriteCorpus(t) {
+		if cm.name == name {
+			return cm.m.Clone()
+		}
+	}
+	t.Fatalf("no %s in the corpus", name)
+	return nil
+}
+
 // TestRewriteCorpus rewrites every corpus model with the default passes
 // and checks what changed: the passes that rewrote it, the forms that are
 // gone (the rotate-half chain, Sin/Cos, the bucket logarithm), the fused
