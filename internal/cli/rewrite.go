@@ -85,17 +85,19 @@ a Where on the scores that keeps the visible keys' scores (GPT-J,
 GPT-NeoX), found on numbers to hide exactly the keys after each query's.
 Each block is run both ways on numbers before it is fused. A block the op
 cannot express is left as it is, its rotation fused into RotaryEmbedding,
-and the report says why per block: scores of rank 3, a norm of q or k
+and the report says why per block: scores of rank 3 that are not viewed
+as [batch, heads, queries, keys] before the Softmax, a norm of q or k
 after the rotation (Llama 4), cos/sin that depend on more than the
 positions (dynamic NTK), no causal mask, two masks that depend on inputs,
 a check on numbers that fails (KV heads repeated in another order). With
---rope-op onnx the blocks whose scores an ALiBi or T5 bias reaches (MPT,
-T5, mT5, UMT5) are fused too: Attention of opset 23 whose attn_mask is
-the bias with the model's masks (a Where that masks by an
-attention_mask's values becomes an additive mask), is_causal only when
-the block masks causally apart from the bias (a T5 encoder does not);
-GroupQueryAttention takes no such block. BLOOM's blocks (scores of
-[batch*heads, queries, keys]) and the other schemes' keep their blocks. A
+--rope-op onnx the blocks whose scores an ALiBi or T5 bias reaches
+(BLOOM, MPT, T5, mT5, UMT5) are fused too: Attention of opset 23 whose
+attn_mask is the bias with the model's masks (a Where that masks by an
+attention_mask's values becomes an additive mask; BLOOM's bias of
+[batch*heads, 1, keys], added to scores of that shape, is viewed as
+[batch, heads, 1, keys]), is_causal only when the block masks causally
+apart from the bias (a T5 encoder does not); GroupQueryAttention takes no
+such block. The other schemes keep their blocks. A
 rewritten model with a cache runs several new tokens after it for one
 sequence only (the op's contract; verify's sweep does so). The default is
 keep.

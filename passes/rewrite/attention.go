@@ -48,6 +48,11 @@ type Attention struct {
 	// RotaryEmbedding on q and k rows, then Attention with is_causal.
 	ONNX bool
 	bias []*graph.Value // the scheme's terms (ReadAttention)
+	// flat: the block computes its scores and weights as [batch·heads,
+	// queries, keys] (BLOOM's baddbmm and bmm); flatMasks are its terms
+	// of that shape, added before the scores are viewed as 4-D.
+	flat      bool
+	flatMasks map[*graph.Value]bool
 	// wheres are the Wheres of the score path whose condition depends on
 	// the inputs' values (a padding mask, with or without the causal
 	// one): each is the additive mask Where(cond, 0, fill) (keep: the
@@ -95,6 +100,13 @@ func ReadAttention(w *work.Work, b *attn.Block, s *attn.BlockSides, rotated, onn
 	if err := a.readV(w, b); err != nil {
 		return nil, err
 	}
+	if a.flat {
+		for _, x := range []**graph.Value{&a.Q, &a.K, &a.V} {
+			if *x = unflat(w, *x); w.Shape(*x).Rank() != 4 {
+				return nil, refuse("%s is %s: not made from [batch, heads, seq, head]", w.Name(*x), w.ShapeString(w.Shape(*x)))
+			}
+		}
+	}
 	if err := a.readHeads(w, s); err != nil {
 		return nil, err
 	}
@@ -109,7 +121,9 @@ func ReadAttention(w *work.Work, b *attn.Block, s *attn.BlockSides, rotated, onn
 	if err := a.readCache(w, s); err != nil {
 		return nil, err
 	}
-	a.readOut(w, b)
+	if err := a.readOut(w, b); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -139,6 +153,7 @@ func (a *Attention) readShape(w *work.Work, b *attn.Block, s *attn.BlockSides) e
 	if !weightsToV(w, b) {
 		return refuse("the attention weights are read beyond the product with v")
 	}
+	a.flat = w.Shape(b.AV.Output(0)).Rank() == 3
 	a.Type = w.ElemType(b.AV.Output(0))
 	if a.Type != graph.Float && a.Type != graph.Float16 {
 		return refuse("the block computes in %v (the op takes float32 or float16)", a.Type)
@@ -162,11 +177,40 @@ func weightsToV(w *work.Work, b *attn.Block) bool {
 		case n.OpType == "Identity", n.OpType == "Dropout" && len(n.Outputs()) == 1,
 			n.OpType == "Cast" && w.ElemType(n.Output(0)).IsFloat():
 			v = n.Output(0)
+		case n.OpType == "Reshape" && folds(w, n):
+			// BLOOM's weights viewed as [batch·heads, queries, keys]
+			// for its bmm with v.
+			v = n.Output(0)
 		default:
 			return false
 		}
 	}
 	return false
+}
+
+// folds reports whether Reshape n views [batch, heads, q, k] as
+// [batch·heads, q, k].
+func folds(w *work.Work, n *graph.Node) bool {
+	// The keys' size may be left to the Reshape (-1): the check on
+	// numbers confirms the view.
+	in, out := w.Shape(n.Input(0)), w.Shape(n.Output(0))
+	return in.Rank() == 4 && out.Rank() == 3 && in.Dims[2] == out.Dims[1]
+}
+
+// unflat is the [batch, heads, seq, head] value a block of flat scores
+// made x from: x viewed as [batch·heads, seq, head], or that view
+// transposed to [batch·heads, head, seq] (BLOOM's keys); x otherwise.
+func unflat(w *work.Work, x *graph.Value) *graph.Value {
+	if p := x.Producer(); p != nil && p.OpType == "Transpose" && work.IsONNX(p) && equalInts(p.AttrInts("perm"), 0, 2, 1) {
+		x = p.Input(0)
+	}
+	if p := x.Producer(); p != nil && p.OpType == "Reshape" && work.IsONNX(p) {
+		in, out := w.Shape(p.Input(0)), w.Shape(x)
+		if in.Rank() == 4 && out.Rank() == 3 && in.Dims[2] == out.Dims[1] {
+			return p.Input(0)
+		}
+	}
+	return x
 }
 
 // readScores reads the score path: constant scalar scales, then
@@ -380,19 +424,48 @@ func seqAxis(v *graph.Value) bool { return (v.Producer().AttrInt("axis", 0)+4)%4
 // readOut finds the value the op's output replaces: the product with v
 // transposed to [batch, seq, heads, head] and reshaped to [batch, seq,
 // heads·head] when the model does so, else the product itself.
-func (a *Attention) readOut(w *work.Work, b *attn.Block) {
+func (a *Attention) readOut(w *work.Work, b *attn.Block) error {
 	a.Out, a.OutBNSH = b.AV.Output(0), true
+	if a.flat {
+		// [batch·heads, seq, head] viewed back as [batch, heads, seq, head].
+		rs := onlyUseBesidesShape(a.Out)
+		if rs == nil || rs.OpType != "Reshape" || !work.IsONNX(rs) || w.Shape(rs.Output(0)).Rank() != 4 ||
+			w.Shape(rs.Output(0)).Dims[1] != work.Dim(a.Heads) {
+			return refuse("the product with v, [batch·heads, seq, head], is not viewed back as [batch, heads, seq, head]")
+		}
+		a.Out = rs.Output(0)
+	}
 	t := onlyUse(a.Out)
 	if t == nil || t.OpType != "Transpose" || !slices.Equal(t.AttrInts("perm"), []int64{0, 2, 1, 3}) || !work.IsONNX(t) {
-		return
+		return nil
 	}
 	rs := onlyUse(t.Output(0))
 	if rs == nil || rs.OpType != "Reshape" || !work.IsONNX(rs) {
-		return
+		return nil
 	}
 	if sh := w.Shape(rs.Output(0)); sh.Rank() == 3 && sh.Dims[2] == work.Dim(a.Heads*a.HeadDim) {
 		a.Out, a.OutBNSH = rs.Output(0), false
 	}
+	return nil
+}
+
+// onlyUseBesidesShape is the one node reading v's values (Shape nodes
+// read its sizes, which the op's output has too); nil when several do.
+func onlyUseBesidesShape(v *graph.Value) *graph.Node {
+	var only *graph.Node
+	for _, u := range v.Uses() {
+		if u.Node.OpType == "Shape" {
+			continue
+		}
+		if only != nil {
+			return nil
+		}
+		only = u.Node
+	}
+	if v.IsGraphOutput() {
+		return nil
+	}
+	return only
 }
 
 // onlyUse is the one node reading v (nil when v has other readers or is

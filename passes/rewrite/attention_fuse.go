@@ -182,6 +182,12 @@ func (a *Attention) checkInputs(pr *probe.Probe, cuts map[*graph.Value]*kernels.
 		if err != nil {
 			return nil, err
 		}
+		if a.flatMasks[m] {
+			if b.Shape[0] != c.batch*a.Heads {
+				return nil, fmt.Errorf("the mask %v is not [batch·heads, ..] for %d rows of %d heads", b.Shape, c.batch, a.Heads)
+			}
+			b = b.Reshaped(c.batch, a.Heads, b.Shape[1], b.Shape[2])
+		}
 		ins[10] = addMasks(ins[10], expandRows(rank4(b), c.seq, T))
 	}
 	for _, wm := range a.wheres {
@@ -448,10 +454,14 @@ func (r *Rewrite) Fuse(w *work.Work, a *Attention, rot *Rotary) error {
 		if err != nil {
 			return err
 		}
-		switch w.Shape(m).Rank() {
-		case 2:
+		switch {
+		case a.flatMasks[m]:
+			// [batch·heads, q, k] -> [batch, heads, q, k]
+			dims := Typed(r.Op1("Concat", []*graph.Value{r.VecInt(-1, int64(a.Heads)), r.DimOf(v, 1, 2)}, graph.IntAttr("axis", 0)), graph.Int64, 1)
+			v = Typed(r.Op1("Reshape", []*graph.Value{v, dims}), a.Type, 4)
+		case w.Shape(m).Rank() == 2:
 			v = Typed(r.Unsqueeze(v, 0, 1), a.Type, 4)
-		case 3:
+		case w.Shape(m).Rank() == 3:
 			v = Typed(r.Unsqueeze(v, 0), a.Type, 4)
 		}
 		if ins[10] == nil {

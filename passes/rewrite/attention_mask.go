@@ -71,6 +71,19 @@ func (a *Attention) readMasks(w *work.Work, b *attn.Block) error {
 func (a *Attention) biasShape(w *work.Work, v *graph.Value) error {
 	sh := w.Shape(v)
 	fits := func(d, want work.Dim) bool { return d == want || d == work.Dim(1) }
+	if a.flat && sh.Rank() == 3 && sh.Dims[0] != 1 && sh.Dims[0] != work.Dim(a.Heads) {
+		// [batch·heads, queries or 1, keys], added to the flat scores
+		// (whose sizes the model may leave to a Reshape's -1): the check
+		// on numbers confirms the view as [batch, heads, ..].
+		if a.flatMasks == nil {
+			a.flatMasks = map[*graph.Value]bool{}
+		}
+		a.flatMasks[v] = true
+		if w.ElemType(v) != a.Type {
+			return refuse("the mask %s is %v, the scores %v", w.Name(v), w.ElemType(v), a.Type)
+		}
+		return nil
+	}
 	if sh.Rank() < 2 || sh.Rank() > 4 || !fits(sh.Dims[sh.Rank()-2], a.scores) || !fits(sh.Dims[sh.Rank()-1], a.keysSeen) {
 		return refuse("the mask %s is %s, not [batch, 1, queries, keys]", w.Name(v), w.ShapeString(sh))
 	}
