@@ -92,6 +92,19 @@ func (a *Attention) checkCall(w *work.Work, rot *Rotary, c checkCall, seed uint6
 		}
 		cuts[v] = randomOf(rng, a.Type, shape)
 	}
+	// A model whose shapes fix the batch or the tokens runs at its own
+	// sizes, whatever the call asks: read them from the cuts.
+	if q := cuts[a.Q]; q != nil {
+		switch a.QL {
+		case BNSH:
+			c.batch, c.seq = q.Shape[0], q.Shape[2]
+		default:
+			c.batch, c.seq = q.Shape[0], q.Shape[1]
+		}
+	}
+	if pk := cuts[a.PastK]; pk != nil {
+		c.past = pk.Shape[2]
+	}
 	pr.SetCuts(cuts)
 	want, err := pr.Value(a.Out)
 	if err != nil {
@@ -106,6 +119,9 @@ func (a *Attention) checkCall(w *work.Work, rot *Rotary, c checkCall, seed uint6
 		return err
 	}
 	got := outs[0]
+	if got.Len() != c.batch*c.seq*a.Heads*a.HeadDim {
+		return fmt.Errorf("the op's output is %v for %d rows of %d tokens", got.Shape, c.batch, c.seq)
+	}
 	if a.OutBNSH {
 		got = transpose12(got.Reshaped(c.batch, c.seq, a.Heads, a.HeadDim))
 	}
