@@ -16,7 +16,13 @@ type ortRunner struct{ s *ortpeer.Session }
 // newORTRunner opens the model file at path in ONNX Runtime with its
 // default graph optimisations (what deployments run).
 func newORTRunner(path string, m *graph.Model, threads int) (runner, error) {
-	s, err := ortpeer.NewSession(path, m, ortpeer.Options{Threads: threads, Level: "all"})
+	// A model that crashes ONNX Runtime while loading crashes it in a
+	// child process, not in this one.
+	opts := ortpeer.Options{Threads: threads, Level: "all"}
+	if err := ortpeer.LoadsInChild(path, opts); err != nil {
+		return nil, err
+	}
+	s, err := ortpeer.NewSession(path, m, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -285,3 +285,16 @@ func TestAddKVCacheORT(t *testing.T) {
 		t.Logf("%d models given a cache in the %s form, equal in ONNX Runtime: %v", len(given[op]), op, given[op])
 	}
 }
+
+// TestVerifyORTCrashIsOneLine: ONNX Runtime 1.30 crashes (SIGSEGV)
+// creating a session of MPT's Hugging Face export. It runs in this
+// process, so the crash would end it with a signal trace; the session is
+// tried in a child process first, and verify says so in one line (exit
+// 2).
+func TestVerifyORTCrashIsOneLine(t *testing.T) {
+	in := filepath.Join(testmodels.HFModelsDir(), "hf-mpt-alibi-6heads", "model.onnx")
+	code, stdout, stderr := runCLI(t, "verify", in, in, "--runtime", "ort", "--threads", "1")
+	if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "ONNX Runtime crashes (SIGSEGV)") {
+		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+	}
+}
