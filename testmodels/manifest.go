@@ -117,6 +117,13 @@ func RealModelsDir() string {
 	return filepath.Join(Dir(), "..", "passes", "testdata", "realmodels")
 }
 
+// RealModelFiles are the model.onnx files of the real models
+// (RealModelsDir), in the order of their folders.
+func RealModelFiles() []string {
+	paths, _ := filepath.Glob(filepath.Join(RealModelsDir(), "*", "model.onnx"))
+	return paths
+}
+
 // HFModelsDir is the absolute path of the Hugging Face transformers
 // exports (passes/testdata/hfmodels: each <name>/model.onnx with its truth
 // in <name>.json and ONNX Runtime's inputs and outputs in _ortio/).

@@ -147,7 +147,7 @@ func TestRewriteAddKVCacheFlag(t *testing.T) {
 // internal error. (A model whose shapes fix the batch
 // and tokens made the check on numbers panic.)
 func TestAttentionFusedRealModels(t *testing.T) {
-	paths, _ := filepath.Glob(filepath.Join(testmodels.RealModelsDir(), "*", "*.onnx"))
+	paths := testmodels.RealModelFiles()
 	if len(paths) < 20 {
 		t.Fatalf("%d real models, want 20", len(paths))
 	}

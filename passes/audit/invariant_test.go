@@ -134,7 +134,7 @@ func invModels(t *testing.T) []invModel {
 			inputs: func(m *graph.Model) (map[string]*kernels.Tensor, error) { return kernels.ReadInputs(td, m) }})
 	}
 	real := ortSaves(t, "realmodels", nil)
-	dirs, _ := filepath.Glob(filepath.Join(testmodels.RealModelsDir(), "*", "model.onnx"))
+	dirs := testmodels.RealModelFiles()
 	for _, p := range dirs {
 		name := filepath.Base(filepath.Dir(p))
 		out = append(out, invModel{set: "real", name: name, load: loadFile(p), ort: real[name]})

@@ -368,7 +368,7 @@ var realRewrites = map[string]string{
 // with an unfused encoding are rewritten (or refused with the reason),
 // the others have nothing to rewrite.
 func TestRewriteRealModels(t *testing.T) {
-	dirs, _ := filepath.Glob(filepath.Join(testmodels.RealModelsDir(), "*", "model.onnx"))
+	dirs := testmodels.RealModelFiles()
 	if len(dirs) < 20 {
 		t.Fatalf("%d vendored real models", len(dirs))
 	}
