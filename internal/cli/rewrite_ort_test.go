@@ -298,3 +298,29 @@ func TestVerifyORTCrashIsOneLine(t *testing.T) {
 		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
 	}
 }
+
+// TestAttentionFusedRealModelsORT: the real models --attention fused
+// fuses (either form; today the expanded FlexAttention export, whose
+// fixed shapes give verify one input set) run equal in ONNX Runtime.
+func TestAttentionFusedRealModelsORT(t *testing.T) {
+	var fused []string
+	for _, in := range testmodels.RealModelFiles() {
+		for _, flags := range []string{"", "--rope-op onnx"} {
+			out := filepath.Join(t.TempDir(), "fused.onnx")
+			code, stdout, _ := runCLI(t, append([]string{"rewrite", in, "-o", out, "--attention", "fused"}, strings.Fields(flags)...)...)
+			if code != 0 || !strings.Contains(stdout, "attention fused into") {
+				continue
+			}
+			fused = append(fused, filepath.Base(filepath.Dir(in))+" "+flags)
+			code, js, errOut := runCLI(t, "verify", in, out, "--runtime", "ort", "--json", "--threads", "1")
+			var r verify.Report
+			if err := json.Unmarshal([]byte(js), &r); err != nil || code != 0 || !r.Equal || r.Runtime != verify.RuntimeORT || len(r.Sets) == 0 {
+				t.Errorf("%s [%s] in ONNX Runtime: exit %d: %s %s", in, flags, code, r.Summary, errOut)
+			}
+		}
+	}
+	if len(fused) == 0 {
+		t.Fatal("no real model fused")
+	}
+	t.Logf("fused and equal in ONNX Runtime: %v", fused)
+}
