@@ -117,11 +117,18 @@ func RealModelsDir() string {
 	return filepath.Join(Dir(), "..", "passes", "testdata", "realmodels")
 }
 
+// RealModelCount is how many real models the repository carries.
+const RealModelCount = 20
+
 // RealModelFiles are the model.onnx files of the real models
-// (RealModelsDir), in the order of their folders.
-func RealModelFiles() []string {
-	paths, _ := filepath.Glob(filepath.Join(RealModelsDir(), "*", "model.onnx"))
-	return paths
+// (RealModelsDir), in the order of their folders; an error when fewer
+// than RealModelCount are there (a checkout without them).
+func RealModelFiles() ([]string, error) {
+	paths, err := filepath.Glob(filepath.Join(RealModelsDir(), "*", "model.onnx"))
+	if err == nil && len(paths) < RealModelCount {
+		err = fmt.Errorf("testmodels: %d real models in %s, want %d", len(paths), RealModelsDir(), RealModelCount)
+	}
+	return paths, err
 }
 
 // HFModelsDir is the absolute path of the Hugging Face transformers

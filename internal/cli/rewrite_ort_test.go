@@ -183,6 +183,10 @@ func TestRewriteRealModelsORT(t *testing.T) {
 	}
 }
 
+// fusedForms are the two forms of --attention fused: the op the notes
+// name and the flags that ask for it.
+var fusedForms = []struct{ op, flags string }{{"GroupQueryAttention", ""}, {"Attention (opset 23)", "--rope-op onnx"}}
+
 // TestAttentionFusedHFModelsORT: `rewrite --attention fused` of every
 // Hugging Face export (transformers' modeling code, torch.onnx.export),
 // in both forms: GroupQueryAttention (the RoPE decoders: Llama, Falcon,
@@ -204,7 +208,7 @@ func TestAttentionFusedHFModelsORT(t *testing.T) {
 	skipped := 0
 	for _, in := range paths {
 		name := filepath.Base(filepath.Dir(in))
-		for _, form := range []struct{ op, flags string }{{"GroupQueryAttention", ""}, {"Attention (opset 23)", "--rope-op onnx"}} {
+		for _, form := range fusedForms {
 			t.Run(name+" "+form.op, func(t *testing.T) {
 				out := filepath.Join(t.TempDir(), "fused.onnx")
 				code, stdout, stderr := runCLI(t, append([]string{"rewrite", in, "-o", out, "--attention", "fused"}, strings.Fields(form.flags)...)...)
@@ -254,7 +258,7 @@ func TestAddKVCacheORT(t *testing.T) {
 	refused := 0
 	for _, in := range paths {
 		name := filepath.Base(filepath.Dir(in))
-		for _, form := range []struct{ op, flags string }{{"GroupQueryAttention", ""}, {"Attention (opset 23)", "--rope-op onnx"}} {
+		for _, form := range fusedForms {
 			t.Run(name+" "+form.op, func(t *testing.T) {
 				out := filepath.Join(t.TempDir(), "kv.onnx")
 				code, stdout, stderr := runCLI(t, append([]string{"rewrite", in, "-o", out, "--attention", "fused", "--add-kv-cache"}, strings.Fields(form.flags)...)...)
@@ -303,8 +307,12 @@ func TestVerifyORTCrashIsOneLine(t *testing.T) {
 // fuses (either form; today the expanded FlexAttention export, whose
 // fixed shapes give verify one input set) run equal in ONNX Runtime.
 func TestAttentionFusedRealModelsORT(t *testing.T) {
+	paths, err := testmodels.RealModelFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var fused []string
-	for _, in := range testmodels.RealModelFiles() {
+	for _, in := range paths {
 		for _, flags := range []string{"", "--rope-op onnx"} {
 			out := filepath.Join(t.TempDir(), "fused.onnx")
 			code, stdout, _ := runCLI(t, append([]string{"rewrite", in, "-o", out, "--attention", "fused"}, strings.Fields(flags)...)...)

@@ -134,7 +134,10 @@ func invModels(t *testing.T) []invModel {
 			inputs: func(m *graph.Model) (map[string]*kernels.Tensor, error) { return kernels.ReadInputs(td, m) }})
 	}
 	real := ortSaves(t, "realmodels", nil)
-	dirs := testmodels.RealModelFiles()
+	dirs, err := testmodels.RealModelFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range dirs {
 		name := filepath.Base(filepath.Dir(p))
 		out = append(out, invModel{set: "real", name: name, load: loadFile(p), ort: real[name]})

@@ -414,13 +414,8 @@ func TestRewriteFusesBiasedAttention(t *testing.T) {
 		"t5_decoder":  {scheme: "t5_relative_bias", att: 2},
 		"alibi_bloom": {scheme: "alibi", att: 2},
 	}
-	seen := 0
-	for _, cm := range rewriteCorpus(t) {
-		w, ok := want[cm.name]
-		if !ok {
-			continue
-		}
-		seen++
+	for _, cm := range listed(t, rewriteCorpus(t), corpusName, want) {
+		w := want[cm.name]
 		t.Run(cm.name, func(t *testing.T) {
 			gqa := passes.Options{Rewrite: passes.RewriteOptions{Attention: passes.AttentionFused}}
 			if _, _, _, n := fusedRewrite(t, cm.m, cm.name, gqa); !strings.Contains(n, "is fused with --rope-op onnx only, into Attention of opset 23") {
@@ -466,9 +461,6 @@ func TestRewriteFusesBiasedAttention(t *testing.T) {
 				t.Errorf("the rewrite's audit: fused %v layers %v %+v; the original's: fused %v layers %v %+v", a.Fused, a.Layers, a.Params, b.Fused, b.Layers, b.Params)
 			}
 		})
-	}
-	if seen != len(want) {
-		t.Errorf("%d of %d models found", seen, len(want))
 	}
 }
 
